@@ -1,0 +1,26 @@
+// Ctx: what every op needs besides its tensors - the backend, the CUDA
+// stream and library handles (opaque here so that host code does not include
+// CUDA headers), and a scratch arena for temporaries. Ops never allocate
+// with malloc; a temporary comes from ctx.scratch and is released before
+// the op returns (ArenaScope).
+#pragma once
+
+#include "dapo/core/arena.h"
+#include "dapo/core/tensor.h"
+
+namespace dapo::ops {
+
+enum class Backend : uint8_t { cpu, cuda };
+
+struct Ctx {
+  Backend backend = Backend::cpu;
+  void* stream = nullptr;         // cudaStream_t on the CUDA backend
+  void* cublaslt = nullptr;       // cublasLtHandle_t on the CUDA backend
+  void* workspace = nullptr;      // cuBLASLt workspace (device), workspace_bytes long
+  size_t workspace_bytes = 0;
+  Arena* scratch = nullptr;       // temporaries on the backend's device
+};
+
+inline Device backend_device(Backend b) { return b == Backend::cpu ? Device::cpu : Device::cuda; }
+
+}  // namespace dapo::ops
