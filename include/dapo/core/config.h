@@ -1,0 +1,147 @@
+// The run configuration: every key of DESIGN.md section 5, grouped by INI
+// section, with defaults equal to the DAPO paper's recipe (arXiv:2503.14476,
+// and verl's recipe/dapo scripts where the paper is silent).
+//
+// Sources, highest precedence first: `--section.key=value` overrides, the
+// INI file (`[section]` then `key = value`; `#` or `;` start comments), the
+// defaults below. An unknown key, a bad value, a duplicated key or a missing
+// file is a UserError naming the file, the line and the key.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace dapo {
+
+enum class ChatTemplate { chatml, none };
+enum class Truncation { left, error, skip };          // prompts longer than max_prompt_length
+enum class AdvEstimator { grpo };
+enum class LossAggMode { token_mean, seq_mean_token_mean, seq_mean_token_sum };
+enum class FilterMetric { acc, score, seq_reward };    // what must vary within a kept group
+enum class BackendChoice { auto_, cpu, cuda };
+
+struct ModelConfig {
+  std::string path;             // HF directory or dapo checkpoint (.h5)
+  std::string tokenizer;        // tokenizer.json; empty: the one beside the model
+  ChatTemplate chat_template = ChatTemplate::chatml;
+};
+
+struct DataConfig {
+  std::string train_files;      // comma-separated JSONL files
+  std::string val_files;
+  int64_t max_prompt_length = 2048;   // tokens
+  Truncation truncation = Truncation::left;
+  int64_t seed = 1;             // shuffling of the prompt order per epoch
+};
+
+struct RolloutConfig {
+  int64_t n = 16;                       // responses per prompt (group size)
+  double temperature = 1.0;             // 0: greedy
+  double top_p = 1.0;                   // 1: off
+  int64_t top_k = -1;                   // -1 or 0: off
+  int64_t max_response_length = 20480;  // tokens
+  int64_t gen_batch_size = 1536;        // prompts per generation round (3 x train_batch_size)
+  int64_t max_num_gen_batches = 10;     // rounds per step before giving up; 0: no limit
+};
+
+struct AlgorithmConfig {
+  AdvEstimator adv_estimator = AdvEstimator::grpo;
+  bool norm_adv_by_std = true;
+  double clip_ratio_low = 0.2;          // eps_low
+  double clip_ratio_high = 0.28;        // eps_high (clip-higher)
+  double clip_ratio_c = 3.0;            // dual-clip bound for negative advantages
+  LossAggMode loss_agg_mode = LossAggMode::token_mean;
+  bool dynamic_sampling = true;
+  FilterMetric filter_metric = FilterMetric::acc;
+  int64_t overlong_buffer_len = 4096;   // L_cache in tokens; 0: no soft overlong punishment
+  double overlong_penalty_factor = 1.0;
+  bool overlong_filter = false;         // mask truncated responses out of the loss
+  double kl_coef = 0.0;                 // KL (k3) to a frozen reference; 0: no reference model
+  double entropy_coeff = 0.0;
+};
+
+struct OptimConfig {
+  double lr = 1e-6;
+  int64_t warmup_steps = 20;    // linear warmup, then constant
+  double weight_decay = 0.1;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double grad_clip = 1.0;       // global grad-norm clip; 0: off
+};
+
+struct TrainConfig {
+  int64_t train_batch_size = 512;       // prompts (groups) per step
+  int64_t ppo_mini_batch_size = 32;     // prompts per optimizer step
+  int64_t ppo_epochs = 1;
+  int64_t max_token_len_per_gpu = 22528;  // micro-batch token budget (prompt + response)
+  int64_t total_steps = 0;              // 0: one epoch over train_files
+  int64_t seed = 1;                     // sampling and initialisation
+  bool activation_recompute = true;
+};
+
+struct ParallelConfig {
+  BackendChoice backend = BackendChoice::auto_;
+  int64_t tp = 1;               // tensor-parallel size; dp = world / tp
+};
+
+struct CheckpointConfig {
+  std::string dir = "checkpoints";
+  int64_t save_every = 5;       // steps; 0: only at the end and on preemption
+  int64_t keep_last = 3;        // 0: keep all
+  std::string resume = "auto";  // auto | never | PATH
+};
+
+struct DumpConfig {
+  std::string dir = "rollouts";
+  int64_t every = 10;           // steps; 0: off
+};
+
+struct LogConfig {
+  std::string dir = "logs";     // metrics.jsonl and the resolved config go here
+  int64_t every = 1;
+  bool all_ranks = false;       // every rank logs, not only rank 0
+  std::string level = "info";   // debug | info | warn | error
+};
+
+struct Config {
+  ModelConfig model;
+  DataConfig data;
+  RolloutConfig rollout;
+  AlgorithmConfig algorithm;
+  OptimConfig optim;
+  TrainConfig train;
+  ParallelConfig parallel;
+  CheckpointConfig checkpoint;
+  DumpConfig dump;
+  LogConfig log;
+
+  // Where each key that is not a default came from: "FILE:LINE" or
+  // "command line". Used in error messages of later checks.
+  std::map<std::string, std::string> origins;
+  std::string origin_of(const std::string& key) const;
+};
+
+// Reads `ini_path` (empty: none) and applies `overrides` ("--section.key=value"
+// or "section.key=value"), then checks ranges and cross-key constraints.
+// Throws UserError.
+Config load_config(const std::string& ini_path, const std::vector<std::string>& overrides);
+
+// The resolved configuration as INI text that load_config reads back to the
+// same values.
+std::string config_to_ini(const Config& config);
+
+// One line per key: "  section.key = default   help", grouped by section.
+std::string config_help();
+
+// Enum names as written in INI files.
+std::string to_string(ChatTemplate v);
+std::string to_string(Truncation v);
+std::string to_string(AdvEstimator v);
+std::string to_string(LossAggMode v);
+std::string to_string(FilterMetric v);
+std::string to_string(BackendChoice v);
+
+}  // namespace dapo

@@ -1,0 +1,382 @@
+// INI + command-line configuration through Boost.ProgramOptions. We read the
+// INI lines ourselves (Boost's parser forgets line numbers) and hand each
+// key to Boost one at a time, so that every error can name file:line:key.
+#include "dapo/core/config.h"
+
+#include <boost/program_options.hpp>
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <fstream>
+#include <functional>
+#include <set>
+#include <sstream>
+#include <utility>
+
+#include "dapo/core/error.h"
+#include "dapo/core/log.h"
+
+namespace po = boost::program_options;
+
+namespace dapo {
+namespace {
+
+template <class E, size_t N>
+using Names = std::array<std::pair<E, const char*>, N>;
+
+constexpr Names<ChatTemplate, 2> kChatTemplate{{{ChatTemplate::chatml, "chatml"}, {ChatTemplate::none, "none"}}};
+constexpr Names<Truncation, 3> kTruncation{
+    {{Truncation::left, "left"}, {Truncation::error, "error"}, {Truncation::skip, "skip"}}};
+constexpr Names<AdvEstimator, 1> kAdvEstimator{{{AdvEstimator::grpo, "grpo"}}};
+constexpr Names<LossAggMode, 3> kLossAggMode{{{LossAggMode::token_mean, "token-mean"},
+                                              {LossAggMode::seq_mean_token_mean, "seq-mean-token-mean"},
+                                              {LossAggMode::seq_mean_token_sum, "seq-mean-token-sum"}}};
+constexpr Names<FilterMetric, 3> kFilterMetric{
+    {{FilterMetric::acc, "acc"}, {FilterMetric::score, "score"}, {FilterMetric::seq_reward, "seq_reward"}}};
+constexpr Names<BackendChoice, 3> kBackend{
+    {{BackendChoice::auto_, "auto"}, {BackendChoice::cpu, "cpu"}, {BackendChoice::cuda, "cuda"}}};
+
+template <class E, size_t N>
+std::string name_of(const Names<E, N>& names, E v) {
+  for (const auto& [e, s] : names)
+    if (e == v) return s;
+  return "?";
+}
+
+template <class E, size_t N>
+E parse_enum(const Names<E, N>& names, const std::string& s) {
+  for (const auto& [e, n] : names)
+    if (s == n) return e;
+  std::string choices;
+  for (const auto& [e, n] : names) choices += (choices.empty() ? "" : "|") + std::string(n);
+  throw po::error("'" + s + "' is not one of " + choices);
+}
+
+const auto& names_for(ChatTemplate*) { return kChatTemplate; }
+const auto& names_for(Truncation*) { return kTruncation; }
+const auto& names_for(AdvEstimator*) { return kAdvEstimator; }
+const auto& names_for(LossAggMode*) { return kLossAggMode; }
+const auto& names_for(FilterMetric*) { return kFilterMetric; }
+const auto& names_for(BackendChoice*) { return kBackend; }
+
+template <class T>
+concept ConfigEnum = std::is_enum_v<T>;
+
+std::string format_value(const std::string& v) { return v; }
+std::string format_value(bool v) { return v ? "true" : "false"; }
+std::string format_value(int64_t v) { return std::to_string(v); }
+std::string format_value(double v) {
+  char buf[32];
+  auto r = std::to_chars(buf, buf + sizeof buf, v);  // shortest text that reads back exactly
+  return std::string(buf, r.ptr);
+}
+template <ConfigEnum E>
+std::string format_value(E v) { return name_of(names_for(static_cast<E*>(nullptr)), v); }
+
+// One key of the table: how Boost parses it into a Config, how it prints.
+struct Key {
+  std::string name;  // "section.key"
+  std::string help;
+  std::function<std::string(const Config&)> print;
+};
+
+// Builds Boost's options_description bound to `target` and the key table.
+// Registration order is the order of --help and of the saved INI.
+class Schema {
+ public:
+  explicit Schema(Config& target) : target_(target), desc_("configuration") { build(); }
+  const po::options_description& desc() const { return desc_; }
+  const std::vector<Key>& keys() const { return keys_; }
+
+ private:
+  template <class S, class T>
+  void add(const char* section, const char* key, S Config::*sec, T S::*field, const char* help) {
+    const std::string name = std::string(section) + "." + key;
+    T* where = &((target_.*sec).*field);
+    desc_.add_options()(name.c_str(), po::value<T>(where), help);
+    keys_.push_back({name, help, [sec, field](const Config& c) { return format_value((c.*sec).*field); }});
+  }
+
+  void build() {
+    using C = Config;
+    add("model", "path", &C::model, &ModelConfig::path, "HF model directory or dapo checkpoint (.h5)");
+    add("model", "tokenizer", &C::model, &ModelConfig::tokenizer, "tokenizer.json (empty: the model's)");
+    add("model", "chat_template", &C::model, &ModelConfig::chat_template, "chatml | none");
+    add("data", "train_files", &C::data, &DataConfig::train_files, "training prompts, JSONL (comma-separated)");
+    add("data", "val_files", &C::data, &DataConfig::val_files, "validation prompts, JSONL (comma-separated)");
+    add("data", "max_prompt_length", &C::data, &DataConfig::max_prompt_length, "tokens");
+    add("data", "truncation", &C::data, &DataConfig::truncation, "too-long prompts: left | error | skip");
+    add("data", "seed", &C::data, &DataConfig::seed, "seed of the prompt order");
+    add("rollout", "n", &C::rollout, &RolloutConfig::n, "responses per prompt");
+    add("rollout", "temperature", &C::rollout, &RolloutConfig::temperature, "sampling temperature; 0: greedy");
+    add("rollout", "top_p", &C::rollout, &RolloutConfig::top_p, "nucleus sampling; 1: off");
+    add("rollout", "top_k", &C::rollout, &RolloutConfig::top_k, "top-k sampling; -1 or 0: off");
+    add("rollout", "max_response_length", &C::rollout, &RolloutConfig::max_response_length, "tokens");
+    add("rollout", "gen_batch_size", &C::rollout, &RolloutConfig::gen_batch_size, "prompts per generation round");
+    add("rollout", "max_num_gen_batches", &C::rollout, &RolloutConfig::max_num_gen_batches,
+        "generation rounds per step before giving up; 0: no limit");
+    add("algorithm", "adv_estimator", &C::algorithm, &AlgorithmConfig::adv_estimator, "grpo");
+    add("algorithm", "norm_adv_by_std", &C::algorithm, &AlgorithmConfig::norm_adv_by_std,
+        "divide group-centred rewards by the group's std");
+    add("algorithm", "clip_ratio_low", &C::algorithm, &AlgorithmConfig::clip_ratio_low, "eps_low");
+    add("algorithm", "clip_ratio_high", &C::algorithm, &AlgorithmConfig::clip_ratio_high, "eps_high (clip-higher)");
+    add("algorithm", "clip_ratio_c", &C::algorithm, &AlgorithmConfig::clip_ratio_c,
+        "dual-clip bound for negative advantages (> 1)");
+    add("algorithm", "loss_agg_mode", &C::algorithm, &AlgorithmConfig::loss_agg_mode,
+        "token-mean | seq-mean-token-mean | seq-mean-token-sum");
+    add("algorithm", "dynamic_sampling", &C::algorithm, &AlgorithmConfig::dynamic_sampling,
+        "drop groups whose filter metric is the same for all responses");
+    add("algorithm", "filter_metric", &C::algorithm, &AlgorithmConfig::filter_metric, "acc | score | seq_reward");
+    add("algorithm", "overlong_buffer_len", &C::algorithm, &AlgorithmConfig::overlong_buffer_len,
+        "soft overlong punishment window (tokens); 0: off");
+    add("algorithm", "overlong_penalty_factor", &C::algorithm, &AlgorithmConfig::overlong_penalty_factor,
+        "largest overlong penalty");
+    add("algorithm", "overlong_filter", &C::algorithm, &AlgorithmConfig::overlong_filter,
+        "mask truncated responses out of the loss");
+    add("algorithm", "kl_coef", &C::algorithm, &AlgorithmConfig::kl_coef, "KL (k3) to a frozen reference; 0: off");
+    add("algorithm", "entropy_coeff", &C::algorithm, &AlgorithmConfig::entropy_coeff, "entropy bonus");
+    add("optim", "lr", &C::optim, &OptimConfig::lr, "learning rate");
+    add("optim", "warmup_steps", &C::optim, &OptimConfig::warmup_steps, "linear warmup steps, then constant");
+    add("optim", "weight_decay", &C::optim, &OptimConfig::weight_decay, "AdamW decoupled weight decay");
+    add("optim", "beta1", &C::optim, &OptimConfig::beta1, "AdamW beta1");
+    add("optim", "beta2", &C::optim, &OptimConfig::beta2, "AdamW beta2");
+    add("optim", "eps", &C::optim, &OptimConfig::eps, "AdamW epsilon");
+    add("optim", "grad_clip", &C::optim, &OptimConfig::grad_clip, "global grad-norm clip; 0: off");
+    add("train", "train_batch_size", &C::train, &TrainConfig::train_batch_size, "prompts (groups) per step");
+    add("train", "ppo_mini_batch_size", &C::train, &TrainConfig::ppo_mini_batch_size, "prompts per optimizer step");
+    add("train", "ppo_epochs", &C::train, &TrainConfig::ppo_epochs, "passes over each step's batch");
+    add("train", "max_token_len_per_gpu", &C::train, &TrainConfig::max_token_len_per_gpu,
+        "micro-batch token budget per rank");
+    add("train", "total_steps", &C::train, &TrainConfig::total_steps, "steps to run; 0: one epoch");
+    add("train", "seed", &C::train, &TrainConfig::seed, "seed of sampling and initialisation");
+    add("train", "activation_recompute", &C::train, &TrainConfig::activation_recompute,
+        "recompute activations in the backward pass");
+    add("parallel", "backend", &C::parallel, &ParallelConfig::backend, "auto | cpu | cuda");
+    add("parallel", "tp", &C::parallel, &ParallelConfig::tp, "tensor-parallel size (dp = world / tp)");
+    add("checkpoint", "dir", &C::checkpoint, &CheckpointConfig::dir, "checkpoint directory");
+    add("checkpoint", "save_every", &C::checkpoint, &CheckpointConfig::save_every, "steps; 0: at the end only");
+    add("checkpoint", "keep_last", &C::checkpoint, &CheckpointConfig::keep_last, "checkpoints kept; 0: all");
+    add("checkpoint", "resume", &C::checkpoint, &CheckpointConfig::resume, "auto | never | PATH");
+    add("dump", "dir", &C::dump, &DumpConfig::dir, "rollout dump directory");
+    add("dump", "every", &C::dump, &DumpConfig::every, "steps between rollout dumps; 0: off");
+    add("log", "dir", &C::log, &LogConfig::dir, "metrics.jsonl and config.ini go here");
+    add("log", "every", &C::log, &LogConfig::every, "steps between console lines");
+    add("log", "all_ranks", &C::log, &LogConfig::all_ranks, "every rank logs, not only rank 0");
+    add("log", "level", &C::log, &LogConfig::level, "debug | info | warn | error");
+  }
+
+  Config& target_;
+  po::options_description desc_;
+  std::vector<Key> keys_;
+};
+
+std::string trim(const std::string& s) {
+  const auto b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return "";
+  const auto e = s.find_last_not_of(" \t\r\n");
+  return s.substr(b, e - b + 1);
+}
+
+// Closest known key, for "did you mean" hints on typos.
+std::string closest_key(const std::string& key, const std::vector<Key>& keys) {
+  auto distance = [](const std::string& a, const std::string& b) {
+    std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+    for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+    for (size_t i = 1; i <= a.size(); ++i) {
+      cur[0] = i;
+      for (size_t j = 1; j <= b.size(); ++j)
+        cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1])});
+      std::swap(prev, cur);
+    }
+    return prev[b.size()];
+  };
+  std::string best;
+  size_t best_d = 4;  // farther than this is no hint
+  for (const auto& k : keys) {
+    const size_t d = distance(key, k.name);
+    if (d < best_d) best_d = d, best = k.name;
+  }
+  return best;
+}
+
+struct Assignment {
+  std::string key, value, origin;  // origin: "FILE:LINE" or "command line"
+};
+
+std::vector<Assignment> read_ini(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw UserError(cat(path, ": cannot open the configuration file"));
+  std::vector<Assignment> out;
+  std::set<std::string> seen;
+  std::string line, section;
+  for (int lineno = 1; std::getline(in, line); ++lineno) {
+    const std::string where = cat(path, ":", lineno);
+    std::string s = trim(line);
+    if (s.empty() || s[0] == '#' || s[0] == ';') continue;
+    if (s[0] == '[') {
+      if (s.back() != ']' || s.size() < 3) throw UserError(cat(where, ": malformed section header '", s, "'"));
+      section = trim(s.substr(1, s.size() - 2));
+      continue;
+    }
+    const auto eq = s.find('=');
+    if (eq == std::string::npos) throw UserError(cat(where, ": expected 'key = value', got '", s, "'"));
+    const std::string key = trim(s.substr(0, eq));
+    std::string value = trim(s.substr(eq + 1));
+    // An inline comment needs whitespace before it, so values like "a#b" survive.
+    for (const char* mark : {" #", "\t#", " ;", "\t;"})
+      if (auto c = value.find(mark); c != std::string::npos) value = trim(value.substr(0, c));
+    if (section.empty()) throw UserError(cat(where, ": key '", key, "' outside of any [section]"));
+    if (key.empty()) throw UserError(cat(where, ": empty key"));
+    const std::string full = section + "." + key;
+    if (!seen.insert(full).second) throw UserError(cat(where, ": key '", key, "' set twice in [", section, "]"));
+    out.push_back({full, value, where});
+  }
+  return out;
+}
+
+Assignment parse_override(const std::string& arg) {
+  std::string s = arg;
+  if (s.rfind("--", 0) == 0) s = s.substr(2);
+  const auto eq = s.find('=');
+  if (eq == std::string::npos || s.find('.') == std::string::npos || s.find('.') > eq)
+    throw UserError(cat("command line: '", arg, "' is not of the form --section.key=value"));
+  return {s.substr(0, eq), s.substr(eq + 1), "command line"};
+}
+
+void store(const Schema& schema, po::variables_map& vm, const Assignment& a) {
+  if (!schema.desc().find_nothrow(a.key, false)) {
+    const std::string hint = closest_key(a.key, schema.keys());
+    const auto dot = a.key.find('.');
+    throw UserError(cat(a.origin, ": unknown key '", a.key.substr(dot + 1), "' in [", a.key.substr(0, dot), "]",
+                        hint.empty() ? std::string() : cat(" (did you mean ", hint, "?)")));
+  }
+  po::parsed_options parsed(&schema.desc());
+  parsed.options.emplace_back(a.key, std::vector<std::string>{a.value});
+  try {
+    po::store(parsed, vm);  // the first store of a key wins: overrides go first
+  } catch (const po::error& e) {
+    throw UserError(cat(a.origin, ": bad value '", a.value, "' for ", a.key, ": ", e.what()));
+  }
+}
+
+void validate(const Config& c) {
+  auto fail = [&](const std::string& key, const std::string& why) {
+    throw UserError(cat(c.origin_of(key), ": ", key, ": ", why));
+  };
+  const auto& r = c.rollout;
+  if (r.n < 1) fail("rollout.n", "must be at least 1");
+  if (r.temperature < 0) fail("rollout.temperature", "must be >= 0 (0 means greedy)");
+  if (!(r.top_p > 0 && r.top_p <= 1)) fail("rollout.top_p", "must be in (0, 1]");
+  if (r.top_k < -1) fail("rollout.top_k", "must be -1, 0 (off) or positive");
+  if (r.max_response_length < 1) fail("rollout.max_response_length", "must be at least 1");
+  if (r.gen_batch_size < 1) fail("rollout.gen_batch_size", "must be at least 1");
+  if (r.max_num_gen_batches < 0) fail("rollout.max_num_gen_batches", "must be >= 0 (0 means no limit)");
+  if (c.data.max_prompt_length < 1) fail("data.max_prompt_length", "must be at least 1");
+  const auto& a = c.algorithm;
+  if (a.dynamic_sampling && r.n < 2)
+    fail("rollout.n", "dynamic sampling needs at least 2 responses per prompt (or algorithm.dynamic_sampling = false)");
+  if (!(a.clip_ratio_low >= 0 && a.clip_ratio_low < 1)) fail("algorithm.clip_ratio_low", "must be in [0, 1)");
+  if (a.clip_ratio_high < 0) fail("algorithm.clip_ratio_high", "must be >= 0");
+  if (a.clip_ratio_c <= 1) fail("algorithm.clip_ratio_c", "must be > 1");
+  if (a.overlong_buffer_len < 0 || a.overlong_buffer_len >= r.max_response_length)
+    fail("algorithm.overlong_buffer_len", cat("must be in [0, rollout.max_response_length = ",
+                                              r.max_response_length, ")"));
+  if (a.overlong_penalty_factor < 0) fail("algorithm.overlong_penalty_factor", "must be >= 0");
+  if (a.kl_coef < 0) fail("algorithm.kl_coef", "must be >= 0");
+  const auto& o = c.optim;
+  if (!(o.lr > 0)) fail("optim.lr", "must be > 0");
+  if (o.warmup_steps < 0) fail("optim.warmup_steps", "must be >= 0");
+  if (o.weight_decay < 0) fail("optim.weight_decay", "must be >= 0");
+  if (!(o.beta1 >= 0 && o.beta1 < 1)) fail("optim.beta1", "must be in [0, 1)");
+  if (!(o.beta2 >= 0 && o.beta2 < 1)) fail("optim.beta2", "must be in [0, 1)");
+  if (!(o.eps > 0)) fail("optim.eps", "must be > 0");
+  if (o.grad_clip < 0) fail("optim.grad_clip", "must be >= 0 (0 means off)");
+  const auto& t = c.train;
+  if (t.train_batch_size < 1) fail("train.train_batch_size", "must be at least 1");
+  if (t.ppo_mini_batch_size < 1 || t.train_batch_size % t.ppo_mini_batch_size != 0)
+    fail("train.ppo_mini_batch_size", cat("must divide train.train_batch_size = ", t.train_batch_size));
+  if (t.ppo_epochs < 1) fail("train.ppo_epochs", "must be at least 1");
+  if (t.max_token_len_per_gpu < 1) fail("train.max_token_len_per_gpu", "must be at least 1");
+  if (t.total_steps < 0) fail("train.total_steps", "must be >= 0 (0 means one epoch)");
+  if (c.parallel.tp < 1) fail("parallel.tp", "must be at least 1");
+  if (c.checkpoint.save_every < 0) fail("checkpoint.save_every", "must be >= 0");
+  if (c.checkpoint.keep_last < 0) fail("checkpoint.keep_last", "must be >= 0");
+  if (c.checkpoint.resume.empty()) fail("checkpoint.resume", "must be auto, never or a path");
+  if (c.dump.every < 0) fail("dump.every", "must be >= 0");
+  if (c.log.every < 1) fail("log.every", "must be at least 1");
+  try {
+    parse_log_level(c.log.level);
+  } catch (const UserError& e) {
+    fail("log.level", e.what());
+  }
+}
+
+}  // namespace
+
+// Boost.ProgramOptions finds these by argument-dependent lookup for our enums.
+template <ConfigEnum E>
+void validate(boost::any& v, const std::vector<std::string>& values, E*, int) {
+  po::validators::check_first_occurrence(v);
+  v = boost::any(parse_enum(names_for(static_cast<E*>(nullptr)), po::validators::get_single_string(values)));
+}
+
+std::string Config::origin_of(const std::string& key) const {
+  const auto it = origins.find(key);
+  return it == origins.end() ? "default" : it->second;
+}
+
+Config load_config(const std::string& ini_path, const std::vector<std::string>& overrides) {
+  Config config;
+  Schema schema(config);
+  po::variables_map vm;
+  std::vector<Assignment> assignments;
+  for (const auto& arg : overrides) assignments.push_back(parse_override(arg));
+  if (!ini_path.empty())
+    for (auto& a : read_ini(ini_path)) assignments.push_back(std::move(a));
+  for (const auto& a : assignments) {
+    store(schema, vm, a);
+    config.origins.emplace(a.key, a.origin);  // first (highest-precedence) origin wins
+  }
+  po::notify(vm);
+  validate(config);
+  return config;
+}
+
+std::string config_to_ini(const Config& config) {
+  Config scratch;
+  Schema schema(scratch);
+  std::ostringstream os;
+  std::string section;
+  for (const auto& k : schema.keys()) {
+    const auto dot = k.name.find('.');
+    const std::string sec = k.name.substr(0, dot);
+    if (sec != section) {
+      os << (section.empty() ? "" : "\n") << "[" << sec << "]\n";
+      section = sec;
+    }
+    os << k.name.substr(dot + 1) << " = " << k.print(config) << "\n";
+  }
+  return os.str();
+}
+
+std::string config_help() {
+  Config defaults;
+  Schema schema(defaults);
+  std::ostringstream os;
+  for (const auto& k : schema.keys()) {
+    std::string left = "  --" + k.name + "=" + k.print(defaults);
+    if (left.size() < 44) left.resize(44, ' ');
+    os << left << " " << k.help << "\n";
+  }
+  return os.str();
+}
+
+std::string to_string(ChatTemplate v) { return format_value(v); }
+std::string to_string(Truncation v) { return format_value(v); }
+std::string to_string(AdvEstimator v) { return format_value(v); }
+std::string to_string(LossAggMode v) { return format_value(v); }
+std::string to_string(FilterMetric v) { return format_value(v); }
+std::string to_string(BackendChoice v) { return format_value(v); }
+
+}  // namespace dapo

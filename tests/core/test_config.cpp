@@ -1,0 +1,154 @@
+// Configuration: defaults, INI parsing, overrides, and the errors users see.
+#include "dapo/core/config.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "dapo/core/error.h"
+
+namespace dapo {
+namespace {
+
+namespace fs = std::filesystem;
+
+class ConfigTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("dapo_config_test_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string write(const std::string& text) {
+    const auto path = (dir_ / "run.ini").string();
+    std::ofstream(path) << text;
+    return path;
+  }
+  // The UserError message of load_config, or "" if it succeeded.
+  static std::string error_of(const std::string& ini, const std::vector<std::string>& overrides = {}) {
+    try {
+      load_config(ini, overrides);
+    } catch (const UserError& e) {
+      return e.what();
+    }
+    return "";
+  }
+  fs::path dir_;
+};
+
+TEST_F(ConfigTest, DefaultsAreTheDapoRecipe) {
+  const Config c = load_config("", {});
+  EXPECT_EQ(c.rollout.n, 16);
+  EXPECT_DOUBLE_EQ(c.algorithm.clip_ratio_low, 0.2);
+  EXPECT_DOUBLE_EQ(c.algorithm.clip_ratio_high, 0.28);
+  EXPECT_EQ(c.algorithm.loss_agg_mode, LossAggMode::token_mean);
+  EXPECT_TRUE(c.algorithm.dynamic_sampling);
+  EXPECT_EQ(c.algorithm.filter_metric, FilterMetric::acc);
+  EXPECT_EQ(c.algorithm.overlong_buffer_len, 4096);
+  EXPECT_DOUBLE_EQ(c.algorithm.kl_coef, 0.0);
+  EXPECT_EQ(c.rollout.max_response_length, 20480);
+  EXPECT_EQ(c.train.train_batch_size, 512);
+  EXPECT_EQ(c.train.ppo_mini_batch_size, 32);
+  EXPECT_DOUBLE_EQ(c.optim.lr, 1e-6);
+  EXPECT_DOUBLE_EQ(c.optim.weight_decay, 0.1);
+  EXPECT_EQ(c.data.max_prompt_length, 2048);
+  EXPECT_EQ(c.parallel.backend, BackendChoice::auto_);
+}
+
+TEST_F(ConfigTest, ReadsSectionsCommentsAndTypes) {
+  const auto path = write(
+      "# a comment\n"
+      "[rollout]\n"
+      "n = 8            # inline comment\n"
+      "temperature=0.7\n"
+      "; another comment\n"
+      "[algorithm]\n"
+      "loss_agg_mode = seq-mean-token-mean\n"
+      "dynamic_sampling = false\n"
+      "\n"
+      "[model]\n"
+      "path = /data/models/Qwen2.5-0.5B#v2\n");
+  const Config c = load_config(path, {});
+  EXPECT_EQ(c.rollout.n, 8);
+  EXPECT_DOUBLE_EQ(c.rollout.temperature, 0.7);
+  EXPECT_EQ(c.algorithm.loss_agg_mode, LossAggMode::seq_mean_token_mean);
+  EXPECT_FALSE(c.algorithm.dynamic_sampling);
+  EXPECT_EQ(c.model.path, "/data/models/Qwen2.5-0.5B#v2");
+  EXPECT_EQ(c.origin_of("rollout.n"), path + ":3");
+  EXPECT_EQ(c.origin_of("rollout.top_p"), "default");
+}
+
+TEST_F(ConfigTest, OverridesWinOverTheFile) {
+  const auto path = write("[rollout]\nn = 8\ntemperature = 0.7\n");
+  const Config c = load_config(path, {"--rollout.n=4", "optim.lr=2e-6"});
+  EXPECT_EQ(c.rollout.n, 4);
+  EXPECT_DOUBLE_EQ(c.rollout.temperature, 0.7);
+  EXPECT_DOUBLE_EQ(c.optim.lr, 2e-6);
+  EXPECT_EQ(c.origin_of("rollout.n"), "command line");
+}
+
+TEST_F(ConfigTest, UnknownKeyNamesFileLineAndKey) {
+  const auto path = write("[rollout]\nn = 8\ntemprature = 0.7\n");
+  const std::string e = error_of(path);
+  EXPECT_NE(e.find(path + ":3"), std::string::npos) << e;
+  EXPECT_NE(e.find("temprature"), std::string::npos) << e;
+  EXPECT_NE(e.find("rollout.temperature"), std::string::npos) << e;  // the hint
+  EXPECT_NE(error_of("", {"--rollout.bogus=1"}).find("command line"), std::string::npos);
+  EXPECT_NE(error_of(write("[nosuchsection]\nn = 1\n")).find("unknown key"), std::string::npos);
+}
+
+TEST_F(ConfigTest, BadValueNamesFileLineAndKey) {
+  const auto path = write("[train]\nseed = 3\n[rollout]\nn = eight\n");
+  const std::string e = error_of(path);
+  EXPECT_NE(e.find(path + ":4"), std::string::npos) << e;
+  EXPECT_NE(e.find("rollout.n"), std::string::npos) << e;
+  EXPECT_NE(e.find("eight"), std::string::npos) << e;
+  const std::string e2 = error_of(write("[algorithm]\nloss_agg_mode = token-sum\n"));
+  EXPECT_NE(e2.find(":2"), std::string::npos) << e2;
+  EXPECT_NE(e2.find("token-mean"), std::string::npos) << e2;  // lists the choices
+  EXPECT_NE(error_of("", {"--algorithm.dynamic_sampling=maybe"}).find("algorithm.dynamic_sampling"),
+            std::string::npos);
+}
+
+TEST_F(ConfigTest, OutOfRangeValuesNameTheirOrigin) {
+  const auto path = write("[rollout]\n\ntop_p = 1.5\n");
+  const std::string e = error_of(path);
+  EXPECT_NE(e.find(path + ":3"), std::string::npos) << e;
+  EXPECT_NE(e.find("rollout.top_p"), std::string::npos) << e;
+  EXPECT_NE(error_of("", {"--train.ppo_mini_batch_size=30"}).find("must divide"), std::string::npos);
+  EXPECT_NE(error_of("", {"--parallel.tp=0"}).find("parallel.tp"), std::string::npos);
+  EXPECT_NE(error_of("", {"--rollout.n=1"}).find("dynamic sampling"), std::string::npos);
+  EXPECT_EQ(error_of("", {"--rollout.n=1", "--algorithm.dynamic_sampling=false"}), "");
+}
+
+TEST_F(ConfigTest, MissingFileAndMalformedLines) {
+  const std::string missing = (dir_ / "nope.ini").string();
+  const std::string e = error_of(missing);
+  EXPECT_NE(e.find(missing), std::string::npos) << e;
+  EXPECT_NE(error_of(write("[rollout]\nn 8\n")).find(":2: expected 'key = value'"), std::string::npos);
+  EXPECT_NE(error_of(write("n = 8\n")).find(":1: key 'n' outside of any [section]"), std::string::npos);
+  EXPECT_NE(error_of(write("[rollout]\nn = 8\nn = 9\n")).find(":3: key 'n' set twice"), std::string::npos);
+  EXPECT_NE(error_of(write("[rollout\n")).find(":1: malformed section"), std::string::npos);
+  EXPECT_NE(error_of("", {"--rollout.n"}).find("--section.key=value"), std::string::npos);
+}
+
+TEST_F(ConfigTest, SavedIniReadsBackToTheSameConfig) {
+  const Config a = load_config("", {"--rollout.n=5", "--optim.lr=3.3e-7", "--model.path=/x/y z",
+                                    "--algorithm.loss_agg_mode=seq-mean-token-sum", "--parallel.backend=cpu",
+                                    "--checkpoint.resume=never"});
+  const std::string ini = config_to_ini(a);
+  const Config b = load_config(write(ini), {});
+  EXPECT_EQ(config_to_ini(b), ini);
+  EXPECT_EQ(b.rollout.n, 5);
+  EXPECT_DOUBLE_EQ(b.optim.lr, 3.3e-7);
+  EXPECT_EQ(b.model.path, "/x/y z");
+  EXPECT_EQ(b.algorithm.loss_agg_mode, LossAggMode::seq_mean_token_sum);
+  EXPECT_NE(ini.find("[algorithm]\n"), std::string::npos);
+  EXPECT_NE(config_help().find("--rollout.n=16"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dapo
