@@ -1,2 +1,81 @@
-// placeholder replaced below
-int main() { return 0; }
+// main() of `dapo`: picks the subcommand, parses its options and the
+// configuration, runs it, and turns errors into exit codes.
+#include <cstdio>
+#include <iostream>
+
+#include "command.h"
+#include "dapo/core/error.h"
+
+namespace dapo::apps {
+namespace {
+
+void print_usage() {
+  std::printf("dapo %s - DAPO reinforcement learning for LLMs\n\n", DAPO_VERSION);
+  std::printf("usage: dapo COMMAND [options] [--config FILE] [--section.key=value ...]\n\ncommands:\n");
+  for (const auto& c : commands())
+    std::printf("  %-10s %s%s\n", c.name.c_str(), c.summary.c_str(), c.run ? "" : "  [not yet]");
+  std::printf("\n`dapo COMMAND --help` lists a command's options.\n");
+}
+
+int run_command(const Command& cmd, int argc, char** argv) {
+  po::options_description own("options of dapo " + cmd.name);
+  own.add_options()("help,h", "this help");
+  if (cmd.uses_config) own.add_options()("config", po::value<std::string>(), "INI configuration file");
+  po::positional_options_description positional;
+  cmd.add_options(own, positional);
+
+  std::vector<std::string> args(argv + 2, argv + argc);
+  po::parsed_options parsed =
+      po::command_line_parser(args).options(own).positional(positional).allow_unregistered().run();
+  po::variables_map vm;
+  po::store(parsed, vm);
+  po::notify(vm);
+  // Everything Boost did not recognise must be a --section.key=value override.
+  std::vector<std::string> overrides = po::collect_unrecognized(parsed.options, po::include_positional);
+  if (vm.count("help")) {
+    std::cout << "dapo " << cmd.name << ": " << cmd.summary << "\n\n" << own;
+    if (cmd.uses_config) std::cout << "\nconfiguration (INI [section] key = value, or --section.key=value):\n" << config_help();
+    if (!cmd.run) std::cout << "\nnote: " << cmd.pending << "\n";
+    return kOk;
+  }
+  Config config;
+  if (cmd.uses_config) {
+    config = load_config(vm.count("config") ? vm["config"].as<std::string>() : "", overrides);
+  } else if (!overrides.empty()) {
+    throw UserError(cat("command line: dapo ", cmd.name, " does not take '", overrides.front(), "'"));
+  }
+  if (!cmd.run) {
+    std::fprintf(stderr, "dapo %s: not implemented yet: %s\n", cmd.name.c_str(), cmd.pending.c_str());
+    return kNotImplemented;
+  }
+  return cmd.run(Invocation{vm, cmd.uses_config ? &config : nullptr, argc, argv});
+}
+
+}  // namespace
+}  // namespace dapo::apps
+
+int main(int argc, char** argv) {
+  using namespace dapo::apps;
+  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h" ||
+      std::string(argv[1]) == "help") {
+    print_usage();
+    return argc < 2 ? kUserError : kOk;
+  }
+  if (std::string(argv[1]) == "--version") {
+    std::printf("dapo %s\n", DAPO_VERSION);
+    return kOk;
+  }
+  for (const auto& cmd : commands()) {
+    if (cmd.name != argv[1]) continue;
+    try {
+      return run_command(cmd, argc, argv);
+    } catch (const dapo::UserError& e) {
+      std::fprintf(stderr, "dapo %s: error: %s\n", argv[1], e.what());
+    } catch (const po::error& e) {
+      std::fprintf(stderr, "dapo %s: error: command line: %s\n", argv[1], e.what());
+    }
+    return kUserError;
+  }
+  std::fprintf(stderr, "dapo: unknown command '%s' (see dapo --help)\n", argv[1]);
+  return kUserError;
+}

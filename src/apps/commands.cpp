@@ -1,0 +1,72 @@
+// The table of subcommands with their options. A subcommand whose work lands
+// in a later issue still lists its options under --help, and says where its
+// work lands instead of producing output it cannot produce yet.
+#include "command.h"
+
+namespace dapo::apps {
+
+const std::vector<Command>& commands() {
+  static const std::vector<Command> table = {
+      {"train", "run DAPO training (generate, verify, dynamic sampling, update)", true,
+       [](po::options_description&, po::positional_options_description&) {}, nullptr,
+       "the trainer lands with issue #5 (trainer end to end)"},
+      {"sft", "supervised warm start on prompt/response JSONL", true,
+       [](po::options_description& d, po::positional_options_description&) {
+         d.add_options()("data", po::value<std::string>(), "prompt/response JSONL");
+       },
+       nullptr, "sft lands with issue #5 (trainer end to end)"},
+      {"generate", "sample responses for prompts from a checkpoint", true,
+       [](po::options_description& d, po::positional_options_description&) {
+         d.add_options()("checkpoint", po::value<std::string>(), "checkpoint .h5")(
+             "input", po::value<std::string>(), "prompts JSONL (prompt_ids, or prompt as text or chat messages)")(
+             "output", po::value<std::string>(), "output JSONL (adds response_ids, response, finish_reason)");
+       },
+       nullptr, "generate lands with issue #3 (Qwen2 model, tokenizer, generate)"},
+      {"eval", "avg@k and pass@k of a checkpoint on a dataset", true,
+       [](po::options_description& d, po::positional_options_description&) {
+         d.add_options()("checkpoint", po::value<std::string>(), "checkpoint .h5")(
+             "data", po::value<std::string>(), "evaluation prompts JSONL");
+       },
+       nullptr, "eval lands with issue #5 (trainer end to end)"},
+      {"verify", "score responses against ground truth with the rule-based verifier", false,
+       [](po::options_description& d, po::positional_options_description&) {
+         d.add_options()("input", po::value<std::string>(), "JSONL with response and ground_truth")(
+             "output", po::value<std::string>(), "JSONL with score, acc, pred added (default: stdout)");
+       },
+       nullptr, "verify lands with issue #4 (math verifier)"},
+      {"tokenize", "encode {\"text\"} or decode {\"ids\"} JSONL on stdin/stdout", false,
+       [](po::options_description& d, po::positional_options_description&) {
+         d.add_options()("tokenizer", po::value<std::string>(), "HF tokenizer.json")(
+             "decode", po::bool_switch(), "ids -> text instead of text -> ids");
+       },
+       nullptr, "tokenize lands with issue #3 (tokenizer)"},
+      {"import-hf", "convert an HF model directory into a dapo checkpoint", false,
+       [](po::options_description& d, po::positional_options_description&) {
+         d.add_options()("hf-dir", po::value<std::string>(), "directory with config.json and *.safetensors")(
+             "output", po::value<std::string>(), "checkpoint .h5 to write");
+       },
+       nullptr, "import-hf lands with issue #3 (Qwen2 model, HF import/export)"},
+      {"export-hf", "write a dapo checkpoint as an HF model directory", false,
+       [](po::options_description& d, po::positional_options_description&) {
+         d.add_options()("checkpoint", po::value<std::string>(), "checkpoint .h5")(
+             "output", po::value<std::string>(), "directory for config.json and model.safetensors");
+       },
+       nullptr, "export-hf lands with issue #3 (Qwen2 model, HF import/export)"},
+      {"inspect", "summarise an HDF5 rollout dump, or show samples of it", false,
+       [](po::options_description& d, po::positional_options_description& p) {
+         d.add_options()("dump", po::value<std::string>(), "rollout dump .h5 (positional)")(
+             "show", po::value<int>()->default_value(0), "print K samples")(
+             "jsonl", po::bool_switch(), "export rows as JSONL");
+         p.add("dump", 1);
+       },
+       nullptr, "inspect lands with issue #6 (checkpoints and rollout dumps)"},
+      {"info", "show the build, the rank grid and the resolved configuration (under mpirun)", true,
+       [](po::options_description& d, po::positional_options_description&) {
+         d.add_options()("save", po::value<std::string>(), "also write the resolved configuration to this INI file");
+       },
+       run_info, ""},
+  };
+  return table;
+}
+
+}  // namespace dapo::apps

@@ -1,0 +1,88 @@
+// The `dapo` executable as users meet it: help texts, exit codes, and the
+// error lines for bad configuration and bad command lines.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <sys/wait.h>
+
+namespace {
+
+struct Result {
+  int code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+Result run(const std::string& args) {
+  const std::string cmd = std::string(DAPO_BINARY_DIR) + "/dapo " + args + " 2>&1";
+  Result r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
+  const int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+TEST(Cli, TopLevelHelpListsEveryCommand) {
+  const Result r = run("--help");
+  EXPECT_EQ(r.code, 0);
+  for (const char* c : {"train", "sft", "generate", "eval", "verify", "tokenize", "import-hf", "export-hf",
+                        "inspect", "info"})
+    EXPECT_NE(r.output.find(std::string("  ") + c + " "), std::string::npos) << c << "\n" << r.output;
+  EXPECT_EQ(run("").code, 2);
+  EXPECT_EQ(run("frobnicate").code, 2);
+}
+
+TEST(Cli, EveryCommandHasHelpWithItsOptions) {
+  const std::vector<std::pair<std::string, std::string>> expected = {
+      {"train", "--rollout.n=16"},       {"sft", "--data"},          {"generate", "--checkpoint"},
+      {"eval", "--data"},                {"verify", "--input"},      {"tokenize", "--tokenizer"},
+      {"import-hf", "--hf-dir"},         {"export-hf", "--checkpoint"}, {"inspect", "--show"},
+      {"info", "--parallel.tp=1"}};
+  for (const auto& [cmd, option] : expected) {
+    const Result r = run(cmd + " --help");
+    EXPECT_EQ(r.code, 0) << cmd;
+    EXPECT_NE(r.output.find(option), std::string::npos) << cmd << "\n" << r.output;
+  }
+}
+
+TEST(Cli, PendingCommandsSaySoAndFail) {
+  const Result r = run("verify --input nothing.jsonl");
+  EXPECT_EQ(r.code, 3);
+  EXPECT_NE(r.output.find("not implemented yet"), std::string::npos) << r.output;
+}
+
+TEST(Cli, ConfigErrorsNameFileLineAndKey) {
+  const auto path = (std::filesystem::temp_directory_path() / "dapo_cli_test.ini").string();
+  std::ofstream(path) << "[rollout]\nn = 4\n[optim]\nlearning_rate = 1e-6\n";
+  const Result r = run("train --config " + path);
+  std::filesystem::remove(path);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.output.find(path + ":4: unknown key 'learning_rate' in [optim]"), std::string::npos) << r.output;
+  const Result bad = run("info --rollout.n=many");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.output.find("rollout.n"), std::string::npos) << bad.output;
+  EXPECT_EQ(run("verify --rollout.n=4").code, 2);  // takes no configuration
+}
+
+TEST(Cli, InfoPrintsTheResolvedConfiguration) {
+  const auto saved = (std::filesystem::temp_directory_path() / "dapo_cli_saved.ini").string();
+  const Result r = run("info --rollout.n=4 --save " + saved);
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("world=1 tp=1 dp=1"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("[rollout]\nn = 4\n"), std::string::npos) << r.output;
+  std::ifstream in(saved);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("[rollout]\nn = 4\n"), std::string::npos);
+  // The saved file is a valid configuration that reads back.
+  EXPECT_EQ(run("info --config " + saved).code, 0);
+  std::filesystem::remove(saved);
+}
+
+}  // namespace
