@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The README's test command: installs what is missing, builds, runs every
+# test (unit tests, and MPI tests under mpirun -np 2 and -np 4).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash jobs/install_deps.sh
+bash jobs/build.sh
+# Root may run mpirun only when it says so (CI and containers run as root).
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+ctest --test-dir build --output-on-failure -j"${DAPO_TEST_JOBS:-1}"
