@@ -10,6 +10,7 @@ packages=(
   libboost-program-options-dev        # configuration
   libgtest-dev                        # tests
   libopenblas-dev                     # CPU GEMMs
+  libutf8proc-dev libpcre2-dev        # tokenizer: NFC normalisation, Unicode regex pre-tokenizer
   nlohmann-json3-dev                  # JSONL, metrics, HF config.json
 )
 missing=()
