@@ -6,11 +6,11 @@
 namespace dapo::ops {
 
 void swiglu_forward(const Ctx& ctx, Tensor out, Tensor gate, Tensor up) {
-  DAPO_DISPATCH_CPU_ONLY(ctx, swiglu_forward, out, gate, up);
+  DAPO_DISPATCH(ctx, swiglu_forward, out, gate, up);
 }
 
 void swiglu_backward(const Ctx& ctx, Tensor dgate, Tensor dup, Tensor dout, Tensor gate, Tensor up) {
-  DAPO_DISPATCH_CPU_ONLY(ctx, swiglu_backward, dgate, dup, dout, gate, up);
+  DAPO_DISPATCH(ctx, swiglu_backward, dgate, dup, dout, gate, up);
 }
 
 }  // namespace dapo::ops

@@ -1,0 +1,51 @@
+// Shared by the CUDA ops: error checks that report like DAPO_CHECK (file:line,
+// rank, host, then abort the job), and small launch helpers. Kernels take raw
+// pointers, sizes and the stream; the op wrappers check tensors and status.
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include "dapo/core/error.h"
+#include "dapo/ops/context.h"
+
+#define DAPO_CUDA_CHECK(call)                                                                  \
+  do {                                                                                         \
+    const cudaError_t dapo_cuda_err_ = (call);                                                 \
+    if (dapo_cuda_err_ != cudaSuccess) [[unlikely]]                                            \
+      ::dapo::fatal(__FILE__, __LINE__, ::dapo::cat(#call ": ", cudaGetErrorName(dapo_cuda_err_), \
+                                                    ": ", cudaGetErrorString(dapo_cuda_err_))); \
+  } while (0)
+
+#define DAPO_CUBLAS_CHECK(call)                                                                \
+  do {                                                                                         \
+    const cublasStatus_t dapo_cublas_st_ = (call);                                             \
+    if (dapo_cublas_st_ != CUBLAS_STATUS_SUCCESS) [[unlikely]]                                 \
+      ::dapo::fatal(__FILE__, __LINE__, ::dapo::cat(#call ": cuBLAS status ", int(dapo_cublas_st_))); \
+  } while (0)
+
+// After a kernel launch: catches bad launch configurations at the call site.
+#define DAPO_CUDA_CHECK_LAUNCH() DAPO_CUDA_CHECK(cudaGetLastError())
+
+namespace dapo::ops::cuda_detail {
+
+inline cudaStream_t stream_of(const Ctx& ctx) { return static_cast<cudaStream_t>(ctx.stream); }
+
+inline void check_device(const Ctx& ctx, const Tensor& t, const char* name) {
+  DAPO_CHECK(ctx.backend == Backend::cuda, "CUDA op called with a non-CUDA context");
+  DAPO_CHECK(t.device == Device::cuda || t.numel() == 0, name, " is on the host, expected the GPU");
+}
+
+inline unsigned grid_for(int64_t n, int block) {
+  const int64_t blocks = (n + block - 1) / block;
+  return unsigned(blocks < 65535 * 32 ? blocks : 65535 * 32);  // kernels loop grid-stride beyond this
+}
+
+// Loads as fp32 whatever the storage type; stores rounding to nearest even.
+__device__ __forceinline__ float load_f32(const float* p, int64_t i) { return p[i]; }
+__device__ __forceinline__ float load_f32(const __nv_bfloat16* p, int64_t i) { return __bfloat162float(p[i]); }
+__device__ __forceinline__ void store_f32(float* p, int64_t i, float v) { p[i] = v; }
+__device__ __forceinline__ void store_f32(__nv_bfloat16* p, int64_t i, float v) { p[i] = __float2bfloat16_rn(v); }
+
+}  // namespace dapo::ops::cuda_detail

@@ -1,0 +1,82 @@
+// CUDA SwiGLU: out = silu(gate) * up, elementwise, fp32 math on f32 or bf16
+// storage. Memory-bound: one grid-stride pass, no shared memory.
+#include "common.cuh"
+#include "dapo/ops/swiglu.h"
+
+namespace dapo::ops::cuda {
+namespace {
+
+using namespace cuda_detail;
+
+template <class T>
+__global__ void swiglu_forward_kernel(T* out, const T* gate, const T* up, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const float g = load_f32(gate, i);
+    const float s = 1.0f / (1.0f + __expf(-g));
+    store_f32(out, i, g * s * load_f32(up, i));
+  }
+}
+
+template <class T>
+__global__ void swiglu_backward_kernel(T* dgate, T* dup, const T* dout, const T* gate, const T* up, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const float g = load_f32(gate, i), u = load_f32(up, i), d = load_f32(dout, i);
+    const float s = 1.0f / (1.0f + __expf(-g));
+    store_f32(dgate, i, d * u * s * (1.0f + g * (1.0f - s)));
+    store_f32(dup, i, d * g * s);
+  }
+}
+
+// Launchers: raw pointers, size, stream; return the launch status.
+template <class T>
+cudaError_t launch_swiglu_forward(T* out, const T* gate, const T* up, int64_t n, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  swiglu_forward_kernel<<<grid_for(n, 256), 256, 0, stream>>>(out, gate, up, n);
+  return cudaGetLastError();
+}
+
+template <class T>
+cudaError_t launch_swiglu_backward(T* dgate, T* dup, const T* dout, const T* gate, const T* up, int64_t n,
+                                   cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  swiglu_backward_kernel<<<grid_for(n, 256), 256, 0, stream>>>(dgate, dup, dout, gate, up, n);
+  return cudaGetLastError();
+}
+
+void check_args(const Ctx& ctx, std::initializer_list<const Tensor*> ts) {
+  const Tensor& first = **ts.begin();
+  DAPO_CHECK(first.dtype == DType::f32 || first.dtype == DType::bf16, "swiglu on ", dtype_name(first.dtype));
+  for (const Tensor* t : ts) {
+    check_device(ctx, *t, "swiglu tensor");
+    DAPO_CHECK(t->same_shape(first) && t->dtype == first.dtype, "swiglu shapes/dtypes ", t->shape_string(), " ",
+               first.shape_string());
+  }
+}
+
+}  // namespace
+
+void swiglu_forward(const Ctx& ctx, Tensor out, Tensor gate, Tensor up) {
+  check_args(ctx, {&out, &gate, &up});
+  const int64_t n = out.numel();
+  if (out.dtype == DType::f32)
+    DAPO_CUDA_CHECK(launch_swiglu_forward(out.ptr<float>(), gate.ptr<float>(), up.ptr<float>(), n, stream_of(ctx)));
+  else
+    DAPO_CUDA_CHECK(launch_swiglu_forward(static_cast<__nv_bfloat16*>(out.data),
+                                          static_cast<const __nv_bfloat16*>(gate.data),
+                                          static_cast<const __nv_bfloat16*>(up.data), n, stream_of(ctx)));
+}
+
+void swiglu_backward(const Ctx& ctx, Tensor dgate, Tensor dup, Tensor dout, Tensor gate, Tensor up) {
+  check_args(ctx, {&dgate, &dup, &dout, &gate, &up});
+  const int64_t n = dout.numel();
+  if (dout.dtype == DType::f32)
+    DAPO_CUDA_CHECK(launch_swiglu_backward(dgate.ptr<float>(), dup.ptr<float>(), dout.ptr<float>(),
+                                           gate.ptr<float>(), up.ptr<float>(), n, stream_of(ctx)));
+  else
+    DAPO_CUDA_CHECK(launch_swiglu_backward(
+        static_cast<__nv_bfloat16*>(dgate.data), static_cast<__nv_bfloat16*>(dup.data),
+        static_cast<const __nv_bfloat16*>(dout.data), static_cast<const __nv_bfloat16*>(gate.data),
+        static_cast<const __nv_bfloat16*>(up.data), n, stream_of(ctx)));
+}
+
+}  // namespace dapo::ops::cuda

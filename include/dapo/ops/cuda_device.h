@@ -1,0 +1,43 @@
+// CudaDevice: the GPU one rank drives - its stream, cuBLASLt handle and
+// workspace - and the Ctx that sends ops to it. Handles are opaque here so
+// that host code builds without CUDA headers; the definitions are in
+// cuda/cuda_device.cu and exist only in CUDA builds (DAPO_WITH_CUDA).
+#pragma once
+
+#include <string>
+
+#include "dapo/ops/context.h"
+
+namespace dapo::ops {
+
+int cuda_device_count();  // 0 when the driver sees none
+
+class CudaDevice {
+ public:
+  // Binds this thread to GPU `index` and creates a non-blocking stream, a
+  // cuBLASLt handle and a workspace of `workspace_bytes` for it.
+  explicit CudaDevice(int index, size_t workspace_bytes = size_t(32) << 20);
+  ~CudaDevice();
+  CudaDevice(const CudaDevice&) = delete;
+  CudaDevice& operator=(const CudaDevice&) = delete;
+
+  // A Ctx for ops on this device; `scratch` must be a device arena.
+  Ctx ctx(Arena* scratch) const;
+  void synchronize() const;
+  int index() const { return index_; }
+  std::string name() const;
+
+  // Copies on this device's stream, then waits for them (set-up and tests;
+  // the hot path keeps data on the device).
+  void copy_to_device(Tensor dst, Tensor src) const;
+  void copy_to_host(Tensor dst, Tensor src) const;
+
+ private:
+  int index_ = 0;
+  void* stream_ = nullptr;     // cudaStream_t
+  void* cublaslt_ = nullptr;   // cublasLtHandle_t
+  void* workspace_ = nullptr;  // device memory for cuBLASLt
+  size_t workspace_bytes_ = 0;
+};
+
+}  // namespace dapo::ops

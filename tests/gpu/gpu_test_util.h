@@ -1,0 +1,98 @@
+// The backend-comparison harness (ggml's test-backend-ops idea): every op
+// runs on the CPU reference and on the GPU with the same inputs, and the
+// results must agree. Skips when the machine has no GPU (CI), so it runs for
+// real only on the GPU machine.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "dapo/core/arena.h"
+#include "dapo/ops/cuda_device.h"
+
+namespace dapo::test {
+
+class GpuTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (ops::cuda_device_count() == 0) GTEST_SKIP() << "no GPU on this machine";
+    device_ = std::make_unique<ops::CudaDevice>(0);
+    arena_ = std::make_unique<Arena>(size_t(512) << 20, Device::cuda, "gpu-test");
+    scratch_ = std::make_unique<Arena>(size_t(256) << 20, Device::cuda, "gpu-test-scratch");
+    host_scratch_ = std::make_unique<Arena>(size_t(256) << 20, Device::cpu, "cpu-test-scratch");
+  }
+
+  ops::Ctx gpu() const { return device_->ctx(scratch_.get()); }
+  ops::Ctx cpu() const {
+    ops::Ctx c;
+    c.scratch = host_scratch_.get();
+    return c;
+  }
+
+  // A device copy of host data, in `dtype` (f32 data rounded when bf16).
+  Tensor upload(const std::vector<float>& host, std::initializer_list<int64_t> dims, DType dtype = DType::f32) {
+    Tensor t = arena_->alloc(dtype, dims);
+    if (dtype == DType::f32) {
+      device_->copy_to_device(t, Tensor(const_cast<float*>(host.data()), DType::f32, dims));
+    } else {
+      std::vector<bf16> b(host.size());
+      for (size_t i = 0; i < host.size(); ++i) b[i] = to_bf16(host[i]);
+      device_->copy_to_device(t, Tensor(b.data(), DType::bf16, dims));
+    }
+    return t;
+  }
+  template <class T>
+  Tensor upload_raw(const std::vector<T>& host, std::initializer_list<int64_t> dims) {
+    Tensor t = arena_->alloc(dtype_of<T>(), dims);
+    device_->copy_to_device(t, Tensor(const_cast<T*>(host.data()), dtype_of<T>(), dims));
+    return t;
+  }
+  Tensor device_empty(DType dtype, std::initializer_list<int64_t> dims) { return arena_->alloc(dtype, dims); }
+
+  // Host f32 copy of a device tensor (bf16 widened).
+  std::vector<float> download(const Tensor& t) {
+    std::vector<float> out(size_t(t.numel()));
+    if (t.dtype == DType::f32) {
+      Tensor h = t;
+      h.device = Device::cpu;
+      h.data = out.data();
+      device_->copy_to_host(h, t);
+    } else {
+      std::vector<bf16> b(out.size());
+      Tensor h = t;
+      h.device = Device::cpu;
+      h.data = b.data();
+      device_->copy_to_host(h, t);
+      for (size_t i = 0; i < b.size(); ++i) out[i] = to_f32(b[i]);
+    }
+    return out;
+  }
+
+  // Values representable in bf16, so that bf16 runs see the same inputs as the CPU.
+  static std::vector<float> random_bf16_exact(size_t n, uint32_t seed, float lo = -1, float hi = 1) {
+    std::mt19937 gen(seed);
+    std::uniform_real_distribution<float> dist(lo, hi);
+    std::vector<float> v(n);
+    for (auto& x : v) x = to_f32(to_bf16(dist(gen)));
+    return v;
+  }
+
+  static void expect_close(const std::vector<float>& got, const std::vector<float>& want, double atol, double rtol,
+                           const char* what) {
+    ASSERT_EQ(got.size(), want.size()) << what;
+    size_t bad = 0;
+    for (size_t i = 0; i < got.size() && bad < 10; ++i)
+      if (!(std::fabs(got[i] - want[i]) <= atol + rtol * std::fabs(want[i]))) {
+        ADD_FAILURE() << what << "[" << i << "]: gpu " << got[i] << " cpu " << want[i];
+        ++bad;
+      }
+  }
+
+  std::unique_ptr<ops::CudaDevice> device_;
+  std::unique_ptr<Arena> arena_, scratch_, host_scratch_;
+};
+
+}  // namespace dapo::test
