@@ -1,0 +1,56 @@
+// Causal grouped-query attention over packed variable-length sequences, for
+// training and prefill (the generation engine's decode path is
+// paged_attention in kv_cache.h). The CUDA backend will call cuDNN's fused
+// SDPA (ragged/THD layout) with the same arguments.
+//
+// Layout: the tokens of all B sequences are concatenated without padding,
+// cu_seqlens (B+1) i32 holds the cumulative offsets (cu_seqlens[0] = 0,
+// cu_seqlens[B] = T; an empty sequence is allowed). Sequence b is rows
+// [cu_seqlens[b], cu_seqlens[b+1]); attention never crosses a sequence
+// boundary and is causal inside a sequence: the query at row i attends to
+// the keys at rows cu_seqlens[b]..i.
+//
+// Heads: q has Hq heads, k and v have Hkv heads, Hq % Hkv == 0, and query
+// head h reads kv head h / (Hq / Hkv) (HF's repeat_kv; Hq == Hkv is MHA).
+//
+// Memory: the CPU reference needs one row of scores per thread (forward)
+// and Hq*T floats (backward) from ctx.scratch - O(T) extra memory, never
+// O(T^2) - so sequences of many thousand tokens are fine.
+#pragma once
+
+#include "dapo/ops/context.h"
+
+namespace dapo::ops {
+
+// out:        (T, Hq, D) f32, overwritten: softmax(scale * q k^T + causal mask) v.
+// lse:        (Hq, T) f32, overwritten: log(sum_j exp(scale * q_i . k_j)) over
+//             the keys each query sees (natural log, scaled scores, same
+//             layout as flash-attention's varlen softmax_lse). Kept for backward.
+// q:          (T, Hq, D) f32.   k, v: (T, Hkv, D) f32.
+// cu_seqlens: (B+1) i32 cumulative sequence offsets (see above).
+// scale:      multiplies q . k; usually 1 / sqrt(D).
+// Needs ctx.scratch (nthreads * max_seqlen floats).
+void attention_forward(const Ctx& ctx, Tensor out, Tensor lse, Tensor q, Tensor k, Tensor v,
+                       Tensor cu_seqlens, float scale);
+
+// Gradients of attention_forward, flash-attention style: probabilities are
+// recomputed from q, k and lse (nothing of size T^2 was saved).
+// dq:   (T, Hq, D) f32, OVERWRITTEN.
+// dk:   (T, Hkv, D) f32, OVERWRITTEN (summed over the query heads of each group).
+// dv:   (T, Hkv, D) f32, OVERWRITTEN (summed over the query heads of each group).
+// dout: (T, Hq, D) f32, the gradient of out.
+// q, k, v, cu_seqlens, scale: as given to attention_forward;
+// out:  (T, Hq, D) and lse: (Hq, T), what attention_forward returned.
+// Deterministic: the result does not depend on the number of threads.
+// Needs ctx.scratch (Hq * T floats).
+void attention_backward(const Ctx& ctx, Tensor dq, Tensor dk, Tensor dv, Tensor dout, Tensor q,
+                        Tensor k, Tensor v, Tensor out, Tensor lse, Tensor cu_seqlens, float scale);
+
+namespace cpu {
+void attention_forward(const Ctx& ctx, Tensor out, Tensor lse, Tensor q, Tensor k, Tensor v,
+                       Tensor cu_seqlens, float scale);
+void attention_backward(const Ctx& ctx, Tensor dq, Tensor dk, Tensor dv, Tensor dout, Tensor q,
+                        Tensor k, Tensor v, Tensor out, Tensor lse, Tensor cu_seqlens, float scale);
+}  // namespace cpu
+
+}  // namespace dapo::ops

@@ -1,0 +1,58 @@
+// The generation engine's paged KV cache (vLLM style) and the attention
+// that reads it. The cache is a pool of fixed-size blocks; each sequence
+// owns a block table listing the physical blocks that hold its positions,
+// in order. Block tables may point at the same physical blocks: the n
+// samples of one prompt share the prompt's blocks (prefilled once), so
+// nothing here assumes a private cache per sequence. Which blocks are free,
+// and their reference counts, is the engine's business, not the ops'.
+//
+// Cache layout, per layer: k_cache, v_cache (num_blocks, block_size, Hkv, D)
+// f32. Logical position p of sequence b lives in physical block
+// block_table[b, p / block_size] at offset p % block_size, i.e. at the flat
+// slot block_table[b, p / block_size] * block_size + p % block_size.
+#pragma once
+
+#include "dapo/ops/context.h"
+
+namespace dapo::ops {
+
+// Writes the k/v of N new tokens into their cache slots.
+// k_cache, v_cache: (num_blocks, block_size, Hkv, D) f32, updated in place
+//                   (only the addressed slots are written).
+// k, v:             (N, Hkv, D) f32, the new tokens' keys (after RoPE) and values.
+// slot_mapping:     (N) i32, token i goes to flat slot slot_mapping[i] =
+//                   block * block_size + offset; -1 skips the token.
+// Two tokens must not name the same slot (the CUDA kernel writes in parallel).
+void kv_cache_write(const Ctx& ctx, Tensor k_cache, Tensor v_cache, Tensor k, Tensor v,
+                    Tensor slot_mapping);
+
+// Causal GQA attention of new query tokens against the paged cache; one op
+// for prefill (all tokens new), chunked prefill (some) and decode (one new
+// token per sequence).
+// out:           (N, Hq, D) f32, overwritten.
+// q:             (N, Hq, D) f32, the new tokens' queries (after RoPE), packed
+//                over the B sequences by cu_seqlens_q.
+// k_cache, v_cache: (num_blocks, block_size, Hkv, D) f32; the new tokens' k/v
+//                must already be written (kv_cache_write).
+// block_table:   (B, max_blocks) i32, physical block ids; entries past a
+//                sequence's ceil(context_len / block_size) blocks are ignored.
+// context_lens:  (B) i32, the number of cached positions of each sequence,
+//                new tokens included.
+// cu_seqlens_q:  (B+1) i32, the new tokens of sequence b are rows
+//                cu_seqlens_q[b]..cu_seqlens_q[b+1]-1 and are the LAST
+//                (cu_seqlens_q[b+1] - cu_seqlens_q[b]) positions of its context;
+//                the one at position p attends to positions 0..p.
+// scale:         multiplies q . k; usually 1 / sqrt(D).
+// Hq % Hkv == 0; query head h reads kv head h / (Hq / Hkv).
+// Needs ctx.scratch (nthreads * max(context_lens) floats).
+void paged_attention(const Ctx& ctx, Tensor out, Tensor q, Tensor k_cache, Tensor v_cache,
+                     Tensor block_table, Tensor context_lens, Tensor cu_seqlens_q, float scale);
+
+namespace cpu {
+void kv_cache_write(const Ctx& ctx, Tensor k_cache, Tensor v_cache, Tensor k, Tensor v,
+                    Tensor slot_mapping);
+void paged_attention(const Ctx& ctx, Tensor out, Tensor q, Tensor k_cache, Tensor v_cache,
+                     Tensor block_table, Tensor context_lens, Tensor cu_seqlens_q, float scale);
+}  // namespace cpu
+
+}  // namespace dapo::ops

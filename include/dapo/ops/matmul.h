@@ -1,0 +1,56 @@
+// Dense matrix products: a general 2-D GEMM and the nn.Linear forward and
+// backward built on it. Every projection of the model (q/k/v/o, gate/up/down,
+// lm_head) goes through these, so their accumulate semantics matter:
+// weight and bias gradients are ADDED to (+=), because the micro-batches of
+// one mini-batch accumulate into one contiguous gradient buffer; input
+// gradients are OVERWRITTEN, because every activation gradient has exactly
+// one producer.
+//
+// Layout: row-major, contiguous. Weights use HF's nn.Linear layout
+// (out_features, in_features), so y = x @ W^T. On the CPU backend all
+// tensors are f32 and the GEMM is OpenBLAS's cblas_sgemm; the CUDA backend
+// will take the same arguments to cuBLASLt (ctx.cublaslt, ctx.workspace).
+//
+// An optional tensor (bias, dbias, din) is passed as an empty Tensor{}
+// (no data, no dimensions) to mean "none" / "skip".
+#pragma once
+
+#include "dapo/ops/context.h"
+
+namespace dapo::ops {
+
+// C = alpha * op(A) @ op(B) + beta * C, op(X) = X^T when trans_x.
+// c: (M, N) f32, updated in place (overwritten when beta == 0: its old
+//    contents are then ignored, even NaN or inf, as BLAS specifies).
+// a: (M, K) f32, or (K, M) when trans_a.
+// b: (K, N) f32, or (N, K) when trans_b.
+// c must not overlap a or b. Any of M, N, K may be 0 (K == 0 gives beta*C).
+void matmul(const Ctx& ctx, Tensor c, Tensor a, Tensor b, bool trans_a, bool trans_b, float alpha,
+            float beta);
+
+// out = in @ weight^T + bias.
+// out: (N, O) f32, overwritten.   in: (N, I) f32.
+// weight: (O, I) f32 (HF nn.Linear layout).   bias: (O) f32, or Tensor{} for none.
+// out must not overlap in, weight or bias.
+void linear_forward(const Ctx& ctx, Tensor out, Tensor in, Tensor weight, Tensor bias);
+
+// Gradients of linear_forward given dout = dL/dout.
+// din: (N, I) f32, OVERWRITTEN with dout @ weight; Tensor{} skips it (e.g.
+//      the first layer's input needs no gradient).
+// dweight: (O, I) f32, ACCUMULATED: dweight += dout^T @ in.
+// dbias: (O) f32, ACCUMULATED: dbias += sum over rows of dout; Tensor{} when
+//      the layer has no bias. The row sum is deterministic for any thread count.
+// dout: (N, O) f32.   in: (N, I) f32.   weight: (O, I) f32.
+// Outputs must not overlap the inputs or each other.
+void linear_backward(const Ctx& ctx, Tensor din, Tensor dweight, Tensor dbias, Tensor dout,
+                     Tensor in, Tensor weight);
+
+namespace cpu {
+void matmul(const Ctx& ctx, Tensor c, Tensor a, Tensor b, bool trans_a, bool trans_b, float alpha,
+            float beta);
+void linear_forward(const Ctx& ctx, Tensor out, Tensor in, Tensor weight, Tensor bias);
+void linear_backward(const Ctx& ctx, Tensor din, Tensor dweight, Tensor dbias, Tensor dout,
+                     Tensor in, Tensor weight);
+}  // namespace cpu
+
+}  // namespace dapo::ops

@@ -1,0 +1,10 @@
+// Backend dispatch of the dtype cast.
+#include "dapo/ops/cast.h"
+
+#include "dapo/ops/dispatch.h"
+
+namespace dapo::ops {
+
+void cast(const Ctx& ctx, Tensor out, Tensor in) { DAPO_DISPATCH_CPU_ONLY(ctx, cast, out, in); }
+
+}  // namespace dapo::ops

@@ -1,0 +1,216 @@
+// CPU reference of causal GQA attention over packed sequences (fp32).
+// Forward: one (query row, head) per work item, scores of that row in a
+// per-thread scratch row, exact softmax in two passes over the row.
+// Backward: flash-attention's recomputation from lse, split into a pass
+// over query rows (dq) and a pass over key rows (dk, dv) so that every
+// output element is written by exactly one thread: no atomics, no
+// reduction across threads, the same bits for any number of threads.
+#include "dapo/ops/attention.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace dapo::ops::cpu {
+namespace {
+
+// Validates cu_seqlens (B+1) against T and returns the longest sequence.
+int64_t check_cu_seqlens(const char* op, const int32_t* cu, int64_t B, int64_t T) {
+  DAPO_CHECK(cu[0] == 0, op, ": cu_seqlens[0] = ", cu[0], ", expected 0");
+  int64_t max_len = 0;
+  for (int64_t b = 0; b < B; ++b) {
+    DAPO_CHECK(cu[b + 1] >= cu[b], op, ": cu_seqlens decreases at ", b + 1, " (", cu[b], " -> ",
+               cu[b + 1], ")");
+    max_len = std::max<int64_t>(max_len, cu[b + 1] - cu[b]);
+  }
+  DAPO_CHECK(cu[B] == T, op, ": cu_seqlens[B] = ", cu[B], " but T = ", T);
+  return max_len;
+}
+
+// The sequence b with cu[b] <= row < cu[b+1] (empty sequences skipped).
+inline int64_t sequence_of(const int32_t* cu, int64_t B, int64_t row) {
+  return int64_t(std::upper_bound(cu, cu + B + 1, int32_t(row)) - cu) - 1;
+}
+
+inline float dot(const float* a, const float* b, int64_t n) {
+  float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+  for (int64_t d = 0; d < n; ++d) s += a[d] * b[d];
+  return s;
+}
+
+inline void axpy(float* y, float a, const float* x, int64_t n) {
+#pragma omp simd
+  for (int64_t d = 0; d < n; ++d) y[d] += a * x[d];
+}
+
+struct Dims {
+  int64_t T, Hq, Hkv, D, B, group;
+};
+
+Dims check_attention_args(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
+                          const Tensor& cu_seqlens) {
+  DAPO_CHECK_DTYPE(q, DType::f32);
+  DAPO_CHECK_DTYPE(k, DType::f32);
+  DAPO_CHECK_DTYPE(v, DType::f32);
+  DAPO_CHECK_DTYPE(cu_seqlens, DType::i32);
+  DAPO_CHECK(q.ndim == 3 && k.ndim == 3, op, ": q ", q.shape_string(), " and k ",
+             k.shape_string(), " must be (T, H, D)");
+  Dims d{};
+  d.T = q.shape[0];
+  d.Hq = q.shape[1];
+  d.D = q.shape[2];
+  d.Hkv = k.shape[1];
+  DAPO_CHECK(d.Hkv > 0 && d.Hq % d.Hkv == 0, op, ": Hq = ", d.Hq, " is not a multiple of Hkv = ",
+             d.Hkv);
+  d.group = d.Hq / d.Hkv;
+  DAPO_CHECK_SHAPE(k, {d.T, d.Hkv, d.D});
+  DAPO_CHECK_SHAPE(v, {d.T, d.Hkv, d.D});
+  DAPO_CHECK(cu_seqlens.ndim == 1 && cu_seqlens.shape[0] >= 1, op, ": cu_seqlens ",
+             cu_seqlens.shape_string(), " must be (B+1)");
+  d.B = cu_seqlens.shape[0] - 1;
+  return d;
+}
+
+}  // namespace
+
+void attention_forward(const Ctx& ctx, Tensor out, Tensor lse, Tensor q, Tensor k, Tensor v,
+                       Tensor cu_seqlens, float scale) {
+  const Dims dm = check_attention_args("attention_forward", q, k, v, cu_seqlens);
+  const int64_t T = dm.T, Hq = dm.Hq, Hkv = dm.Hkv, D = dm.D, B = dm.B, group = dm.group;
+  DAPO_CHECK_DTYPE(out, DType::f32);
+  DAPO_CHECK_DTYPE(lse, DType::f32);
+  DAPO_CHECK_SHAPE(out, {T, Hq, D});
+  DAPO_CHECK_SHAPE(lse, {Hq, T});
+  const int32_t* cu = cu_seqlens.ptr<int32_t>();  // (B+1)
+  const int64_t max_len = check_cu_seqlens("attention_forward", cu, B, T);
+  if (T == 0 || Hq == 0) return;
+  DAPO_CHECK(ctx.scratch != nullptr, "attention_forward needs ctx.scratch");
+
+  float* o = out.ptr<float>();            // (T, Hq, D)
+  float* ls = lse.ptr<float>();           // (Hq, T)
+  const float* qp = q.ptr<float>();       // (T, Hq, D)
+  const float* kp = k.ptr<float>();       // (T, Hkv, D)
+  const float* vp = v.ptr<float>();       // (T, Hkv, D)
+
+  ArenaScope scope(*ctx.scratch);
+  const int nthreads = omp_get_max_threads();
+  float* scores = ctx.scratch->alloc_array<float>(size_t(nthreads) * size_t(max_len));  // (nthreads, max_len)
+
+  const int64_t rows = T * Hq;
+#pragma omp parallel num_threads(nthreads)
+  {
+    float* s = scores + size_t(omp_get_thread_num()) * size_t(max_len);  // (max_len)
+    // Causal rows differ in length; small dynamic chunks keep threads busy.
+#pragma omp for schedule(dynamic, 16)
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t i = r / Hq, h = r % Hq, g = h / group;
+      const int64_t start = cu[sequence_of(cu, B, i)];
+      const int64_t n = i - start + 1;  // keys start..i
+      const float* qi = qp + (i * Hq + h) * D;
+      float m = -INFINITY;
+      for (int64_t j = 0; j < n; ++j) {
+        s[j] = scale * dot(qi, kp + ((start + j) * Hkv + g) * D, D);
+        m = std::max(m, s[j]);
+      }
+      float l = 0.0f;
+      for (int64_t j = 0; j < n; ++j) {
+        s[j] = std::exp(s[j] - m);
+        l += s[j];
+      }
+      float* oi = o + (i * Hq + h) * D;
+      std::fill(oi, oi + D, 0.0f);
+      for (int64_t j = 0; j < n; ++j) axpy(oi, s[j], vp + ((start + j) * Hkv + g) * D, D);
+      const float inv_l = 1.0f / l;
+      for (int64_t d = 0; d < D; ++d) oi[d] *= inv_l;
+      ls[h * T + i] = m + std::log(l);
+    }
+  }
+}
+
+void attention_backward(const Ctx& ctx, Tensor dq, Tensor dk, Tensor dv, Tensor dout, Tensor q,
+                        Tensor k, Tensor v, Tensor out, Tensor lse, Tensor cu_seqlens, float scale) {
+  const Dims dm = check_attention_args("attention_backward", q, k, v, cu_seqlens);
+  const int64_t T = dm.T, Hq = dm.Hq, Hkv = dm.Hkv, D = dm.D, B = dm.B, group = dm.group;
+  DAPO_CHECK_DTYPE(dq, DType::f32);
+  DAPO_CHECK_DTYPE(dk, DType::f32);
+  DAPO_CHECK_DTYPE(dv, DType::f32);
+  DAPO_CHECK_DTYPE(dout, DType::f32);
+  DAPO_CHECK_DTYPE(out, DType::f32);
+  DAPO_CHECK_DTYPE(lse, DType::f32);
+  DAPO_CHECK_SHAPE(dq, {T, Hq, D});
+  DAPO_CHECK_SHAPE(dk, {T, Hkv, D});
+  DAPO_CHECK_SHAPE(dv, {T, Hkv, D});
+  DAPO_CHECK_SHAPE(dout, {T, Hq, D});
+  DAPO_CHECK_SHAPE(out, {T, Hq, D});
+  DAPO_CHECK_SHAPE(lse, {Hq, T});
+  const int32_t* cu = cu_seqlens.ptr<int32_t>();  // (B+1)
+  check_cu_seqlens("attention_backward", cu, B, T);
+  if (T == 0 || Hq == 0) return;
+  DAPO_CHECK(ctx.scratch != nullptr, "attention_backward needs ctx.scratch");
+
+  float* dqp = dq.ptr<float>();            // (T, Hq, D)
+  float* dkp = dk.ptr<float>();            // (T, Hkv, D)
+  float* dvp = dv.ptr<float>();            // (T, Hkv, D)
+  const float* dop = dout.ptr<float>();    // (T, Hq, D)
+  const float* qp = q.ptr<float>();        // (T, Hq, D)
+  const float* kp = k.ptr<float>();        // (T, Hkv, D)
+  const float* vp = v.ptr<float>();        // (T, Hkv, D)
+  const float* op = out.ptr<float>();      // (T, Hq, D)
+  const float* ls = lse.ptr<float>();      // (Hq, T)
+
+  ArenaScope scope(*ctx.scratch);
+  // delta_i = dout_i . out_i = sum_j P_ij dP_ij, the softmax-backward term
+  // of row i; the key pass needs it for every row of the sequence.
+  float* delta = ctx.scratch->alloc_array<float>(size_t(Hq * T));  // (Hq, T)
+
+#pragma omp parallel
+  {
+    // Query pass: dq_i = scale * sum_{j <= i} P_ij (dout_i . v_j - delta_i) k_j.
+#pragma omp for schedule(dynamic, 16)
+    for (int64_t r = 0; r < T * Hq; ++r) {
+      const int64_t i = r / Hq, h = r % Hq, g = h / group;
+      const int64_t start = cu[sequence_of(cu, B, i)];
+      const float* qi = qp + (i * Hq + h) * D;
+      const float* doi = dop + (i * Hq + h) * D;
+      const float lse_i = ls[h * T + i];
+      const float delta_i = dot(doi, op + (i * Hq + h) * D, D);
+      delta[h * T + i] = delta_i;
+      float* dqi = dqp + (i * Hq + h) * D;
+      std::fill(dqi, dqi + D, 0.0f);
+      for (int64_t j = start; j <= i; ++j) {
+        const float* kj = kp + (j * Hkv + g) * D;
+        const float p = std::exp(scale * dot(qi, kj, D) - lse_i);
+        const float ds = p * (dot(doi, vp + (j * Hkv + g) * D, D) - delta_i);
+        axpy(dqi, scale * ds, kj, D);
+      }
+    }
+    // (implicit barrier: delta is complete)
+    // Key pass: dk_j = scale * sum_{h in group} sum_{i >= j} dS_ij q_i,
+    //           dv_j = sum_{h in group} sum_{i >= j} P_ij dout_i.
+#pragma omp for schedule(dynamic, 16)
+    for (int64_t r = 0; r < T * Hkv; ++r) {
+      const int64_t j = r / Hkv, g = r % Hkv;
+      const int64_t end = cu[sequence_of(cu, B, j) + 1];
+      const float* kj = kp + (j * Hkv + g) * D;
+      const float* vj = vp + (j * Hkv + g) * D;
+      float* dkj = dkp + (j * Hkv + g) * D;
+      float* dvj = dvp + (j * Hkv + g) * D;
+      std::fill(dkj, dkj + D, 0.0f);
+      std::fill(dvj, dvj + D, 0.0f);
+      for (int64_t h = g * group; h < (g + 1) * group; ++h) {
+        for (int64_t i = j; i < end; ++i) {
+          const float* qi = qp + (i * Hq + h) * D;
+          const float* doi = dop + (i * Hq + h) * D;
+          const float p = std::exp(scale * dot(qi, kj, D) - ls[h * T + i]);
+          const float ds = p * (dot(doi, vj, D) - delta[h * T + i]);
+          axpy(dvj, p, doi, D);
+          axpy(dkj, scale * ds, qi, D);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace dapo::ops::cpu

@@ -1,0 +1,139 @@
+// CPU reference of the dense matrix products: OpenBLAS sgemm for the
+// products, OpenMP for the bias broadcast and the bias-gradient row sum.
+#include "dapo/ops/matmul.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+
+namespace dapo::ops::cpu {
+namespace {
+
+// Columns per task of the bias-gradient sum: a task owns whole columns and
+// walks the rows in order, so the sum does not depend on the thread count.
+constexpr int64_t kColumnChunk = 64;
+
+// An optional argument left out is Tensor{}: no dimensions and no data.
+bool present(const Tensor& t) { return t.ndim > 0 || t.data != nullptr; }
+
+void check_f32_cpu(const Tensor& t, const char* name) {
+  DAPO_CHECK(t.dtype == DType::f32, name, " is ", dtype_name(t.dtype), ", expected f32");
+  DAPO_CHECK(t.device == Device::cpu, name, " is on ", device_name(t.device),
+             ", the CPU backend needs host memory");
+  DAPO_CHECK(t.data != nullptr || t.numel() == 0, name, " ", t.shape_string(), " has no data");
+}
+
+bool overlap(const Tensor& x, const Tensor& y) {
+  if (x.nbytes() == 0 || y.nbytes() == 0) return false;
+  const char* xb = static_cast<const char*>(x.data);
+  const char* yb = static_cast<const char*>(y.data);
+  return xb < yb + y.nbytes() && yb < xb + x.nbytes();
+}
+
+// BLAS takes int sizes (OpenBLAS without INTERFACE64).
+int blas_int(int64_t v, const char* what) {
+  DAPO_CHECK(v <= INT_MAX, what, " = ", v, " exceeds the BLAS int range");
+  return int(v);
+}
+
+}  // namespace
+
+void matmul(const Ctx&, Tensor c, Tensor a, Tensor b, bool trans_a, bool trans_b, float alpha,
+            float beta) {
+  check_f32_cpu(c, "c");
+  check_f32_cpu(a, "a");
+  check_f32_cpu(b, "b");
+  DAPO_CHECK(c.ndim == 2 && a.ndim == 2 && b.ndim == 2, "matmul needs 2-D tensors, got c ",
+             c.shape_string(), " a ", a.shape_string(), " b ", b.shape_string());
+  const int64_t M = c.shape[0], N = c.shape[1];
+  const int64_t K = trans_a ? a.shape[0] : a.shape[1];
+  if (trans_a) DAPO_CHECK_SHAPE(a, {K, M});
+  else DAPO_CHECK_SHAPE(a, {M, K});
+  if (trans_b) DAPO_CHECK_SHAPE(b, {N, K});
+  else DAPO_CHECK_SHAPE(b, {K, N});
+  DAPO_CHECK(!overlap(c, a) && !overlap(c, b), "matmul output c overlaps an input");
+  if (M == 0 || N == 0) return;
+  float* cp = c.ptr<float>();
+  if (K == 0) {
+    // An empty sum; BLAS would reject lda = 0 instead of computing beta*C.
+    const int64_t n = M * N;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) cp[i] = beta == 0.0f ? 0.0f : beta * cp[i];
+    return;
+  }
+  // Row-major leading dimensions are each matrix's own column count.
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
+              blas_int(M, "M"), blas_int(N, "N"), blas_int(K, "K"), alpha, a.ptr<float>(),
+              blas_int(a.shape[1], "lda"), b.ptr<float>(), blas_int(b.shape[1], "ldb"), beta, cp,
+              blas_int(N, "ldc"));
+}
+
+void linear_forward(const Ctx& ctx, Tensor out, Tensor in, Tensor weight, Tensor bias) {
+  check_f32_cpu(out, "out");
+  check_f32_cpu(in, "in");
+  check_f32_cpu(weight, "weight");
+  DAPO_CHECK(in.ndim == 2 && weight.ndim == 2, "linear_forward: in ", in.shape_string(),
+             " and weight ", weight.shape_string(), " must be 2-D");
+  const int64_t N = in.shape[0], I = in.shape[1], O = weight.shape[0];
+  DAPO_CHECK_SHAPE(weight, {O, I});
+  DAPO_CHECK_SHAPE(out, {N, O});
+  const bool has_bias = present(bias);
+  if (has_bias) {
+    check_f32_cpu(bias, "bias");
+    DAPO_CHECK_SHAPE(bias, {O});
+    DAPO_CHECK(!overlap(out, bias), "linear_forward: out overlaps bias");
+    // Seed out with the bias and let the GEMM add to it (beta = 1): one pass
+    // over out instead of a second sweep after the product.
+    float* o = out.ptr<float>();
+    const float* bp = bias.ptr<float>();
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < N; ++n) std::memcpy(o + n * O, bp, size_t(O) * sizeof(float));
+  }
+  cpu::matmul(ctx, out, in, weight, false, true, 1.0f, has_bias ? 1.0f : 0.0f);
+}
+
+void linear_backward(const Ctx& ctx, Tensor din, Tensor dweight, Tensor dbias, Tensor dout,
+                     Tensor in, Tensor weight) {
+  check_f32_cpu(dweight, "dweight");
+  check_f32_cpu(dout, "dout");
+  check_f32_cpu(in, "in");
+  check_f32_cpu(weight, "weight");
+  DAPO_CHECK(in.ndim == 2 && weight.ndim == 2, "linear_backward: in ", in.shape_string(),
+             " and weight ", weight.shape_string(), " must be 2-D");
+  const int64_t N = in.shape[0], I = in.shape[1], O = weight.shape[0];
+  DAPO_CHECK_SHAPE(weight, {O, I});
+  DAPO_CHECK_SHAPE(dout, {N, O});
+  DAPO_CHECK_SHAPE(dweight, {O, I});
+
+  if (present(din)) {
+    check_f32_cpu(din, "din");
+    DAPO_CHECK_SHAPE(din, {N, I});
+    DAPO_CHECK(!overlap(din, dweight), "linear_backward: din overlaps dweight");
+    cpu::matmul(ctx, din, dout, weight, false, false, 1.0f, 0.0f);  // (N,O) @ (O,I)
+  }
+  cpu::matmul(ctx, dweight, dout, in, true, false, 1.0f, 1.0f);  // (O,N) @ (N,I), +=
+
+  if (present(dbias)) {
+    check_f32_cpu(dbias, "dbias");
+    DAPO_CHECK_SHAPE(dbias, {O});
+    DAPO_CHECK(!overlap(dbias, dweight) && !overlap(dbias, dout), "linear_backward: dbias overlaps");
+    float* db = dbias.ptr<float>();
+    const float* g = dout.ptr<float>();
+    const int64_t chunks = (O + kColumnChunk - 1) / kColumnChunk;
+#pragma omp parallel for schedule(static)
+    for (int64_t ch = 0; ch < chunks; ++ch) {
+      const int64_t o0 = ch * kColumnChunk;
+      const int64_t len = std::min(kColumnChunk, O - o0);
+      double acc[kColumnChunk] = {};
+      for (int64_t n = 0; n < N; ++n) {
+        const float* row = g + n * O + o0;
+        for (int64_t j = 0; j < len; ++j) acc[j] += row[j];
+      }
+      for (int64_t j = 0; j < len; ++j) db[o0 + j] += float(acc[j]);
+    }
+  }
+}
+
+}  // namespace dapo::ops::cpu

@@ -1,0 +1,117 @@
+// CPU reference of RMSNorm (fp32 values, row reductions in double): OpenMP
+// over rows for out/din, over column chunks for dweight so that its sum
+// over rows has one fixed order whatever the thread count.
+#include "dapo/ops/rmsnorm.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace dapo::ops::cpu {
+namespace {
+
+constexpr int64_t kColumnChunk = 64;
+
+void check_f32_cpu(const Tensor& t, const char* name) {
+  DAPO_CHECK(t.dtype == DType::f32, name, " is ", dtype_name(t.dtype), ", expected f32");
+  DAPO_CHECK(t.device == Device::cpu, name, " is on ", device_name(t.device),
+             ", the CPU backend needs host memory");
+  DAPO_CHECK(t.data != nullptr || t.numel() == 0, name, " ", t.shape_string(), " has no data");
+}
+
+bool overlap(const Tensor& x, const Tensor& y) {
+  if (x.nbytes() == 0 || y.nbytes() == 0) return false;
+  const char* xb = static_cast<const char*>(x.data);
+  const char* yb = static_cast<const char*>(y.data);
+  return xb < yb + y.nbytes() && yb < xb + x.nbytes();
+}
+
+}  // namespace
+
+void rmsnorm_forward(const Ctx&, Tensor out, Tensor rstd, Tensor in, Tensor weight, float eps) {
+  check_f32_cpu(out, "out");
+  check_f32_cpu(rstd, "rstd");
+  check_f32_cpu(in, "in");
+  check_f32_cpu(weight, "weight");
+  DAPO_CHECK(in.ndim == 2, "rmsnorm_forward: in ", in.shape_string(), " must be (N, C)");
+  const int64_t N = in.shape[0], C = in.shape[1];
+  DAPO_CHECK(C > 0, "rmsnorm over an empty row");
+  DAPO_CHECK(eps > 0.0f, "rmsnorm eps ", eps, " must be > 0");
+  DAPO_CHECK_SHAPE(out, {N, C});
+  DAPO_CHECK_SHAPE(rstd, {N});
+  DAPO_CHECK_SHAPE(weight, {C});
+  DAPO_CHECK(!overlap(out, in) && !overlap(out, weight) && !overlap(rstd, in) && !overlap(rstd, out),
+             "rmsnorm_forward: outputs overlap inputs (in-place is not supported)");
+  float* o = out.ptr<float>();
+  float* r = rstd.ptr<float>();
+  const float* x = in.ptr<float>();
+  const float* w = weight.ptr<float>();
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; ++n) {
+    const float* xr = x + n * C;
+    double ss = 0.0;
+    for (int64_t c = 0; c < C; ++c) ss += double(xr[c]) * double(xr[c]);
+    // HF: variance (fp32) + eps, then rsqrt in fp32.
+    const float rs = 1.0f / std::sqrt(float(ss / double(C)) + eps);
+    r[n] = rs;
+    float* orow = o + n * C;
+    for (int64_t c = 0; c < C; ++c) orow[c] = (xr[c] * rs) * w[c];
+  }
+}
+
+void rmsnorm_backward(const Ctx&, Tensor din, Tensor dweight, Tensor dout, Tensor in, Tensor weight,
+                      Tensor rstd) {
+  check_f32_cpu(din, "din");
+  check_f32_cpu(dweight, "dweight");
+  check_f32_cpu(dout, "dout");
+  check_f32_cpu(in, "in");
+  check_f32_cpu(weight, "weight");
+  check_f32_cpu(rstd, "rstd");
+  DAPO_CHECK(in.ndim == 2, "rmsnorm_backward: in ", in.shape_string(), " must be (N, C)");
+  const int64_t N = in.shape[0], C = in.shape[1];
+  DAPO_CHECK_SHAPE(din, {N, C});
+  DAPO_CHECK_SHAPE(dout, {N, C});
+  DAPO_CHECK_SHAPE(weight, {C});
+  DAPO_CHECK_SHAPE(dweight, {C});
+  DAPO_CHECK_SHAPE(rstd, {N});
+  DAPO_CHECK(!overlap(din, dout) && !overlap(din, in) && !overlap(din, dweight) &&
+                 !overlap(dweight, dout) && !overlap(dweight, in),
+             "rmsnorm_backward: outputs overlap inputs");
+  float* dx = din.ptr<float>();
+  float* dw = dweight.ptr<float>();
+  const float* g = dout.ptr<float>();
+  const float* x = in.ptr<float>();
+  const float* w = weight.ptr<float>();
+  const float* r = rstd.ptr<float>();
+
+  // din = r*w*g - x * r^3 * mean(w*g*x): the second term is the gradient
+  // through rstd, which couples all columns of a row.
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; ++n) {
+    const float* gr = g + n * C;
+    const float* xr = x + n * C;
+    double dot = 0.0;
+    for (int64_t c = 0; c < C; ++c) dot += double(w[c]) * double(gr[c]) * double(xr[c]);
+    const double rs = r[n];
+    const float coef = float(rs * rs * rs * dot / double(C));
+    const float rsf = r[n];
+    float* dr = dx + n * C;
+    for (int64_t c = 0; c < C; ++c) dr[c] = rsf * (w[c] * gr[c]) - coef * xr[c];
+  }
+
+  const int64_t chunks = (C + kColumnChunk - 1) / kColumnChunk;
+#pragma omp parallel for schedule(static)
+  for (int64_t ch = 0; ch < chunks; ++ch) {
+    const int64_t c0 = ch * kColumnChunk;
+    const int64_t len = std::min(kColumnChunk, C - c0);
+    double acc[kColumnChunk] = {};
+    for (int64_t n = 0; n < N; ++n) {
+      const float* gr = g + n * C + c0;
+      const float* xr = x + n * C + c0;
+      const double rs = r[n];
+      for (int64_t j = 0; j < len; ++j) acc[j] += double(gr[j]) * double(xr[j]) * rs;
+    }
+    for (int64_t j = 0; j < len; ++j) dw[c0 + j] += float(acc[j]);
+  }
+}
+
+}  // namespace dapo::ops::cpu

@@ -1,0 +1,19 @@
+// Backend dispatch of the paged KV cache ops.
+#include "dapo/ops/kv_cache.h"
+
+#include "dapo/ops/dispatch.h"
+
+namespace dapo::ops {
+
+void kv_cache_write(const Ctx& ctx, Tensor k_cache, Tensor v_cache, Tensor k, Tensor v,
+                    Tensor slot_mapping) {
+  DAPO_DISPATCH_CPU_ONLY(ctx, kv_cache_write, k_cache, v_cache, k, v, slot_mapping);
+}
+
+void paged_attention(const Ctx& ctx, Tensor out, Tensor q, Tensor k_cache, Tensor v_cache,
+                     Tensor block_table, Tensor context_lens, Tensor cu_seqlens_q, float scale) {
+  DAPO_DISPATCH_CPU_ONLY(ctx, paged_attention, out, q, k_cache, v_cache, block_table, context_lens,
+                         cu_seqlens_q, scale);
+}
+
+}  // namespace dapo::ops
