@@ -45,6 +45,9 @@ struct Tensor {
   // size(-1) is the last dimension.
   int64_t size(int dim) const;
   bool empty() const { return numel() == 0; }
+  // False for Tensor{}: how an op is told that an optional input or output
+  // (a bias, an upstream gradient) is left out.
+  bool defined() const { return ndim > 0 || data != nullptr; }
 
   // Typed pointer; fails if T does not match the dtype.
   template <class T>

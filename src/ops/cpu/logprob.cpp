@@ -16,8 +16,7 @@ constexpr int64_t kChunk = 2048;
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-// An absent upstream gradient is Tensor{} (no data): it means zero.
-bool present(const Tensor& t) { return t.data != nullptr; }
+// An absent upstream gradient (Tensor{}, see Tensor::defined) means zero.
 
 void check_logits(const Tensor& logits, float inv_temperature) {
   DAPO_CHECK_DTYPE(logits, DType::f32);
@@ -176,14 +175,14 @@ void logprob_entropy_backward(const Ctx&, Tensor dlogits, Tensor dlogprob, Tenso
   DAPO_CHECK_DTYPE(targets, DType::i32);
   DAPO_CHECK_SHAPE(lse, {N});
   DAPO_CHECK_SHAPE(entropy, {N});
-  if (present(dlogprob)) DAPO_CHECK_SHAPE(dlogprob, {N});
-  if (present(dentropy)) DAPO_CHECK_SHAPE(dentropy, {N});
+  if (dlogprob.defined()) DAPO_CHECK_SHAPE(dlogprob, {N});
+  if (dentropy.defined()) DAPO_CHECK_SHAPE(dentropy, {N});
   const float* x = logits.ptr<float>();                                   // (N, V)
   const int32_t* tgt = targets.ptr<int32_t>();                              // (N)
   const float* l = lse.ptr<float>();                                      // (N)
   const float* ent = entropy.ptr<float>();                                // (N)
-  const float* glp = present(dlogprob) ? dlogprob.ptr<float>() : nullptr;  // (N)
-  const float* gent = present(dentropy) ? dentropy.ptr<float>() : nullptr; // (N)
+  const float* glp = dlogprob.defined() ? dlogprob.ptr<float>() : nullptr;  // (N)
+  const float* gent = dentropy.defined() ? dentropy.ptr<float>() : nullptr; // (N)
   float* dx = dlogits.ptr<float>();                                       // (N, V)
 #pragma omp parallel for schedule(static)
   for (int64_t n = 0; n < N; ++n) {

@@ -16,7 +16,6 @@ namespace {
 constexpr int64_t kColumnChunk = 64;
 
 // An optional argument left out is Tensor{}: no dimensions and no data.
-bool present(const Tensor& t) { return t.ndim > 0 || t.data != nullptr; }
 
 void check_f32_cpu(const Tensor& t, const char* name) {
   DAPO_CHECK(t.dtype == DType::f32, name, " is ", dtype_name(t.dtype), ", expected f32");
@@ -79,7 +78,7 @@ void linear_forward(const Ctx& ctx, Tensor out, Tensor in, Tensor weight, Tensor
   const int64_t N = in.shape[0], I = in.shape[1], O = weight.shape[0];
   DAPO_CHECK_SHAPE(weight, {O, I});
   DAPO_CHECK_SHAPE(out, {N, O});
-  const bool has_bias = present(bias);
+  const bool has_bias = bias.defined();
   if (has_bias) {
     check_f32_cpu(bias, "bias");
     DAPO_CHECK_SHAPE(bias, {O});
@@ -107,7 +106,7 @@ void linear_backward(const Ctx& ctx, Tensor din, Tensor dweight, Tensor dbias, T
   DAPO_CHECK_SHAPE(dout, {N, O});
   DAPO_CHECK_SHAPE(dweight, {O, I});
 
-  if (present(din)) {
+  if (din.defined()) {
     check_f32_cpu(din, "din");
     DAPO_CHECK_SHAPE(din, {N, I});
     DAPO_CHECK(!overlap(din, dweight), "linear_backward: din overlaps dweight");
@@ -115,7 +114,7 @@ void linear_backward(const Ctx& ctx, Tensor din, Tensor dweight, Tensor dbias, T
   }
   cpu::matmul(ctx, dweight, dout, in, true, false, 1.0f, 1.0f);  // (O,N) @ (N,I), +=
 
-  if (present(dbias)) {
+  if (dbias.defined()) {
     check_f32_cpu(dbias, "dbias");
     DAPO_CHECK_SHAPE(dbias, {O});
     DAPO_CHECK(!overlap(dbias, dweight) && !overlap(dbias, dout), "linear_backward: dbias overlaps");
