@@ -1,0 +1,137 @@
+// ParamStore: the Qwen2 parameters that THIS tensor-parallel rank holds
+// (its slice of every tensor, per local_slice()), in ONE contiguous fp32
+// master buffer, with ONE contiguous fp32 gradient buffer of the same
+// layout. Named views in HF order let the model, the optimizer and the
+// checkpoint code address single tensors, while the data-parallel gradient
+// all-reduce, the grad-norm and AdamW each touch a single flat buffer.
+//
+// Layout: the views follow qwen2_param_specs() order; each starts at a
+// multiple of 256 bytes (64 floats) inside the buffer, so views are aligned
+// for vector loads, cuBLASLt and TMA. The gaps between views are padding:
+// zero in both buffers, never written by the model, so reductions and norms
+// over the whole flat buffer see only real elements.
+//
+// Tied embeddings: a tied model has no "lm_head.weight" entry (as in HF's
+// safetensors); the model uses embed_tokens' view as its LM head, so both
+// uses accumulate into embed_tokens' gradient.
+//
+// Ownership: the store owns both buffers (memory_alloc on `device`) and
+// frees them on destruction; views are non-owning and live as long as the
+// store. Host-side writes (init_random, load_*, zero_grad) work on either
+// device (device memory is written through a host staging copy).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "dapo/core/tensor.h"
+#include "dapo/model/param_spec.h"
+#include "dapo/model/qwen2_config.h"
+
+namespace dapo::model {
+
+// One parameter tensor of this rank.
+struct ParamEntry {
+  ParamSpec spec;    // HF name, full logical shape, partition rule
+  SliceSpec slice;   // which part of the full tensor this rank holds
+  Tensor param;      // this rank's slice, shape slice.local_shape, f32 (view into the master buffer)
+  Tensor grad;       // same shape, f32 (view into the gradient buffer)
+  int64_t offset = 0;  // first element of both views inside the flat buffers
+  // Whether this rank's copy counts in sums over all ranks (the global
+  // gradient norm): false on all but the first of the tp ranks that hold
+  // the same values (replicated norms: all but tp rank 0; replicated KV
+  // heads: all but the first rank of each KV replica group).
+  bool primary = true;
+};
+
+// Deterministic random values for tests and demos. Every element of the
+// FULL logical tensor gets a value from Philox keyed by (seed, FNV-1a hash
+// of the HF name, element index in the full row-major tensor), and a rank
+// keeps the elements of its slice: tp = 1 and tp = 2 hold the same logical
+// model. Values are uniform:
+//   matrices (linears, embedding): uniform(-weight_scale, weight_scale)
+//   biases:                        uniform(-bias_scale, bias_scale)
+//   norm weights:                  1 + uniform(-norm_scale, norm_scale)
+struct RandomInit {
+  uint64_t seed = 1;
+  float weight_scale = 0.05f;
+  float bias_scale = 0.05f;
+  float norm_scale = 0.1f;
+};
+
+// The random value of full-tensor element `index` of tensor `spec` (what
+// init_random stores there); tests use it to build reference models.
+float random_init_value(const ParamSpec& spec, int64_t index, const RandomInit& init);
+
+class ParamStore {
+ public:
+  // The slices of tp rank `tp_rank` of `tp_size` (check_tp_compatible is
+  // the caller's: a config that cannot be split is a user error there).
+  // Both buffers start zero.
+  ParamStore(const Qwen2Config& config, int64_t tp_rank, int64_t tp_size, Device device = Device::cpu);
+  ~ParamStore();
+  ParamStore(const ParamStore&) = delete;
+  ParamStore& operator=(const ParamStore&) = delete;
+
+  const Qwen2Config& config() const { return config_; }
+  int64_t tp_rank() const { return tp_rank_; }
+  int64_t tp_size() const { return tp_size_; }
+  Device device() const { return device_; }
+
+  // Every tensor of this rank in HF order (the checkpoint walks these).
+  const std::vector<ParamEntry>& entries() const { return entries_; }
+  bool contains(const std::string& name) const { return index_.count(name) != 0; }
+  // A name the model does not have is a bug (DAPO_CHECK).
+  const ParamEntry& entry(const std::string& name) const;
+  Tensor param(const std::string& name) const { return entry(name).param; }
+  Tensor grad(const std::string& name) const { return entry(name).grad; }
+  // The LM head's weight (V_local, C) and its gradient: lm_head.weight, or
+  // embed_tokens' views when the embeddings are tied.
+  const ParamEntry& lm_head() const;
+
+  // The whole buffers as flat f32 tensors (padding included): one
+  // all-reduce over gradients() sums the gradients of every tensor at once.
+  Tensor parameters() const;
+  Tensor gradients() const;
+  int64_t buffer_elements() const { return buffer_elements_; }
+  int64_t num_local_parameters() const;  // elements of the views, padding excluded
+
+  void zero_grad();
+  void init_random(const RandomInit& init);
+  // Copies a FULL tensor (its spec's shape, row-major, `n` elements) and
+  // keeps this rank's slice of it.
+  void load_full(const std::string& name, const float* full, int64_t n);
+  // Copies this rank's slice itself (slice.local_shape, row-major, `n`
+  // elements), as import-hf and the checkpoint reader produce it.
+  void load_local(const std::string& name, const float* local, int64_t n);
+  // The reverse of load_local: this rank's slice into host memory.
+  void read_local(const std::string& name, float* local, int64_t n) const;
+
+ private:
+  void write_param(const ParamEntry& e, const float* host);
+
+  Qwen2Config config_;
+  int64_t tp_rank_ = 0;
+  int64_t tp_size_ = 1;
+  Device device_ = Device::cpu;
+  std::vector<ParamEntry> entries_;
+  std::unordered_map<std::string, size_t> index_;
+  int64_t buffer_elements_ = 0;
+  float* master_ = nullptr;  // (buffer_elements_) f32
+  float* grads_ = nullptr;   // (buffer_elements_) f32
+};
+
+// A host view of the full shape of `shape` (1-D or 2-D) over `data`.
+Tensor shaped_view(float* data, const std::vector<int64_t>& shape, Device device = Device::cpu);
+
+// The part `slice` describes of a full row-major tensor of `full_shape`
+// (1-D or 2-D; dim -1: all of it): extract copies it out of `full` into a
+// dense local buffer, insert copies a local buffer into its place in `full`.
+void extract_slice(const SliceSpec& slice, const std::vector<int64_t>& full_shape, const float* full,
+                   float* local);
+void insert_slice(const SliceSpec& slice, const std::vector<int64_t>& full_shape, const float* local,
+                  float* full);
+
+}  // namespace dapo::model

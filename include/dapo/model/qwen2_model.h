@@ -1,0 +1,173 @@
+// The Qwen2 decoder, tensor-parallel in the Megatron-LM layout, over the
+// parameters of one ParamStore and the tp Comm of the rank grid:
+//
+//   embed_tokens (vocab-parallel) -> reduce_from_tp
+//   per layer:
+//     input_layernorm -> copy_to_tp -> q/k/v column-parallel (+bias, local
+//     heads) -> RoPE -> causal GQA attention -> o_proj row-parallel ->
+//     reduce_from_tp -> + residual
+//     post_attention_layernorm -> copy_to_tp -> gate/up column-parallel ->
+//     SwiGLU -> down_proj row-parallel -> reduce_from_tp -> + residual
+//   model.norm -> copy_to_tp -> lm_head (vocab-parallel) -> log-prob and
+//   entropy of the targets, vocab-parallel (no logits are gathered).
+//
+// With tp = 1 every mapping is a copy. When tp > Hkv the KV heads are
+// replicated: the tp/Hkv ranks holding one KV head form a "KV replica
+// group" whose k/v gradients are summed.
+//
+// Memory: nothing is allocated with malloc on the hot path. Saved
+// activations and temporaries come from the activation arena the caller
+// passes (`act`); the ops' own temporaries come from ctx.scratch, which must
+// hold at least scratch_bytes(...) (see below). Ops are reached only through
+// dapo::ops and collectives only through Comm and the mappings, so the same
+// code runs on the CUDA backend once those have device paths.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "dapo/core/arena.h"
+#include "dapo/model/activations.h"
+#include "dapo/model/param_store.h"
+#include "dapo/ops/context.h"
+#include "dapo/parallel/comm.h"
+
+namespace dapo::model {
+
+namespace detail {
+class Carver;
+}
+
+struct ModelOptions {
+  // Keep only each layer's input in the forward and recompute the layer in
+  // the backward: saved activations fall from about
+  // (4C + 2*hq*D + 2*hkv*D + 3*il + hq + 2)*T floats per layer to C*T, for
+  // about one more forward (its down projection and all-reduce skipped).
+  // Gradients are bit-identical to those without recomputation.
+  bool activation_recompute = false;
+};
+
+// The paged KV cache of generation, one k and one v pool per layer
+// (layout of ops/kv_cache.h). Views only: the engine owns the memory.
+struct KvCache {
+  std::vector<Tensor> k;  // (L) of (num_blocks, block_size, hkv, D) f32
+  std::vector<Tensor> v;  // (L) of (num_blocks, block_size, hkv, D) f32
+};
+// Bytes of a cache of `num_blocks` blocks for this rank (both pools, all
+// layers, 256-byte alignment of each pool included).
+size_t kv_cache_bytes(const Qwen2Config& config, int64_t tp_size, int64_t num_blocks, int64_t block_size);
+// Carves the pools from `arena` (uninitialised: positions are written
+// before they are read).
+KvCache allocate_kv_cache(Arena& arena, const Qwen2Config& config, int64_t tp_size, int64_t num_blocks,
+                          int64_t block_size);
+
+// New tokens of B sequences for one generation step: a prefill (many
+// tokens of a sequence), a decode step (one token per sequence), or both
+// mixed. All i32, prepared by the engine.
+struct CachedBatch {
+  Tensor tokens;        // (N) i32 new token ids, packed by cu_seqlens_q
+  Tensor positions;     // (N) i32 their positions in their sequences
+  Tensor cu_seqlens_q;  // (B+1) i32 new tokens of sequence b: rows cu_seqlens_q[b]..cu_seqlens_q[b+1]-1
+  Tensor last_rows;     // (B) i32 the row of each sequence's last new token (cu_seqlens_q[b+1] - 1);
+                        //     every sequence must have at least one new token
+  Tensor slot_mapping;  // (N) i32 flat cache slot of each new token (ops/kv_cache.h)
+  Tensor block_table;   // (B, max_blocks) i32
+  Tensor context_lens;  // (B) i32 cached positions of each sequence, new tokens included
+};
+
+class Qwen2Model {
+ public:
+  // `params` holds the slices of tp rank tp.rank() of tp.size() (checked).
+  // Collective over `tp`: splits the KV replica sub-communicator when
+  // tp > Hkv. Both references must outlive the model.
+  Qwen2Model(ParamStore& params, const parallel::Comm& tp, ModelOptions options = {});
+
+  const Qwen2Config& config() const { return params_.config(); }
+  const ModelOptions& options() const { return options_; }
+  ParamStore& params() { return params_; }
+
+  // ---- training --------------------------------------------------------
+  // Per-token log-probability and entropy of batch.targets under
+  // softmax(logits * inv_temperature), computed vocab-parallel: a row-max
+  // all-reduce (MAX) and a partial-sum all-reduce (SUM) over tp, never the
+  // (T, V) logits on one rank.
+  // logprob, entropy: (T) f32, overwritten (the same on every tp rank).
+  // saved: filled with views into `act` (allocated from act.mark() on);
+  //   keep `act` and the batch tensors untouched until backward() is done.
+  void forward_train(const ops::Ctx& ctx, Arena& act, const PackedBatch& batch, float inv_temperature,
+                     Tensor logprob, Tensor entropy, Activations& saved) const;
+
+  // The gradient of sum_t(dlogprob[t] * logprob[t] + dentropy[t] * entropy[t]),
+  // ACCUMULATED (+=) into params().gradients() (micro-batches accumulate;
+  // zero_grad() is the caller's). dlogprob, dentropy: (T) f32, identical on
+  // every tp rank; either may be Tensor{} (zero). Releases the activations:
+  // `act` is reset to saved.arena_mark before returning.
+  void backward(const ops::Ctx& ctx, Arena& act, const Activations& saved, Tensor dlogprob,
+                Tensor dentropy);
+
+  // Scoring without gradients (old log-probs, evaluation): as forward_train
+  // but keeping nothing; `act` is back where it was on return.
+  void forward_logprob(const ops::Ctx& ctx, Arena& act, const PackedBatch& batch, float inv_temperature,
+                       Tensor logprob, Tensor entropy) const;
+
+  // The full logits (T, V) f32, overwritten, gathered over tp (for tests
+  // and debugging; training never needs them). batch.targets is unused.
+  void forward_logits(const ops::Ctx& ctx, Arena& act, const PackedBatch& batch, Tensor logits) const;
+
+  // ---- generation ------------------------------------------------------
+  // Runs the new tokens of every sequence, writes their k/v into the cache
+  // (cache pools of this rank's hkv heads), and returns the logits of each
+  // sequence's LAST new token gathered to the whole vocabulary.
+  // logits: (B, V) f32, overwritten (the same on every tp rank).
+  void forward_cached(const ops::Ctx& ctx, Arena& act, const KvCache& cache, const CachedBatch& batch,
+                      Tensor logits) const;
+
+  // ---- memory planning -------------------------------------------------
+  // Bytes of `act` that forward_train + backward need for T tokens (with
+  // this model's recompute option), forward_logprob / forward_logits for T
+  // tokens, and forward_cached for N new tokens of B sequences. Upper
+  // bounds that include alignment.
+  size_t train_activation_bytes(int64_t T) const;
+  size_t inference_activation_bytes(int64_t T) const;
+  size_t cached_activation_bytes(int64_t N, int64_t B) const;
+  // Bytes of ctx.scratch the ops and mappings need: T tokens whose longest
+  // sequence (or cached context) has max_len positions, `gathered_rows`
+  // rows of full-vocabulary logits (T for forward_logits, B for
+  // forward_cached, 0 for training) and `threads` OpenMP threads.
+  size_t scratch_bytes(int64_t T, int64_t max_len, int64_t gathered_rows, int threads) const;
+
+  // Local sizes of this rank (see activations.h).
+  struct Dims {
+    int64_t tp = 1;
+    int64_t C = 0, D = 0, L = 0, V = 0;
+    int64_t hq = 0, hkv = 0, il = 0, vl = 0;
+    int64_t vocab_start = 0;  // first vocabulary id of this rank's shard
+    float eps = 1e-6f, theta = 1e6f, scale = 1.0f;
+  };
+  const Dims& dims() const { return dims_; }
+
+  // Views of one layer's tensors (parameters, or their gradients): norms
+  // (C), q (hq*D, C) + bias, k/v (hkv*D, C) + bias, o (C, hq*D),
+  // gate/up (il, C), down (C, il).
+  struct LayerParams {
+    Tensor w_in, wq, bq, wk, bk, wv, bv, wo, w_post, wg, wu, wd;
+  };
+
+ private:
+  const parallel::Comm* kv_group() const;
+  void embed(const ops::Ctx& ctx, Tensor x, Tensor tokens) const;
+  void head_forward(const ops::Ctx& ctx, detail::Carver& c, Tensor x_final, Tensor rstd, Tensor xn,
+                    Tensor logits, Tensor targets, float inv_temperature, Tensor lse, Tensor logprob,
+                    Tensor entropy) const;
+
+  ParamStore& params_;
+  const parallel::Comm& tp_;
+  parallel::Comm kv_group_;  // the KV replica group (valid only when tp > Hkv)
+  ModelOptions options_;
+  Dims dims_;
+  std::vector<LayerParams> weights_;  // (L) parameter views
+  std::vector<LayerParams> grads_;    // (L) gradient views
+};
+
+}  // namespace dapo::model

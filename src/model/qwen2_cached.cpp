@@ -1,0 +1,87 @@
+// Generation forward over the paged KV cache: new tokens of many sequences
+// at once (prefill chunks and single decode tokens alike), logits of each
+// sequence's last new token gathered to the whole vocabulary.
+#include "dapo/model/qwen2_model.h"
+
+#include "dapo/ops/embedding.h"
+#include "dapo/ops/matmul.h"
+#include "dapo/ops/rmsnorm.h"
+#include "dapo/parallel/mappings.h"
+#include "qwen2_plan.h"
+
+namespace dapo::model {
+namespace {
+
+int64_t local_kv_heads(const Qwen2Config& c, int64_t tp_size) {
+  DAPO_CHECK(tp_size >= 1, "tp size ", tp_size);
+  return tp_size > c.num_key_value_heads ? 1 : c.num_key_value_heads / tp_size;
+}
+
+void check_i32(const Tensor& t, int ndim, const char* what) {
+  DAPO_CHECK(t.dtype == DType::i32 && t.ndim == ndim, what, " must be a ", ndim, "-d i32 tensor, got ",
+             dtype_name(t.dtype), " ", t.shape_string());
+}
+
+}  // namespace
+
+size_t kv_cache_bytes(const Qwen2Config& config, int64_t tp_size, int64_t num_blocks, int64_t block_size) {
+  const size_t pool = size_t(num_blocks * block_size * local_kv_heads(config, tp_size) * config.head_dim) *
+                      sizeof(float);
+  const size_t aligned = (pool + Arena::kAlign - 1) / Arena::kAlign * Arena::kAlign;
+  return size_t(2 * config.num_hidden_layers) * aligned + Arena::kAlign;
+}
+
+KvCache allocate_kv_cache(Arena& arena, const Qwen2Config& config, int64_t tp_size, int64_t num_blocks,
+                          int64_t block_size) {
+  DAPO_CHECK(num_blocks >= 1 && block_size >= 1, "KV cache of ", num_blocks, " blocks of ", block_size);
+  const int64_t hkv = local_kv_heads(config, tp_size);
+  KvCache cache;
+  for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
+    cache.k.push_back(arena.alloc(DType::f32, {num_blocks, block_size, hkv, config.head_dim}));
+    cache.v.push_back(arena.alloc(DType::f32, {num_blocks, block_size, hkv, config.head_dim}));
+  }
+  return cache;
+}
+
+void Qwen2Model::forward_cached(const ops::Ctx& ctx, Arena& act, const KvCache& cache, const CachedBatch& batch,
+                                Tensor logits) const {
+  check_i32(batch.tokens, 1, "batch.tokens");
+  check_i32(batch.positions, 1, "batch.positions");
+  check_i32(batch.cu_seqlens_q, 1, "batch.cu_seqlens_q");
+  check_i32(batch.last_rows, 1, "batch.last_rows");
+  check_i32(batch.slot_mapping, 1, "batch.slot_mapping");
+  check_i32(batch.block_table, 2, "batch.block_table");
+  check_i32(batch.context_lens, 1, "batch.context_lens");
+  const int64_t N = batch.tokens.shape[0];
+  const int64_t B = batch.last_rows.shape[0];
+  DAPO_CHECK(batch.positions.shape[0] == N && batch.slot_mapping.shape[0] == N, "positions and slot_mapping need ",
+             N, " entries");
+  DAPO_CHECK(batch.cu_seqlens_q.shape[0] == B + 1 && batch.context_lens.shape[0] == B &&
+                 batch.block_table.shape[0] == B,
+             "cu_seqlens_q, context_lens and block_table must describe the ", B, " sequences of last_rows");
+  DAPO_CHECK(cache.k.size() == size_t(dims_.L) && cache.v.size() == size_t(dims_.L), "KV cache of ",
+             cache.k.size(), " layers for a model of ", dims_.L);
+  DAPO_CHECK_SHAPE(logits, {B, dims_.V});
+
+  ArenaScope scope(act);
+  detail::Carver c(&act);
+  detail::CachedBuffers b = detail::carve_cached(c, dims_, N, B);
+  embed(ctx, b.x, batch.tokens);
+  for (int64_t l = 0; l < dims_.L; ++l) {
+    const detail::CacheStep step{cache.k[size_t(l)],  cache.v[size_t(l)],  batch.slot_mapping,
+                                 batch.block_table,   batch.context_lens, batch.cu_seqlens_q};
+    b.layer.x = b.x;
+    detail::layer_forward(ctx, tp_, dims_, weights_[size_t(l)], b.layer, b.x, b.partial, batch.positions,
+                          batch.cu_seqlens_q, &step);
+  }
+  // Only the last new token of each sequence is sampled from: pick its row
+  // (embedding_forward is a row gather, here from the (N, C) hidden states)
+  // before the final norm and the LM head, whose cost then scales with B.
+  ops::embedding_forward(ctx, b.x_last, batch.last_rows, b.x, 0);
+  ops::rmsnorm_forward(ctx, b.xn, b.rstd, b.x_last, params_.param("model.norm.weight"), dims_.eps);
+  parallel::copy_to_tp_forward(ctx, tp_, b.xn, b.xn);
+  ops::linear_forward(ctx, b.logits, b.xn, params_.lm_head().param, Tensor{});
+  parallel::gather_from_tp_forward(ctx, tp_, logits, b.logits);
+}
+
+}  // namespace dapo::model

@@ -1,0 +1,172 @@
+// One Qwen2 decoder layer, forward and backward, in the Megatron layout
+// (see qwen2_model.h): column-parallel q/k/v and gate/up, row-parallel o
+// and down, the tp mappings at their edges, residual connections.
+#include "qwen2_layer.h"
+
+#include "dapo/ops/attention.h"
+#include "dapo/ops/kv_cache.h"
+#include "dapo/ops/matmul.h"
+#include "dapo/ops/rmsnorm.h"
+#include "dapo/ops/rope.h"
+#include "dapo/ops/swiglu.h"
+#include "dapo/parallel/mappings.h"
+
+namespace dapo::model::detail {
+
+Tensor Carver::alloc(DType dtype, std::initializer_list<int64_t> dims) {
+  Tensor t(nullptr, dtype, dims, arena_ ? arena_->device() : Device::cpu);
+  if (arena_) {
+    t.data = arena_->alloc_bytes(t.nbytes());
+    used_ = arena_->mark();
+  } else {
+    used_ = (used_ + Arena::kAlign - 1) / Arena::kAlign * Arena::kAlign + t.nbytes();
+  }
+  if (used_ > peak_) peak_ = used_;
+  return t;
+}
+
+void Carver::reset(size_t mark) {
+  DAPO_CHECK(mark >= base_ && mark <= used_, "carver reset to ", mark, " outside [", base_, ", ", used_, "]");
+  if (arena_) arena_->reset(mark);
+  used_ = mark;
+}
+
+LayerActivations carve_layer(Carver& c, const Dims& d, int64_t T) {
+  LayerActivations a;
+  a.rstd1 = c.f32({T});
+  a.xn1 = c.f32({T, d.C});
+  a.q = c.f32({T, d.hq, d.D});
+  a.k = c.f32({T, d.hkv, d.D});
+  a.v = c.f32({T, d.hkv, d.D});
+  a.attn = c.f32({T, d.hq, d.D});
+  a.lse = c.f32({d.hq, T});
+  a.x_mid = c.f32({T, d.C});
+  a.rstd2 = c.f32({T});
+  a.xn2 = c.f32({T, d.C});
+  a.gate = c.f32({T, d.il});
+  a.up = c.f32({T, d.il});
+  a.h = c.f32({T, d.il});
+  return a;
+}
+
+LayerGradBuffers carve_layer_grads(Carver& c, const Dims& d, int64_t T) {
+  LayerGradBuffers b;
+  b.dxn = c.f32({T, d.C});
+  b.dnorm = c.f32({T, d.C});
+  b.dh = c.f32({T, d.il});
+  b.dgate = c.f32({T, d.il});
+  b.dup = c.f32({T, d.il});
+  b.dattn = c.f32({T, d.hq, d.D});
+  b.dq = c.f32({T, d.hq, d.D});
+  b.dk = c.f32({T, d.hkv, d.D});
+  b.dv = c.f32({T, d.hkv, d.D});
+  return b;
+}
+
+// The residual adds are the only elementwise arithmetic of the model that
+// no op covers yet. They stay here, host-only, until an `ops::add` exists
+// (a one-line swap): a CUDA model run stops at this check rather than
+// reading device memory on the host.
+void residual_add(const ops::Ctx& ctx, Tensor out, Tensor a, Tensor b) {
+  DAPO_CHECK(ctx.backend == ops::Backend::cpu && out.device == Device::cpu,
+             "residual_add has no CUDA path yet (needs an ops::add kernel)");
+  DAPO_CHECK(out.same_shape(a) && out.same_shape(b), "residual_add: shapes ", out.shape_string(), ", ",
+             a.shape_string(), ", ", b.shape_string());
+  float* o = out.ptr<float>();
+  const float* x = a.ptr<float>();
+  const float* y = b.ptr<float>();
+  const int64_t n = out.numel();
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) o[i] = x[i] + y[i];
+}
+
+void layer_forward(const ops::Ctx& ctx, const parallel::Comm& tp, const Dims& d, const LayerParams& w,
+                   LayerActivations& a, Tensor x_out, Tensor partial, Tensor positions, Tensor cu_seqlens,
+                   const CacheStep* cache) {
+  const int64_t T = a.x.size(0);
+  // Attention block. copy_to_tp is the identity forward; its backward is
+  // the all-reduce that sums the column-parallel input gradients.
+  ops::rmsnorm_forward(ctx, a.xn1, a.rstd1, a.x, w.w_in, d.eps);
+  parallel::copy_to_tp_forward(ctx, tp, a.xn1, a.xn1);
+  ops::linear_forward(ctx, a.q.reshape({T, d.hq * d.D}), a.xn1, w.wq, w.bq);
+  ops::linear_forward(ctx, a.k.reshape({T, d.hkv * d.D}), a.xn1, w.wk, w.bk);
+  ops::linear_forward(ctx, a.v.reshape({T, d.hkv * d.D}), a.xn1, w.wv, w.bv);
+  ops::rope_forward(ctx, a.q, a.q, positions, d.theta);
+  ops::rope_forward(ctx, a.k, a.k, positions, d.theta);
+  if (cache == nullptr) {
+    ops::attention_forward(ctx, a.attn, a.lse, a.q, a.k, a.v, cu_seqlens, d.scale);
+  } else {
+    ops::kv_cache_write(ctx, cache->k_cache, cache->v_cache, a.k, a.v, cache->slot_mapping);
+    ops::paged_attention(ctx, a.attn, a.q, cache->k_cache, cache->v_cache, cache->block_table,
+                         cache->context_lens, cache->cu_seqlens_q, d.scale);
+  }
+  ops::linear_forward(ctx, partial, a.attn.reshape({T, d.hq * d.D}), w.wo, Tensor{});
+  parallel::reduce_from_tp_forward(ctx, tp, partial, partial);
+  residual_add(ctx, a.x_mid, a.x, partial);
+
+  // MLP block.
+  ops::rmsnorm_forward(ctx, a.xn2, a.rstd2, a.x_mid, w.w_post, d.eps);
+  parallel::copy_to_tp_forward(ctx, tp, a.xn2, a.xn2);
+  ops::linear_forward(ctx, a.gate, a.xn2, w.wg, Tensor{});
+  ops::linear_forward(ctx, a.up, a.xn2, w.wu, Tensor{});
+  ops::swiglu_forward(ctx, a.h, a.gate, a.up);
+  if (x_out.data == nullptr) return;
+  ops::linear_forward(ctx, partial, a.h, w.wd, Tensor{});
+  parallel::reduce_from_tp_forward(ctx, tp, partial, partial);
+  residual_add(ctx, x_out, a.x_mid, partial);
+}
+
+// Why the norm weights need no reduction over tp: a norm's input (the
+// residual stream) is the same on every tp rank, and so is the gradient of
+// its output once copy_to_tp's backward has summed the column-parallel
+// partial gradients. Every rank therefore computes the same, complete
+// norm-weight gradient by itself; summing over tp would count it tp times.
+void layer_backward(const ops::Ctx& ctx, const parallel::Comm& tp, const parallel::Comm* kv_group,
+                    const Dims& d, const LayerParams& w, const LayerParams& g, const LayerActivations& a,
+                    Tensor dx, const LayerGradBuffers& b, Tensor cu_seqlens, Tensor positions) {
+  const int64_t T = dx.size(0);
+  const auto F = false;
+
+  // MLP: out = x_mid + reduce(down(h)); reduce_from_tp's backward is the identity.
+  ops::linear_backward(ctx, b.dh, g.wd, Tensor{}, dx, a.h, w.wd);
+  ops::swiglu_backward(ctx, b.dgate, b.dup, b.dh, a.gate, a.up);
+  // The input gradient of gate and up summed by the second GEMM (beta = 1).
+  ops::matmul(ctx, b.dxn, b.dgate, w.wg, F, F, 1.0f, 0.0f);
+  ops::matmul(ctx, b.dxn, b.dup, w.wu, F, F, 1.0f, 1.0f);
+  ops::linear_backward(ctx, Tensor{}, g.wg, Tensor{}, b.dgate, a.xn2, w.wg);
+  ops::linear_backward(ctx, Tensor{}, g.wu, Tensor{}, b.dup, a.xn2, w.wu);
+  parallel::copy_to_tp_backward(ctx, tp, b.dxn, b.dxn);
+  ops::rmsnorm_backward(ctx, b.dnorm, g.w_post, b.dxn, a.x_mid, w.w_post, a.rstd2);
+  residual_add(ctx, dx, dx, b.dnorm);  // now d(x_mid)
+
+  // Attention: x_mid = x + reduce(o_proj(attn)).
+  ops::linear_backward(ctx, b.dattn.reshape({T, d.hq * d.D}), g.wo, Tensor{}, dx,
+                       a.attn.reshape({T, d.hq * d.D}), w.wo);
+  ops::attention_backward(ctx, b.dq, b.dk, b.dv, b.dattn, a.q, a.k, a.v, a.attn, a.lse, cu_seqlens, d.scale);
+  ops::rope_backward(ctx, b.dq, b.dq, positions, d.theta);
+  ops::rope_backward(ctx, b.dk, b.dk, positions, d.theta);
+  const Tensor dq2 = b.dq.reshape({T, d.hq * d.D});
+  const Tensor dk2 = b.dk.reshape({T, d.hkv * d.D});
+  const Tensor dv2 = b.dv.reshape({T, d.hkv * d.D});
+  // Input gradient first, from this rank's own dk/dv: with replicated KV
+  // heads each replica's dk covers only its own query heads, and the tp
+  // all-reduce below adds the replicas' parts exactly once.
+  ops::matmul(ctx, b.dxn, dq2, w.wq, F, F, 1.0f, 0.0f);
+  ops::matmul(ctx, b.dxn, dk2, w.wk, F, F, 1.0f, 1.0f);
+  ops::matmul(ctx, b.dxn, dv2, w.wv, F, F, 1.0f, 1.0f);
+  // The weight gradient needs the whole dk/dv of the head: summed over the
+  // replica group here, on this micro-batch's activation gradient (not on
+  // the accumulated weight gradient, which would re-add earlier micro-batches).
+  if (kv_group != nullptr) {
+    kv_group->all_reduce(b.dk, parallel::ReduceOp::sum);
+    kv_group->all_reduce(b.dv, parallel::ReduceOp::sum);
+  }
+  ops::linear_backward(ctx, Tensor{}, g.wq, g.bq, dq2, a.xn1, w.wq);
+  ops::linear_backward(ctx, Tensor{}, g.wk, g.bk, dk2, a.xn1, w.wk);
+  ops::linear_backward(ctx, Tensor{}, g.wv, g.bv, dv2, a.xn1, w.wv);
+  parallel::copy_to_tp_backward(ctx, tp, b.dxn, b.dxn);
+  ops::rmsnorm_backward(ctx, b.dnorm, g.w_in, b.dxn, a.x, w.w_in, a.rstd1);
+  residual_add(ctx, dx, dx, b.dnorm);  // now d(x)
+}
+
+}  // namespace dapo::model::detail

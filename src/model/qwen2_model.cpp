@@ -1,0 +1,249 @@
+// Qwen2Model: construction, the training forward/backward over packed
+// batches, scoring without gradients and full logits. The layer itself is
+// in qwen2_layer.cpp, generation in qwen2_cached.cpp, buffer plans in
+// qwen2_plan.cpp.
+#include "dapo/model/qwen2_model.h"
+
+#include <cmath>
+#include <string>
+
+#include "dapo/ops/cast.h"
+#include "dapo/ops/embedding.h"
+#include "dapo/ops/logprob.h"
+#include "dapo/ops/matmul.h"
+#include "dapo/ops/rmsnorm.h"
+#include "dapo/parallel/mappings.h"
+#include "qwen2_layer.h"
+#include "qwen2_plan.h"
+
+namespace dapo::model {
+
+using detail::Carver;
+
+namespace {
+
+// n < 0: any length.
+void check_i32_vector(const Tensor& t, int64_t n, const char* what) {
+  DAPO_CHECK(t.dtype == DType::i32 && t.ndim == 1 && (n < 0 || t.shape[0] == n), what, " must be ",
+             n < 0 ? std::string("1-d") : cat("(", n, ")"), " i32, got ", dtype_name(t.dtype), " ",
+             t.shape_string());
+}
+
+// Checks a packed batch and returns T.
+int64_t check_batch(const PackedBatch& b, bool need_targets) {
+  check_i32_vector(b.tokens, -1, "batch.tokens");
+  const int64_t T = b.tokens.shape[0];
+  check_i32_vector(b.positions, T, "batch.positions");
+  check_i32_vector(b.cu_seqlens, -1, "batch.cu_seqlens");
+  DAPO_CHECK(b.cu_seqlens.shape[0] >= 1, "batch.cu_seqlens needs B+1 >= 1 entries");
+  if (need_targets) check_i32_vector(b.targets, T, "batch.targets");
+  return T;
+}
+
+}  // namespace
+
+Qwen2Model::Qwen2Model(ParamStore& params, const parallel::Comm& tp, ModelOptions options)
+    : params_(params), tp_(tp), options_(options) {
+  DAPO_CHECK(tp.valid() && tp.size() == params.tp_size() && tp.rank() == params.tp_rank(),
+             "the parameter store holds tp rank ", params.tp_rank(), " of ", params.tp_size(),
+             ", the tp Comm is rank ", tp.rank(), " of ", tp.size());
+  const Qwen2Config& c = params.config();
+  const int64_t p = tp.size();
+  Dims& d = dims_;
+  d.tp = p;
+  d.C = c.hidden_size;
+  d.D = c.head_dim;
+  d.L = c.num_hidden_layers;
+  d.V = c.vocab_size;
+  d.hq = c.num_attention_heads / p;
+  d.hkv = p > c.num_key_value_heads ? 1 : c.num_key_value_heads / p;
+  d.il = c.intermediate_size / p;
+  d.vl = c.vocab_size / p;
+  d.vocab_start = tp.rank() * d.vl;
+  d.eps = float(c.rms_norm_eps);
+  d.theta = float(c.rope_theta);
+  d.scale = float(1.0 / std::sqrt(double(c.head_dim)));  // HF: head_dim ** -0.5
+
+  const int64_t replicas = kv_replicas(c, p);
+  if (replicas > 1) kv_group_ = tp.split(int(tp.rank() / replicas), tp.rank());
+
+  weights_.resize(size_t(d.L));
+  grads_.resize(size_t(d.L));
+  for (int64_t l = 0; l < d.L; ++l) {
+    const std::string pre = "model.layers." + std::to_string(l) + ".";
+    for (int which = 0; which < 2; ++which) {
+      auto get = [&](const char* name) {
+        const ParamEntry& e = params.entry(pre + name);
+        return which == 0 ? e.param : e.grad;
+      };
+      LayerParams& w = which == 0 ? weights_[size_t(l)] : grads_[size_t(l)];
+      w.w_in = get("input_layernorm.weight");
+      w.wq = get("self_attn.q_proj.weight");
+      w.bq = get("self_attn.q_proj.bias");
+      w.wk = get("self_attn.k_proj.weight");
+      w.bk = get("self_attn.k_proj.bias");
+      w.wv = get("self_attn.v_proj.weight");
+      w.bv = get("self_attn.v_proj.bias");
+      w.wo = get("self_attn.o_proj.weight");
+      w.w_post = get("post_attention_layernorm.weight");
+      w.wg = get("mlp.gate_proj.weight");
+      w.wu = get("mlp.up_proj.weight");
+      w.wd = get("mlp.down_proj.weight");
+    }
+  }
+  DAPO_CHECK(weights_.empty() || weights_[0].wq.shape[0] == d.hq * d.D, "q_proj slice does not match");
+}
+
+const parallel::Comm* Qwen2Model::kv_group() const { return kv_group_.valid() ? &kv_group_ : nullptr; }
+
+// x (T, C) -> embed_tokens, vocab-parallel: each rank writes its own
+// vocabulary's rows (zero rows elsewhere) and reduce_from_tp sums them.
+void Qwen2Model::embed(const ops::Ctx& ctx, Tensor x, Tensor tokens) const {
+  ops::embedding_forward(ctx, x, tokens, params_.param("model.embed_tokens.weight"), dims_.vocab_start);
+  parallel::reduce_from_tp_forward(ctx, tp_, x, x);
+}
+
+// model.norm -> copy_to_tp -> lm_head (T, vl) -> log-prob/entropy of the
+// targets, vocab-parallel. lse, entropy, logprob: (T).
+void Qwen2Model::head_forward(const ops::Ctx& ctx, Carver& c, Tensor x_final, Tensor rstd, Tensor xn,
+                              Tensor logits, Tensor targets, float inv_temperature, Tensor lse,
+                              Tensor logprob, Tensor entropy) const {
+  const int64_t T = x_final.size(0);
+  ops::rmsnorm_forward(ctx, xn, rstd, x_final, params_.param("model.norm.weight"), dims_.eps);
+  parallel::copy_to_tp_forward(ctx, tp_, xn, xn);
+  ops::linear_forward(ctx, logits, xn, params_.lm_head().param, Tensor{});
+  if (tp_.size() == 1) {  // one streaming pass over each row
+    ops::logprob_entropy_forward(ctx, logprob, entropy, lse, logits, targets, 0, inv_temperature);
+    return;
+  }
+  const size_t mark = c.mark();
+  Tensor row_max = c.f32({T});    // (T)
+  Tensor sums = c.f32({T, 3});    // (T, 3)
+  ops::logits_row_max(ctx, row_max, logits, inv_temperature);
+  tp_.all_reduce(row_max, parallel::ReduceOp::max);
+  ops::logits_partial_sums(ctx, sums, logits, targets, row_max, dims_.vocab_start, inv_temperature);
+  tp_.all_reduce(sums, parallel::ReduceOp::sum);
+  ops::logprob_entropy_finish(ctx, logprob, entropy, lse, sums, row_max);
+  c.reset(mark);
+}
+
+void Qwen2Model::forward_train(const ops::Ctx& ctx, Arena& act, const PackedBatch& batch, float inv_temperature,
+                               Tensor logprob, Tensor entropy, Activations& saved) const {
+  const int64_t T = check_batch(batch, true);
+  DAPO_CHECK_SHAPE(logprob, {T});
+  DAPO_CHECK_SHAPE(entropy, {T});
+  DAPO_CHECK(inv_temperature > 0, "inv_temperature ", inv_temperature);
+  saved.batch = batch;
+  saved.inv_temperature = inv_temperature;
+  saved.recompute = options_.activation_recompute;
+  saved.arena_mark = act.mark();
+
+  Carver c(&act);
+  detail::carve_train_saved(c, dims_, T, saved);
+  const size_t temps = c.mark();
+  const detail::TrainForwardTemps tmp = detail::carve_train_forward_temps(c, dims_, T, saved.recompute);
+
+  embed(ctx, saved.layers.empty() ? saved.x_final : saved.layers[0].x, batch.tokens);
+  for (int64_t l = 0; l < dims_.L; ++l) {
+    LayerActivations& keep = saved.layers[size_t(l)];
+    const Tensor x_out = l + 1 < dims_.L ? saved.layers[size_t(l + 1)].x : saved.x_final;
+    if (saved.recompute) {
+      LayerActivations a = tmp.layer;
+      a.x = keep.x;
+      detail::layer_forward(ctx, tp_, dims_, weights_[size_t(l)], a, x_out, tmp.partial, batch.positions,
+                            batch.cu_seqlens, nullptr);
+    } else {
+      detail::layer_forward(ctx, tp_, dims_, weights_[size_t(l)], keep, x_out, tmp.partial, batch.positions,
+                            batch.cu_seqlens, nullptr);
+    }
+  }
+  head_forward(ctx, c, saved.x_final, saved.rstd_final, saved.xn_final, saved.logits, batch.targets,
+               inv_temperature, saved.lse, logprob, saved.entropy);
+  ops::cast(ctx, entropy, saved.entropy);
+  c.reset(temps);
+}
+
+void Qwen2Model::backward(const ops::Ctx& ctx, Arena& act, const Activations& saved, Tensor dlogprob,
+                          Tensor dentropy) {
+  const PackedBatch& batch = saved.batch;
+  const int64_t T = batch.tokens.shape[0];
+  DAPO_CHECK(saved.layers.size() == size_t(dims_.L) && saved.logits.data != nullptr,
+             "backward without a forward_train of this model");
+  DAPO_CHECK(act.mark() >= saved.arena_mark, "the activation arena was reset since the forward");
+  if (dlogprob.data) DAPO_CHECK_SHAPE(dlogprob, {T});
+  if (dentropy.data) DAPO_CHECK_SHAPE(dentropy, {T});
+
+  Carver c(&act);
+  Tensor dx = c.f32({T, dims_.C});  // gradient of the residual stream, layer by layer
+  {
+    const size_t mark = c.mark();
+    Tensor dlogits = c.f32({T, dims_.vl});
+    Tensor dxn = c.f32({T, dims_.C});
+    ops::logprob_entropy_backward(ctx, dlogits, dlogprob, dentropy, saved.logits, batch.targets, saved.lse,
+                                  saved.entropy, dims_.vocab_start, saved.inv_temperature);
+    const ParamEntry& head = params_.lm_head();
+    ops::linear_backward(ctx, dxn, head.grad, Tensor{}, dlogits, saved.xn_final, head.param);
+    parallel::copy_to_tp_backward(ctx, tp_, dxn, dxn);
+    // Replicated: no reduction over tp (see layer_backward for why).
+    const ParamEntry& norm = params_.entry("model.norm.weight");
+    ops::rmsnorm_backward(ctx, dx, norm.grad, dxn, saved.x_final, norm.param, saved.rstd_final);
+    c.reset(mark);
+  }
+  const detail::TrainBackwardTemps tmp = detail::carve_train_backward_temps(c, dims_, T, saved.recompute);
+  for (int64_t l = dims_.L - 1; l >= 0; --l) {
+    const LayerParams& w = weights_[size_t(l)];
+    if (saved.recompute) {
+      LayerActivations a = tmp.layer;
+      a.x = saved.layers[size_t(l)].x;
+      detail::layer_forward(ctx, tp_, dims_, w, a, Tensor{}, tmp.partial, batch.positions, batch.cu_seqlens,
+                            nullptr);
+      detail::layer_backward(ctx, tp_, kv_group(), dims_, w, grads_[size_t(l)], a, dx, tmp.grads,
+                             batch.cu_seqlens, batch.positions);
+    } else {
+      detail::layer_backward(ctx, tp_, kv_group(), dims_, w, grads_[size_t(l)], saved.layers[size_t(l)], dx,
+                             tmp.grads, batch.cu_seqlens, batch.positions);
+    }
+  }
+  // embed_tokens: reduce_from_tp's backward is the identity; each rank
+  // scatters into the rows of its own vocabulary.
+  ops::embedding_backward(ctx, params_.grad("model.embed_tokens.weight"), dx, batch.tokens, dims_.vocab_start);
+  act.reset(saved.arena_mark);
+}
+
+void Qwen2Model::forward_logprob(const ops::Ctx& ctx, Arena& act, const PackedBatch& batch, float inv_temperature,
+                                 Tensor logprob, Tensor entropy) const {
+  const int64_t T = check_batch(batch, true);
+  DAPO_CHECK_SHAPE(logprob, {T});
+  DAPO_CHECK_SHAPE(entropy, {T});
+  DAPO_CHECK(inv_temperature > 0, "inv_temperature ", inv_temperature);
+  ArenaScope scope(act);
+  Carver c(&act);
+  detail::InferenceBuffers b = detail::carve_inference(c, dims_, T);
+  embed(ctx, b.x, batch.tokens);
+  for (int64_t l = 0; l < dims_.L; ++l) {
+    b.layer.x = b.x;
+    detail::layer_forward(ctx, tp_, dims_, weights_[size_t(l)], b.layer, b.x, b.partial, batch.positions,
+                          batch.cu_seqlens, nullptr);
+  }
+  head_forward(ctx, c, b.x, b.rstd, b.xn, b.logits, batch.targets, inv_temperature, b.lse, logprob, entropy);
+}
+
+void Qwen2Model::forward_logits(const ops::Ctx& ctx, Arena& act, const PackedBatch& batch, Tensor logits) const {
+  const int64_t T = check_batch(batch, false);
+  DAPO_CHECK_SHAPE(logits, {T, dims_.V});
+  ArenaScope scope(act);
+  Carver c(&act);
+  detail::InferenceBuffers b = detail::carve_inference(c, dims_, T);
+  embed(ctx, b.x, batch.tokens);
+  for (int64_t l = 0; l < dims_.L; ++l) {
+    b.layer.x = b.x;
+    detail::layer_forward(ctx, tp_, dims_, weights_[size_t(l)], b.layer, b.x, b.partial, batch.positions,
+                          batch.cu_seqlens, nullptr);
+  }
+  ops::rmsnorm_forward(ctx, b.xn, b.rstd, b.x, params_.param("model.norm.weight"), dims_.eps);
+  parallel::copy_to_tp_forward(ctx, tp_, b.xn, b.xn);
+  ops::linear_forward(ctx, b.logits, b.xn, params_.lm_head().param, Tensor{});
+  parallel::gather_from_tp_forward(ctx, tp_, logits, b.logits);
+}
+
+}  // namespace dapo::model

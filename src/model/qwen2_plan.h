@@ -1,0 +1,57 @@
+// Private to the model module: which buffers each model entry point carves
+// from the activation arena. The same functions run with a counting Carver
+// for the memory-planning methods of Qwen2Model, so a plan can never
+// disagree with what the model really allocates.
+#pragma once
+
+#include "qwen2_layer.h"
+
+namespace dapo::model::detail {
+
+// What forward_train keeps until backward: every layer's input x, and with
+// recompute off the rest of each layer's activations; the head's tensors.
+void carve_train_saved(Carver& c, const Dims& d, int64_t T, Activations& saved);
+
+// forward_train's temporaries (released when it returns).
+struct TrainForwardTemps {
+  Tensor partial;          // (T, C) row-parallel output before reduction
+  LayerActivations layer;  // recompute only: one layer's working set, reused by every layer
+};
+TrainForwardTemps carve_train_forward_temps(Carver& c, const Dims& d, int64_t T, bool recompute);
+
+// The head's temporaries for tp > 1 (row max (T), partial sums (T, 3)).
+void carve_head_temps(Carver& c, const Dims& d, int64_t T);
+
+// backward's temporaries for the layers (after the head's are released).
+struct TrainBackwardTemps {
+  LayerGradBuffers grads;
+  Tensor partial;          // recompute only
+  LayerActivations layer;  // recompute only
+};
+TrainBackwardTemps carve_train_backward_temps(Carver& c, const Dims& d, int64_t T, bool recompute);
+
+// forward_logprob / forward_logits: one working set reused by every layer.
+struct InferenceBuffers {
+  Tensor x;                // (T, C) residual stream, updated in place
+  Tensor partial;          // (T, C)
+  LayerActivations layer;
+  Tensor rstd;             // (T)
+  Tensor xn;               // (T, C)
+  Tensor logits;           // (T, vl)
+  Tensor lse;              // (T)
+};
+InferenceBuffers carve_inference(Carver& c, const Dims& d, int64_t T);
+
+// forward_cached: N new tokens, logits of B rows.
+struct CachedBuffers {
+  Tensor x;                // (N, C)
+  Tensor partial;          // (N, C)
+  LayerActivations layer;
+  Tensor x_last;           // (B, C) the residual stream at each sequence's last new token
+  Tensor rstd;             // (B)
+  Tensor xn;               // (B, C)
+  Tensor logits;           // (B, vl)
+};
+CachedBuffers carve_cached(Carver& c, const Dims& d, int64_t N, int64_t B);
+
+}  // namespace dapo::model::detail
