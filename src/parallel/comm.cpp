@@ -6,13 +6,10 @@
 #include <climits>
 #include <cstring>
 
+#include "comm_impl.h"
 #include "dapo/parallel/mpi_check.h"
 
 namespace dapo::parallel {
-
-struct Comm::Impl {
-  MPI_Comm comm = MPI_COMM_NULL;
-};
 
 namespace {
 

@@ -110,7 +110,8 @@ class Comm {
   std::vector<int64_t> all_gather_i64(const std::vector<int64_t>& values) const;
 
  private:
-  struct Impl;  // the MPI communicator (later also the NCCL one)
+  struct Impl;  // the MPI communicator (later also the NCCL one); src/parallel/comm_impl.h
+  friend struct CommNative;  // mpi_handle.cpp: the MPI_Comm for parallel HDF5 (mpi_handle.h)
   std::unique_ptr<Impl> impl_;
   int rank_ = 0;
   int size_ = 0;

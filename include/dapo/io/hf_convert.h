@@ -1,0 +1,55 @@
+// HF model directories <-> dapo checkpoints: the work of `dapo import-hf`
+// and `dapo export-hf`, tensor by tensor through host buffers (never the
+// whole model in memory at once).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "dapo/model/qwen2_config.h"
+#include "dapo/parallel/comm.h"
+
+namespace dapo::io {
+
+struct ImportSummary {
+  model::Qwen2Config config;
+  int64_t tensors = 0;
+  int64_t parameters = 0;            // elements over all tensors
+  std::vector<std::string> ignored;  // tensors of the HF files that are not parameters (rotary inv_freq, ...)
+};
+
+// Reads `hf_dir`/config.json (unsupported architectures refused) and the
+// weights (model.safetensors, or the shards of model.safetensors.index.json;
+// F32, BF16 or F16, converted to fp32 exactly) and writes the step-0
+// checkpoint `output` (checkpoint.h; written as `output`.partial, renamed
+// when complete). Every input is checked before the output is created: a
+// missing tensor, a shape that does not fit config.json or another dtype is
+// a UserError naming the file and tensor. A tied model's lm_head.weight, if
+// present, is ignored like other extra tensors (debug log).
+// Collective over `comm`: the ranks split the rows of every tensor between
+// them (each reads and writes only its rows). Errors are raised on every
+// rank alike.
+ImportSummary import_hf(const std::string& hf_dir, const std::string& output, const parallel::Comm& comm);
+
+enum class ExportDtype { f32, bf16 };
+ExportDtype parse_export_dtype(const std::string& name);  // "f32"/"float32", "bf16"/"bfloat16"; UserError
+
+struct ExportSummary {
+  model::Qwen2Config config;
+  int64_t tensors = 0;
+  int64_t parameters = 0;
+};
+
+// Writes `out_dir`/config.json (torch_dtype set to the exported dtype) and
+// `out_dir`/model.safetensors (metadata format "pt"; bf16 rounded to
+// nearest even) from the checkpoint's /model tensors: a directory HF
+// transformers loads with from_pretrained. A tied model gets no lm_head.
+// Creates `out_dir` if needed; existing files of those names are replaced
+// (each written to .partial, then renamed). Collective over `comm` (the
+// checkpoint is opened by all ranks); rank 0 does the work. Errors are
+// raised on every rank alike.
+ExportSummary export_hf(const std::string& checkpoint, const std::string& out_dir, ExportDtype dtype,
+                        const parallel::Comm& comm);
+
+}  // namespace dapo::io

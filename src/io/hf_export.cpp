@@ -1,0 +1,95 @@
+// `dapo export-hf`: a checkpoint's /model tensors -> config.json +
+// model.safetensors that HF transformers loads; rank 0 streams tensor by
+// tensor.
+#include <filesystem>
+#include <fstream>
+
+#include "dapo/core/bf16.h"
+#include "dapo/core/error.h"
+#include "dapo/core/log.h"
+#include "dapo/io/checkpoint.h"
+#include "dapo/io/hf_convert.h"
+#include "dapo/io/safetensors.h"
+
+namespace dapo::io {
+
+namespace fs = std::filesystem;
+
+ExportDtype parse_export_dtype(const std::string& name) {
+  if (name == "f32" || name == "float32" || name == "fp32") return ExportDtype::f32;
+  if (name == "bf16" || name == "bfloat16") return ExportDtype::bf16;
+  throw UserError(cat("command line: --dtype '", name, "' (expected f32 or bf16)"));
+}
+
+namespace {
+
+void write_text_file(const fs::path& path, const std::string& text) {
+  const std::string partial = path.string() + ".partial";
+  {
+    std::ofstream out(partial, std::ios::binary | std::ios::trunc);
+    if (!(out << text) || !out.flush()) throw UserError(cat(partial, ": cannot write"));
+  }
+  std::error_code ec;
+  fs::rename(partial, path, ec);
+  if (ec) throw UserError(cat(path.string(), ": cannot rename ", partial, " to it: ", ec.message()));
+}
+
+void write_model_dir(const CheckpointReader& reader, const fs::path& dir, ExportDtype dtype) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec || !fs::is_directory(dir)) throw UserError(cat(dir.string(), ": cannot create the directory: ", ec.message()));
+  model::Qwen2Config config = reader.info().model;
+  config.torch_dtype = dtype == ExportDtype::bf16 ? "bfloat16" : "float32";
+  write_text_file(dir / "config.json", model::qwen2_config_to_json(config));
+
+  const char* st_dtype = dtype == ExportDtype::bf16 ? "BF16" : "F32";
+  std::vector<SafetensorsWriter::Header> headers;
+  for (const auto& spec : reader.specs()) headers.push_back({spec.name, st_dtype, spec.shape});
+  SafetensorsWriter writer((dir / "model.safetensors").string(), headers, {{"format", "pt"}});
+  std::vector<float> f32;
+  std::vector<bf16> half;
+  for (const auto& spec : reader.specs()) {  // one dtype: the file's order is the specs' order
+    int64_t n = 1;
+    for (const int64_t d : spec.shape) n *= d;
+    f32.resize(size_t(n));
+    reader.read_model(spec.name, Hyperslab::whole(spec.shape), f32.data());
+    if (dtype == ExportDtype::bf16) {
+      half.resize(size_t(n));
+      for (int64_t i = 0; i < n; ++i) half[size_t(i)] = to_bf16(f32[size_t(i)]);
+      writer.write(spec.name, half.data());
+    } else {
+      writer.write(spec.name, f32.data());
+    }
+  }
+  writer.finish();
+}
+
+}  // namespace
+
+ExportSummary export_hf(const std::string& checkpoint, const std::string& out_dir, ExportDtype dtype,
+                        const parallel::Comm& comm) {
+  CheckpointReader reader(checkpoint, comm);
+  ExportSummary summary;
+  summary.config = reader.info().model;
+  for (const auto& spec : reader.specs()) {
+    int64_t n = 1;
+    for (const int64_t d : spec.shape) n *= d;
+    summary.parameters += n;
+  }
+  summary.tensors = int64_t(reader.specs().size());
+  std::string error;
+  if (comm.rank() == 0) {
+    try {
+      write_model_dir(reader, out_dir, dtype);
+    } catch (const UserError& e) {
+      error = e.what();
+    }
+  }
+  agree_on_error(comm, error);
+  reader.close();
+  DAPO_INFO("export-hf: ", summary.tensors, " tensors, ", summary.parameters, " parameters from ", checkpoint, " -> ",
+            out_dir, " (", dtype == ExportDtype::bf16 ? "bf16" : "f32", ")");
+  return summary;
+}
+
+}  // namespace dapo::io

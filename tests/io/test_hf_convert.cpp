@@ -1,0 +1,226 @@
+// import-hf / export-hf as library calls: tiny HF directories (single file
+// and sharded, bf16 + f32 + f16) import exactly; import -> export -> import
+// is bit-identical; exports carry what transformers needs; bad inputs fail
+// with the file and tensor named and leave no output behind.
+#include "dapo/io/hf_convert.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <map>
+
+#include "dapo/io/checkpoint.h"
+#include "io_test_util.h"
+
+namespace dapo::io {
+namespace {
+
+namespace fs = std::filesystem;
+using test::error_of;
+using test::TempDir;
+
+// Every /model tensor of a checkpoint, full.
+std::map<std::string, std::vector<float>> load_all(const std::string& path, const parallel::Comm& comm) {
+  std::map<std::string, std::vector<float>> out;
+  load_model_checkpoint(path, comm, 0, 1, [&](const model::ParamSpec& spec, const model::SliceSpec&) {
+    int64_t n = 1;
+    for (const int64_t d : spec.shape) n *= d;
+    out[spec.name].assign(size_t(n), 0.f);
+    return out[spec.name].data();
+  });
+  return out;
+}
+
+TEST(ImportHf, SingleAndShardedDirectoriesImportExactly) {
+  TempDir dir;
+  const parallel::Comm world = parallel::Comm::world();
+  const auto config = test::tiny_config(false);
+  // Mixed dtypes as real saves have them, one tensor in f16.
+  const auto tensors = test::tiny_hf_tensors(config, "", {{"model.layers.1.mlp.up_proj.weight", "F32"}});
+  for (const int shards : {1, 3}) {
+    const fs::path hf = dir.path() / ("hf" + std::to_string(shards));
+    test::write_hf_dir(hf, test::tiny_config_json(false), tensors, shards);
+    const std::string out = dir.file("c" + std::to_string(shards) + ".h5");
+    const ImportSummary s = import_hf(hf.string(), out, world);
+    EXPECT_FALSE(fs::exists(out + ".partial"));
+    const auto specs = model::qwen2_param_specs(config);
+    EXPECT_EQ(s.tensors, int64_t(specs.size()));
+    EXPECT_EQ(s.ignored, (std::vector<std::string>{"model.layers.0.self_attn.rotary_emb.inv_freq"}));
+    int64_t params = 0;
+    const auto got = load_all(out, world);
+    for (const auto& spec : specs) {
+      const auto want = test::full_tensor(spec);  // bf16-exact values: every dtype holds them exactly
+      EXPECT_EQ(got.at(spec.name), want) << spec.name;
+      params += int64_t(want.size());
+    }
+    EXPECT_EQ(s.parameters, params);
+    const CheckpointReader r(out, world);
+    EXPECT_EQ(r.info().step, 0);
+    EXPECT_EQ(r.info().config_ini, "");
+    EXPECT_EQ(r.info().tp, 1);
+    EXPECT_EQ(r.info().model.vocab_size, 32);
+  }
+}
+
+TEST(ImportHf, F16WeightsConvertExactly) {
+  TempDir dir;
+  const parallel::Comm world = parallel::Comm::world();
+  const auto config = test::tiny_config(true);
+  auto tensors = test::tiny_hf_tensors(config);
+  // Replace the embedding with f16 bits whose values we know.
+  for (auto& t : tensors)
+    if (t.name == "model.embed_tokens.weight") {
+      t.dtype = "F16";
+      t.bytes.assign(size_t(32 * 16 * 2), 0);
+      for (size_t i = 0; i < 32 * 16; ++i) {
+        const uint16_t h = uint16_t(0x3c00 + (i % 1024));  // 1 + k/1024
+        std::memcpy(t.bytes.data() + 2 * i, &h, 2);
+      }
+    }
+  test::write_hf_dir(dir.path() / "hf", test::tiny_config_json(true), tensors);
+  import_hf((dir.path() / "hf").string(), dir.file("c.h5"), world);
+  const auto got = load_all(dir.file("c.h5"), world);
+  const auto& e = got.at("model.embed_tokens.weight");
+  for (size_t i = 0; i < e.size(); ++i) ASSERT_EQ(e[i], 1.0f + float(i % 1024) / 1024.0f) << i;
+}
+
+TEST(ExportHf, RoundTripIsBitIdenticalAndLoadable) {
+  TempDir dir;
+  const parallel::Comm world = parallel::Comm::world();
+  for (const bool tied : {false, true}) {
+    const std::string tag = tied ? "tied" : "untied";
+    const auto config = test::tiny_config(tied);
+    // A tied HF save may carry lm_head.weight anyway: ignored.
+    auto tensors = test::tiny_hf_tensors(config);
+    if (tied) tensors.push_back(test::make_hf_tensor("lm_head.weight", "BF16", {32, 16}));
+    const fs::path hf = dir.path() / ("hf_" + tag);
+    test::write_hf_dir(hf, test::tiny_config_json(tied), tensors);
+    const std::string c1 = dir.file(tag + "1.h5"), c2 = dir.file(tag + "2.h5");
+    const fs::path exported = dir.path() / ("out_" + tag) / "nested";
+    import_hf(hf.string(), c1, world);
+    const ExportSummary es = export_hf(c1, exported.string(), ExportDtype::f32, world);
+    EXPECT_EQ(es.tensors, int64_t(model::qwen2_param_specs(config).size()));
+    import_hf(exported.string(), c2, world);
+    const auto a = load_all(c1, world), b = load_all(c2, world);
+    ASSERT_EQ(a.size(), b.size());
+    for (const auto& [name, values] : a) {
+      ASSERT_EQ(values.size(), b.at(name).size());
+      EXPECT_EQ(std::memcmp(values.data(), b.at(name).data(), values.size() * 4), 0) << name;
+    }
+    // What transformers reads: config.json of a Qwen2ForCausalLM with the
+    // dtype, safetensors with format "pt", HF names, no lm_head when tied.
+    const auto cfg = nlohmann::json::parse(test::read_text((exported / "config.json").string()));
+    EXPECT_EQ(cfg["model_type"], "qwen2");
+    EXPECT_EQ(cfg["architectures"][0], "Qwen2ForCausalLM");
+    EXPECT_EQ(cfg["torch_dtype"], "float32");
+    EXPECT_EQ(cfg["tie_word_embeddings"], tied);
+    const SafetensorsFile st((exported / "model.safetensors").string());
+    EXPECT_EQ(st.metadata().at("format"), "pt");
+    EXPECT_EQ(st.contains("lm_head.weight"), !tied);
+    EXPECT_EQ(st.info("model.layers.1.mlp.down_proj.weight").shape, (std::vector<int64_t>{16, 24}));
+    EXPECT_EQ(st.info("model.norm.weight").dtype, "F32");
+    EXPECT_FALSE(fs::exists(exported / "model.safetensors.partial"));
+    EXPECT_FALSE(fs::exists(exported / "config.json.partial"));
+  }
+}
+
+TEST(ExportHf, Bf16RoundsToNearestEven) {
+  TempDir dir;
+  const parallel::Comm world = parallel::Comm::world();
+  CheckpointInfo info;
+  info.model = test::tiny_config(true);
+  const std::string ckpt = dir.file("c.h5");
+  std::map<std::string, std::vector<float>> full;
+  save_model_checkpoint(ckpt, world, ShardPlace{}, info, [&](const model::ParamSpec& spec, const model::SliceSpec&) {
+    return (full[spec.name] = test::full_tensor(spec, true)).data();  // not bf16-exact
+  });
+  export_hf(ckpt, dir.file("bf16"), ExportDtype::bf16, world);
+  const auto cfg = nlohmann::json::parse(test::read_text(dir.file("bf16/config.json")));
+  EXPECT_EQ(cfg["torch_dtype"], "bfloat16");
+  const SafetensorsFile st(dir.file("bf16/model.safetensors"));
+  int64_t inexact = 0;
+  for (const auto& [name, values] : full) {
+    EXPECT_EQ(st.info(name).dtype, "BF16");
+    std::vector<float> got(values.size());
+    st.read_f32(name, got.data());
+    for (size_t i = 0; i < values.size(); ++i) {
+      ASSERT_EQ(got[i], to_f32(to_bf16(values[i]))) << name << "[" << i << "]";
+      inexact += got[i] != values[i];
+    }
+  }
+  EXPECT_GT(inexact, 0) << "the test data must need rounding";
+  EXPECT_EQ(parse_export_dtype("bfloat16"), ExportDtype::bf16);
+  EXPECT_EQ(parse_export_dtype("f32"), ExportDtype::f32);
+  EXPECT_EQ(error_of([] { parse_export_dtype("fp8"); }), "command line: --dtype 'fp8' (expected f32 or bf16)");
+}
+
+TEST(ImportHf, BadInputsNameTheFileAndTensorAndWriteNothing) {
+  TempDir dir;
+  const parallel::Comm world = parallel::Comm::world();
+  const auto config = test::tiny_config(false);
+  const std::string out = dir.file("out.h5");
+  auto import_error = [&](const std::string& name, const std::string& config_json, const std::vector<test::HfTensor>& t,
+                          int shards = 1) {
+    const fs::path hf = dir.path() / name;
+    test::write_hf_dir(hf, config_json, t, shards);
+    const std::string err = error_of([&] { import_hf(hf.string(), out, world); });
+    EXPECT_FALSE(fs::exists(out)) << name;
+    EXPECT_FALSE(fs::exists(out + ".partial")) << name;
+    return err;
+  };
+  const std::string k = "model.layers.1.self_attn.k_proj.weight";
+  const std::string json = test::tiny_config_json(false);
+  EXPECT_EQ(import_error("missing", json, test::tiny_hf_tensors(config, k)),
+            (dir.path() / "missing" / "model.safetensors").string() + ": missing tensor '" + k + "' (" +
+                (dir.path() / "missing").string() + "/config.json needs it)");
+  EXPECT_EQ(import_error("missing_sharded", json, test::tiny_hf_tensors(config, "lm_head.weight"), 2),
+            (dir.path() / "missing_sharded" / "model.safetensors.index.json").string() +
+                ": missing tensor 'lm_head.weight' (" + (dir.path() / "missing_sharded").string() + "/config.json needs it)");
+  EXPECT_EQ(import_error("shape", json, test::tiny_hf_tensors(config, "", {}, {{k, {4, 16}}})),
+            (dir.path() / "shape" / "model.safetensors").string() + ": tensor '" + k + "' has shape (4, 16) but " +
+                (dir.path() / "shape").string() + "/config.json needs (8, 16)");
+  EXPECT_EQ(import_error("dtype", json, test::tiny_hf_tensors(config, "", {{k, "I32"}})),
+            (dir.path() / "dtype" / "model.safetensors").string() + ": tensor '" + k +
+                "' has dtype I32 (import-hf reads F32, BF16, F16)");
+  EXPECT_NE(import_error("llama", R"({"model_type": "llama", "hidden_size": 16})", test::tiny_hf_tensors(config))
+                .find((dir.path() / "llama" / "config.json").string() + ": model_type 'llama' is not supported"),
+            std::string::npos);
+  // Files missing altogether.
+  fs::create_directories(dir.path() / "empty");
+  EXPECT_EQ(error_of([&] { import_hf((dir.path() / "empty").string(), out, world); }),
+            (dir.path() / "empty" / "config.json").string() + ": cannot open the model configuration");
+  test::write_text((dir.path() / "empty" / "config.json").string(), json);
+  EXPECT_EQ(error_of([&] { import_hf((dir.path() / "empty").string(), out, world); }),
+            (dir.path() / "empty").string() + ": has neither model.safetensors nor model.safetensors.index.json");
+  EXPECT_EQ(error_of([&] { import_hf(dir.file("nope"), out, world); }), dir.file("nope") + ": not a directory");
+  // A truncated weights file.
+  const fs::path cut = dir.path() / "cut";
+  test::write_hf_dir(cut, json, test::tiny_hf_tensors(config));
+  fs::resize_file(cut / "model.safetensors", fs::file_size(cut / "model.safetensors") - 10);
+  EXPECT_NE(error_of([&] { import_hf(cut.string(), out, world); })
+                .find((cut / "model.safetensors").string() + ": truncated: tensor '"),
+            std::string::npos);
+  // The output's directory must exist.
+  test::write_hf_dir(dir.path() / "good", json, test::tiny_hf_tensors(config));
+  EXPECT_EQ(error_of([&] { import_hf((dir.path() / "good").string(), dir.file("no/such/c.h5"), world); }),
+            dir.file("no/such/c.h5") + ": directory " + dir.file("no/such") + " does not exist");
+}
+
+TEST(ExportHf, BadCheckpointsAndOutputs) {
+  TempDir dir;
+  const parallel::Comm world = parallel::Comm::world();
+  test::write_text(dir.file("x.h5"), "definitely not HDF5 data in this file\n");
+  EXPECT_EQ(error_of([&] { export_hf(dir.file("x.h5"), dir.file("out"), ExportDtype::f32, world); }),
+            dir.file("x.h5") + ": not an HDF5 file");
+  EXPECT_FALSE(fs::exists(dir.file("out")));
+  test::write_hf_dir(dir.path() / "hf", test::tiny_config_json(true), test::tiny_hf_tensors(test::tiny_config(true)));
+  import_hf((dir.path() / "hf").string(), dir.file("c.h5"), world);
+  test::write_text(dir.file("file"), "a file where the output directory should go");
+  EXPECT_NE(error_of([&] { export_hf(dir.file("c.h5"), dir.file("file"), ExportDtype::f32, world); })
+                .find(dir.file("file") + ": cannot create the directory"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace dapo::io
