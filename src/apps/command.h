@@ -43,5 +43,9 @@ const std::vector<Command>& commands();
 
 // Defined in one file per subcommand.
 int run_info(const Invocation& inv);
+int run_tokenize(const Invocation& inv);
+int run_verify(const Invocation& inv);
+int run_import_hf(const Invocation& inv);
+int run_export_hf(const Invocation& inv);
 
 }  // namespace dapo::apps

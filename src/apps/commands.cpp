@@ -30,28 +30,31 @@ const std::vector<Command>& commands() {
        nullptr, "eval lands with issue #5 (trainer end to end)"},
       {"verify", "score responses against ground truth with the rule-based verifier", false,
        [](po::options_description& d, po::positional_options_description&) {
-         d.add_options()("input", po::value<std::string>(), "JSONL with response and ground_truth")(
-             "output", po::value<std::string>(), "JSONL with score, acc, pred added (default: stdout)");
+         d.add_options()("input", po::value<std::string>(), "JSONL with response and ground_truth ('-': stdin)")(
+             "output", po::value<std::string>(), "JSONL with score, acc, pred added (default: stdout)")(
+             "threads", po::value<int>()->default_value(0), "worker threads (0: all cores)");
        },
-       nullptr, "verify lands with issue #4 (math verifier)"},
+       run_verify, ""},
       {"tokenize", "encode {\"text\"} or decode {\"ids\"} JSONL on stdin/stdout", false,
        [](po::options_description& d, po::positional_options_description&) {
          d.add_options()("tokenizer", po::value<std::string>(), "HF tokenizer.json")(
-             "decode", po::bool_switch(), "ids -> text instead of text -> ids");
+             "decode", po::bool_switch(), "ids -> text instead of text -> ids")(
+             "skip-special-tokens", po::bool_switch(), "with --decode: leave special tokens out of the text");
        },
-       nullptr, "tokenize lands with issue #3 (tokenizer)"},
+       run_tokenize, ""},
       {"import-hf", "convert an HF model directory into a dapo checkpoint", false,
        [](po::options_description& d, po::positional_options_description&) {
          d.add_options()("hf-dir", po::value<std::string>(), "directory with config.json and *.safetensors")(
              "output", po::value<std::string>(), "checkpoint .h5 to write");
        },
-       nullptr, "import-hf lands with issue #3 (Qwen2 model, HF import/export)"},
+       run_import_hf, ""},
       {"export-hf", "write a dapo checkpoint as an HF model directory", false,
        [](po::options_description& d, po::positional_options_description&) {
          d.add_options()("checkpoint", po::value<std::string>(), "checkpoint .h5")(
-             "output", po::value<std::string>(), "directory for config.json and model.safetensors");
+             "output", po::value<std::string>(), "directory for config.json and model.safetensors")(
+             "dtype", po::value<std::string>()->default_value("f32"), "dtype of the safetensors: f32 or bf16");
        },
-       nullptr, "export-hf lands with issue #3 (Qwen2 model, HF import/export)"},
+       run_export_hf, ""},
       {"inspect", "summarise an HDF5 rollout dump, or show samples of it", false,
        [](po::options_description& d, po::positional_options_description& p) {
          d.add_options()("dump", po::value<std::string>(), "rollout dump .h5 (positional)")(

@@ -31,7 +31,7 @@ int run_command(const Command& cmd, int argc, char** argv) {
   po::store(parsed, vm);
   po::notify(vm);
   // Everything Boost did not recognise must be a --section.key=value override.
-  std::vector<std::string> overrides = po::collect_unrecognized(parsed.options, po::include_positional);
+  std::vector<std::string> overrides = po::collect_unrecognized(parsed.options, po::exclude_positional);
   if (vm.count("help")) {
     std::cout << "dapo " << cmd.name << ": " << cmd.summary << "\n\n" << own;
     if (cmd.uses_config) std::cout << "\nconfiguration (INI [section] key = value, or --section.key=value):\n" << config_help();

@@ -53,7 +53,7 @@ TEST(Cli, EveryCommandHasHelpWithItsOptions) {
 }
 
 TEST(Cli, PendingCommandsSaySoAndFail) {
-  const Result r = run("verify --input nothing.jsonl");
+  const Result r = run("inspect nothing.h5");
   EXPECT_EQ(r.code, 3);
   EXPECT_NE(r.output.find("not implemented yet"), std::string::npos) << r.output;
 }
@@ -68,7 +68,7 @@ TEST(Cli, ConfigErrorsNameFileLineAndKey) {
   const Result bad = run("info --rollout.n=many");
   EXPECT_EQ(bad.code, 2);
   EXPECT_NE(bad.output.find("rollout.n"), std::string::npos) << bad.output;
-  EXPECT_EQ(run("verify --rollout.n=4").code, 2);  // takes no configuration
+  EXPECT_EQ(run("inspect --rollout.n=4").code, 2);  // takes no configuration
 }
 
 TEST(Cli, InfoPrintsTheResolvedConfiguration) {

@@ -1,0 +1,43 @@
+// `dapo verify`: score a JSONL file of responses with the rule-based math
+// verifier (the work is in reward/score_jsonl), with a one-line summary on
+// stderr.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include "command.h"
+#include "dapo/core/error.h"
+#include "dapo/reward/score_jsonl.h"
+
+namespace dapo::apps {
+
+int run_verify(const Invocation& inv) {
+  if (!inv.options.count("input")) throw UserError("command line: dapo verify needs --input R.jsonl");
+  const std::string input = inv.options["input"].as<std::string>();
+  const int threads = inv.options["threads"].as<int>();
+  if (threads < 0) throw UserError(cat("command line: --threads must be >= 0 (0: all cores), not ", threads));
+
+  std::ifstream file;
+  if (input != "-") {
+    file.open(input);
+    if (!file) throw UserError(cat(input, ": cannot open the input file"));
+  }
+  std::istream& in = input == "-" ? std::cin : file;
+
+  std::ofstream out_file;
+  std::string output = inv.options.count("output") ? inv.options["output"].as<std::string>() : "-";
+  if (output != "-") {
+    out_file.open(output);
+    if (!out_file) throw UserError(cat(output, ": cannot open the output file"));
+  }
+  std::ostream& out = output == "-" ? std::cout : out_file;
+
+  const reward::VerifySummary summary = reward::verify_jsonl(in, out, input == "-" ? "<stdin>" : input, threads);
+  out.flush();
+  if (!out) throw UserError(cat(output == "-" ? "<stdout>" : output, ": write failed"));
+  std::fprintf(stderr, "verify: %lld responses, accuracy %.4f\n", static_cast<long long>(summary.responses),
+               summary.accuracy());
+  return kOk;
+}
+
+}  // namespace dapo::apps
