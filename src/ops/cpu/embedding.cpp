@@ -1,6 +1,7 @@
 // CPU reference of the vocab-parallel token embedding: OpenMP over tokens
 // for the lookup, over column chunks for the scatter-add (each task owns
 // whole columns of dweight, so repeated ids never race).
+#include "cpu_check.h"
 #include "dapo/ops/embedding.h"
 
 #include <algorithm>
@@ -13,12 +14,7 @@ namespace {
 // different threads rarely share a line.
 constexpr int64_t kColumnChunk = 32;
 
-void check_cpu(const Tensor& t, DType dtype, const char* name) {
-  DAPO_CHECK(t.dtype == dtype, name, " is ", dtype_name(t.dtype), ", expected ", dtype_name(dtype));
-  DAPO_CHECK(t.device == Device::cpu, name, " is on ", device_name(t.device),
-             ", the CPU backend needs host memory");
-  DAPO_CHECK(t.data != nullptr || t.numel() == 0, name, " ", t.shape_string(), " has no data");
-}
+using detail::check_cpu;
 
 // A negative id would index before the table; catch it before any thread
 // reads memory with it.

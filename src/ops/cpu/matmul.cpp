@@ -1,5 +1,6 @@
 // CPU reference of the dense matrix products: OpenBLAS sgemm for the
 // products, OpenMP for the bias broadcast and the bias-gradient row sum.
+#include "cpu_check.h"
 #include "dapo/ops/matmul.h"
 
 #include <cblas.h>
@@ -17,19 +18,9 @@ constexpr int64_t kColumnChunk = 64;
 
 // An optional argument left out is Tensor{}: no dimensions and no data.
 
-void check_f32_cpu(const Tensor& t, const char* name) {
-  DAPO_CHECK(t.dtype == DType::f32, name, " is ", dtype_name(t.dtype), ", expected f32");
-  DAPO_CHECK(t.device == Device::cpu, name, " is on ", device_name(t.device),
-             ", the CPU backend needs host memory");
-  DAPO_CHECK(t.data != nullptr || t.numel() == 0, name, " ", t.shape_string(), " has no data");
-}
+void check_f32_cpu(const Tensor& t, const char* name) { detail::check_cpu(t, DType::f32, name); }
 
-bool overlap(const Tensor& x, const Tensor& y) {
-  if (x.nbytes() == 0 || y.nbytes() == 0) return false;
-  const char* xb = static_cast<const char*>(x.data);
-  const char* yb = static_cast<const char*>(y.data);
-  return xb < yb + y.nbytes() && yb < xb + x.nbytes();
-}
+using detail::overlap;
 
 // BLAS takes int sizes (OpenBLAS without INTERFACE64).
 int blas_int(int64_t v, const char* what) {

@@ -1,6 +1,7 @@
 // CPU reference of RMSNorm (fp32 values, row reductions in double): OpenMP
 // over rows for out/din, over column chunks for dweight so that its sum
 // over rows has one fixed order whatever the thread count.
+#include "cpu_check.h"
 #include "dapo/ops/rmsnorm.h"
 
 #include <algorithm>
@@ -11,19 +12,9 @@ namespace {
 
 constexpr int64_t kColumnChunk = 64;
 
-void check_f32_cpu(const Tensor& t, const char* name) {
-  DAPO_CHECK(t.dtype == DType::f32, name, " is ", dtype_name(t.dtype), ", expected f32");
-  DAPO_CHECK(t.device == Device::cpu, name, " is on ", device_name(t.device),
-             ", the CPU backend needs host memory");
-  DAPO_CHECK(t.data != nullptr || t.numel() == 0, name, " ", t.shape_string(), " has no data");
-}
+void check_f32_cpu(const Tensor& t, const char* name) { detail::check_cpu(t, DType::f32, name); }
 
-bool overlap(const Tensor& x, const Tensor& y) {
-  if (x.nbytes() == 0 || y.nbytes() == 0) return false;
-  const char* xb = static_cast<const char*>(x.data);
-  const char* yb = static_cast<const char*>(y.data);
-  return xb < yb + y.nbytes() && yb < xb + x.nbytes();
-}
+using detail::overlap;
 
 }  // namespace
 
