@@ -1,8 +1,8 @@
 // CPU reference of the vocab-parallel token embedding: OpenMP over tokens
 // for the lookup, over column chunks for the scatter-add (each task owns
 // whole columns of dweight, so repeated ids never race).
-#include "cpu_check.h"
 #include "dapo/ops/embedding.h"
+#include "cpu_check.h"
 
 #include <algorithm>
 #include <cstring>

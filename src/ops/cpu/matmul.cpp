@@ -1,7 +1,7 @@
 // CPU reference of the dense matrix products: OpenBLAS sgemm for the
 // products, OpenMP for the bias broadcast and the bias-gradient row sum.
-#include "cpu_check.h"
 #include "dapo/ops/matmul.h"
+#include "cpu_check.h"
 
 #include <cblas.h>
 

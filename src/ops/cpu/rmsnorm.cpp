@@ -1,8 +1,8 @@
 // CPU reference of RMSNorm (fp32 values, row reductions in double): OpenMP
 // over rows for out/din, over column chunks for dweight so that its sum
 // over rows has one fixed order whatever the thread count.
-#include "cpu_check.h"
 #include "dapo/ops/rmsnorm.h"
+#include "cpu_check.h"
 
 #include <algorithm>
 #include <cmath>
