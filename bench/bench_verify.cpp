@@ -3,14 +3,26 @@
 // references - integers, fractions, radicals, expressions, tuples; about a
 // third of them wrong, some in a different but equal form (0.5 vs \frac12).
 // Measures single-thread throughput; the target is 50,000 responses/s/core.
+//   bench_verify        verify_math alone
+//   bench_verify jsonl  `dapo verify` end to end (verify_jsonl, one thread) on
+//                       these responses as JSONL lines, against the nlohmann
+//                       per-line path it replaced
 // Needs dapo_reward linked into the benchmark executables.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <random>
+#include <istream>
+#include <ostream>
+#include <streambuf>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "dapo/reward/jsonl_fast.h"
+#include "dapo/reward/jsonl_line.h"
+#include "dapo/reward/score_jsonl.h"
 #include "dapo/reward/verifier.h"
 
 namespace {
@@ -92,8 +104,107 @@ double thread_seconds() {
   return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
 }
 
-int main() {
+// JSONL lines as verl dumps them (nested reference) and in the flat form.
+std::string jsonl_of(const std::vector<Case>& cases) {
+  std::string text;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    if (i % 2 == 0) {
+      text += "{\"index\":" + std::to_string(i) + ",\"data_source\":\"math_dapo\",\"response\":";
+      dapo::reward::append_json_string(&text, cases[i].response);
+      text += ",\"reward_model\":{\"ground_truth\":";
+      dapo::reward::append_json_string(&text, cases[i].truth);
+      text += ",\"style\":\"rule\"}}\n";
+    } else {
+      text += "{\"uid\":\"u" + std::to_string(i) + "\",\"response\":";
+      dapo::reward::append_json_string(&text, cases[i].response);
+      text += ",\"ground_truth\":";
+      dapo::reward::append_json_string(&text, cases[i].truth);
+      text += "}\n";
+    }
+  }
+  return text;
+}
+
+// Counts what is written and keeps none of it.
+class NullBuffer : public std::streambuf {
+ protected:
+  std::streamsize xsputn(const char*, std::streamsize n) override { return n; }
+  int_type overflow(int_type c) override { return traits_type::not_eof(c); }
+};
+
+// Serves `text` `repeats` times over without copying it: a large file of
+// these lines, as `dapo verify` reads one (chunk after chunk).
+class RepeatBuffer : public std::streambuf {
+ public:
+  RepeatBuffer(const std::string& text, int repeats) : text_(text), left_(repeats) {}
+
+ protected:
+  int_type underflow() override {
+    if (left_-- <= 0) return traits_type::eof();
+    char* begin = const_cast<char*>(text_.data());  // only read through the get area
+    setg(begin, begin, begin + text_.size());
+    return traits_type::to_int_type(*begin);
+  }
+
+ private:
+  const std::string& text_;
+  int left_;
+};
+
+int bench_jsonl(const std::vector<Case>& cases) {
+  const std::string text = jsonl_of(cases);
+  NullBuffer null_buffer;
+  std::ostream null_out(&null_buffer);
+  auto run_file = [&](int repeats) {
+    RepeatBuffer buffer(text, repeats);
+    std::istream in(&buffer);
+    return dapo::reward::verify_jsonl(in, null_out, "bench.jsonl", 1);
+  };
+  // Warm up and size the run to about two seconds of CPU time.
+  double cpu = thread_seconds();
+  run_file(1);
+  cpu = thread_seconds() - cpu;
+  const int repeats = std::max(8, int(2.0 / std::max(cpu, 1e-3)));
+  const auto wall_start = std::chrono::steady_clock::now();
+  const double cpu_start = thread_seconds();
+  const dapo::reward::VerifySummary summary = run_file(repeats);
+  cpu = thread_seconds() - cpu_start;
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  const int64_t lines = summary.responses, correct = summary.correct;
+
+  // The baseline: the nlohmann document path of each line, as before.
+  std::vector<std::string_view> views;
+  for (size_t at = 0; at < text.size();) {
+    const size_t end = text.find('\n', at);
+    views.emplace_back(text.data() + at, end - at);
+    at = end + 1;
+  }
+  int64_t baseline_lines = 0;
+  std::string scored;
+  const double baseline_start = thread_seconds();
+  double baseline_cpu = 0;
+  while (baseline_cpu < 1.0) {
+    for (size_t i = 0; i < views.size(); ++i) {
+      dapo::reward::score_jsonl_line_nlohmann(views[i], "bench.jsonl", int64_t(i) + 1, &scored);
+      baseline_lines += !scored.empty();
+    }
+    baseline_cpu = thread_seconds() - baseline_start;
+  }
+  std::printf("{\"bench\":\"verify_jsonl\",\"lines_per_s_per_core\":%.0f,\"target\":50000,"
+              "\"nlohmann_lines_per_s_per_core\":%.0f,\"lines_per_s_wall\":%.0f,\"lines\":%lld,"
+              "\"accuracy\":%.3f,\"mean_line_bytes\":%zu}\n",
+              double(lines) / cpu, double(baseline_lines) / baseline_cpu, double(lines) / wall,
+              static_cast<long long>(lines), double(correct) / double(lines), text.size() / cases.size());
+  return 0;
+}
+
+int main(int argc, char** argv) {
   const std::vector<Case> cases = make_cases(4096);
+  if (argc > 1 && std::string_view(argv[1]) == "jsonl") return bench_jsonl(cases);
+  if (argc > 1) {
+    std::fprintf(stderr, "usage: bench_verify [jsonl]\n");
+    return 2;
+  }
   size_t bytes = 0;
   for (const auto& c : cases) bytes += c.response.size();
   size_t correct = 0, done = 0;

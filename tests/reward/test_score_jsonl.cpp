@@ -89,6 +89,10 @@ TEST(ScoreJsonl, ErrorsNameFileLineAndField) {
             "R.jsonl:1: missing field 'ground_truth' (or 'reward_model.ground_truth')");
   EXPECT_EQ(error_of("{\"response\":\"x\",\"ground_truth\":[\"1\"]}\n"),
             "R.jsonl:1: field 'ground_truth' must be a string or a number, not array");
+  // nlohmann reports a number beyond double's range as out_of_range, not as
+  // a parse error: still a bad line, not a crash of a worker thread.
+  EXPECT_EQ(error_of(ok + ok + ok + "{\"response\":\"x\",\"ground_truth\":1e999}\n"),
+            "R.jsonl:4: malformed JSON ([json.exception.out_of_range.406] number overflow parsing '1e999')");
   // The first bad line is reported, whichever thread met it.
   EXPECT_NE(error_of(ok + "\n" + "bad\n" + "worse\n").find("R.jsonl:3:"), std::string::npos);
 }

@@ -8,8 +8,10 @@
 // order. Output lines keep the input order whatever the thread count.
 //
 // Errors (UserError, naming the source and the 1-based line): malformed
-// JSON, a line that is not an object, a missing or mistyped field. Lines are
-// processed in chunks, so memory stays bounded for any file size.
+// JSON (a number beyond double's range included), a line that is not an
+// object, a missing or mistyped field. Lines are processed in chunks, so
+// memory stays bounded for any file size; each line goes through
+// score_jsonl_line (jsonl_line.h).
 #pragma once
 
 #include <cstdint>
