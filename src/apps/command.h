@@ -46,6 +46,8 @@ int run_info(const Invocation& inv);
 int run_tokenize(const Invocation& inv);
 int run_verify(const Invocation& inv);
 int run_import_hf(const Invocation& inv);
+int run_generate(const Invocation& inv);
 int run_export_hf(const Invocation& inv);
+int run_demo_data(const Invocation& inv);
 
 }  // namespace dapo::apps

@@ -17,11 +17,16 @@ const std::vector<Command>& commands() {
        nullptr, "sft lands with issue #5 (trainer end to end)"},
       {"generate", "sample responses for prompts from a checkpoint", true,
        [](po::options_description& d, po::positional_options_description&) {
-         d.add_options()("checkpoint", po::value<std::string>(), "checkpoint .h5")(
+         d.add_options()("checkpoint", po::value<std::string>(), "checkpoint .h5 (default: model.path, .h5 or HF dir)")(
              "input", po::value<std::string>(), "prompts JSONL (prompt_ids, or prompt as text or chat messages)")(
-             "output", po::value<std::string>(), "output JSONL (adds response_ids, response, finish_reason)");
+             "output", po::value<std::string>(), "output JSONL (adds response_ids, response, finish_reason; with rollout.n > 1 one line per sample, "
+             "with sample_index)")(
+             "kv-cache-mib", po::value<double>()->default_value(0.0), "KV-cache budget per rank in MiB (0: automatic)")(
+             "block-size", po::value<int64_t>()->default_value(16), "positions per KV-cache block")(
+             "max-num-seqs", po::value<int64_t>()->default_value(256), "sequences decoded per step")(
+             "max-batch-tokens", po::value<int64_t>()->default_value(4096), "new tokens per step (prefill chunks)");
        },
-       nullptr, "generate lands with issue #3 (Qwen2 model, tokenizer, generate)"},
+       run_generate, ""},
       {"eval", "avg@k and pass@k of a checkpoint on a dataset", true,
        [](po::options_description& d, po::positional_options_description&) {
          d.add_options()("checkpoint", po::value<std::string>(), "checkpoint .h5")(
@@ -55,6 +60,18 @@ const std::vector<Command>& commands() {
              "dtype", po::value<std::string>()->default_value("f32"), "dtype of the safetensors: f32 or bf16");
        },
        run_export_hf, ""},
+      {"demo-data", "write the demo task's train/val/sft JSONL (seeded arithmetic word problems)", false,
+       [](po::options_description& d, po::positional_options_description&) {
+         d.add_options()("out", po::value<std::string>(), "directory for train.jsonl, val.jsonl, sft.jsonl")(
+             "seed", po::value<std::string>(), "seed (integer); the same seed writes the same bytes")(
+             "train", po::value<int64_t>()->default_value(2000), "training prompts")(
+             "val", po::value<int64_t>()->default_value(200), "validation prompts")(
+             "sft", po::value<int64_t>()->default_value(2000), "prompt/response pairs for the warm start")(
+             "difficulty", po::value<int>()->default_value(3), "1 (a + b, one digit) .. 5 (3-4 numbers, + - *)")(
+             "format", po::value<std::string>()->default_value("compact"),
+             "compact (the problem alone) or dapo (DAPO-Math-17k's instruction around it)");
+       },
+       run_demo_data, ""},
       {"inspect", "summarise an HDF5 rollout dump, or show samples of it", false,
        [](po::options_description& d, po::positional_options_description& p) {
          d.add_options()("dump", po::value<std::string>(), "rollout dump .h5 (positional)")(

@@ -1,0 +1,25 @@
+// Whole-block copies inside the paged KV cache (ops/kv_cache.h layout): the
+// copy-on-write of the generation engine. The n samples of a prompt share
+// the prompt's blocks; the first sample to write into a shared, partially
+// filled block gets a private copy of it first, made by this op.
+#pragma once
+
+#include "dapo/ops/context.h"
+
+namespace dapo::ops {
+
+// For every j: block dst_blocks[j] of k_cache and of v_cache becomes a copy
+// of block src_blocks[j] (all block_size slots, all heads).
+// k_cache, v_cache: (num_blocks, block_size, Hkv, D) f32, updated in place
+//                   (only the dst blocks are written).
+// src_blocks, dst_blocks: (M) i32 physical block ids in [0, num_blocks);
+//                   M may be 0. The dst ids must be distinct and none may be
+//                   a src id, so the copies do not depend on their order
+//                   (the CUDA kernel runs them in parallel).
+void kv_block_copy(const Ctx& ctx, Tensor k_cache, Tensor v_cache, Tensor src_blocks, Tensor dst_blocks);
+
+namespace cpu {
+void kv_block_copy(const Ctx& ctx, Tensor k_cache, Tensor v_cache, Tensor src_blocks, Tensor dst_blocks);
+}  // namespace cpu
+
+}  // namespace dapo::ops

@@ -1,0 +1,146 @@
+// The generation engine: n sampled responses per prompt from a Qwen2Model,
+// with continuous batching (rollout/scheduler.h) over a paged KV cache whose
+// blocks the samples of a prompt share (rollout/block_manager.h), a KV pool
+// sized from a memory budget, and sampling by ops::sample_tokens.
+//
+// Randomness: token t of response k of prompt uid in training step s is
+// drawn with Philox key `seed`, stream stream_id({s, uid, k}) and counter t
+// (sample_stream below). Nothing depends on a position in a batch, so a
+// response is the same whatever else is generated with it, whatever the
+// batch limits and KV budget, and whatever the tp or dp size (up to float
+// rounding of the model's logits, which can tip a draw that falls within
+// ~1e-7 of a boundary).
+//
+// Tensor parallelism: the tp ranks of a group call generate() together
+// with the same prompts. forward_cached gives every tp rank the same
+// full-vocabulary logits and sampling is deterministic, so every rank
+// samples the same tokens and the schedulers stay in step without talking;
+// EngineOptions::check_tp_agreement verifies it at every step.
+//
+// Memory: each generate() carves, on the backend's device, the KV pool
+// (its budget), the activations of one step (max_batch_tokens new tokens of
+// max_num_seqs sequences) and the ops' scratch, and gives them back when it
+// returns, so the update phase gets the memory after generation.
+//
+// Backend: the step metadata (block tables, slot mappings) and the sampled
+// rows are built on the host; the CPU backend reads them directly. The CUDA
+// backend needs a host->device staging copy of them per step (not done yet:
+// generate() refuses a CUDA ctx with a message saying so).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "dapo/core/config.h"
+#include "dapo/core/rng.h"
+#include "dapo/model/qwen2_model.h"
+#include "dapo/ops/context.h"
+#include "dapo/parallel/comm.h"
+#include "dapo/rollout/rollout_batch.h"
+#include "dapo/rollout/scheduler.h"
+
+namespace dapo::rollout {
+
+#ifdef NDEBUG
+inline constexpr bool kDebugBuild = false;
+#else
+inline constexpr bool kDebugBuild = true;
+#endif
+
+struct EngineOptions {
+  int64_t block_size = 16;          // positions per KV-cache block
+  // KV-cache budget of this rank in bytes (both pools, every layer).
+  // 0: what the requests can use (max_num_seqs sequences of the longest
+  // prompt + max_response_length), at most a quarter of the host memory.
+  size_t kv_cache_bytes = 0;
+  int64_t max_num_seqs = 256;       // sequences per step (raised to n)
+  int64_t max_batch_tokens = 4096;  // new positions per step (raised to max_num_seqs)
+  // All-reduce a hash of every step's sampled tokens over tp and fail if
+  // the ranks disagree (one tiny all-reduce per step).
+  bool check_tp_agreement = kDebugBuild;
+};
+
+struct SamplingOptions {
+  int64_t n = 1;                     // responses per prompt
+  double temperature = 1.0;          // 0: greedy
+  double top_p = 1.0;                // 1: off
+  int64_t top_k = 0;                 // <= 0: off
+  int64_t max_response_length = 1;   // tokens per response (an EOS included)
+  uint64_t seed = 0;                 // Philox key (train.seed)
+  uint64_t step = 0;                 // training step (0 for `dapo generate`): part of every stream
+  std::vector<int32_t> eos_ids;      // ids that end a response
+};
+
+// rollout.{n, temperature, top_p, top_k, max_response_length} and
+// train.seed of `config`, with the given EOS ids and step.
+SamplingOptions sampling_options(const Config& config, std::vector<int32_t> eos_ids, uint64_t step);
+
+// The random stream of response `sample` of prompt `prompt_uid` in `step`.
+constexpr uint64_t sample_stream(uint64_t step, uint64_t prompt_uid, int64_t sample) {
+  return stream_id({step, prompt_uid, uint64_t(sample)});
+}
+
+// One prompt to answer: its uid (data::prompt_uid: the sampler's key) and
+// token ids (non-empty, in [0, vocab_size)).
+struct PromptInput {
+  uint64_t uid = 0;
+  std::vector<int32_t> ids;
+};
+
+// What a progress line shows; passed after every engine step.
+struct GenerationProgress {
+  int64_t step = 0;               // engine steps so far
+  int64_t running = 0;            // sequences in the cache
+  int64_t waiting = 0;            // sequences queued (prompts not started, preempted samples)
+  int64_t finished = 0;           // complete responses
+  int64_t total = 0;              // responses asked for
+  int64_t generated_tokens = 0;   // response tokens sampled so far
+  double elapsed_s = 0;
+  double tokens_per_s = 0;        // generated_tokens / elapsed_s
+};
+using ProgressCallback = std::function<void(const GenerationProgress&)>;
+
+struct GenerationStats {
+  SchedulerStats scheduler;
+  int64_t num_blocks = 0;         // KV pool of the last generate()
+  int64_t block_size = 0;
+  size_t kv_cache_bytes = 0;
+  double seconds = 0;
+  double tokens_per_s = 0;        // sampled tokens per second
+};
+
+// Blocks of `block_size` positions whose cache (model::kv_cache_bytes)
+// fits `budget_bytes` on this rank; 0 when not even one does.
+int64_t kv_blocks_for_budget(const model::Qwen2Config& config, int64_t tp_size, int64_t block_size,
+                             size_t budget_bytes);
+
+class GenerationEngine {
+ public:
+  // `model`, `tp` (the model's tp Comm) must outlive the engine. The ctx's
+  // backend and library handles are used; its scratch is replaced by the
+  // engine's own.
+  GenerationEngine(const model::Qwen2Model& model, const parallel::Comm& tp, const ops::Ctx& ctx,
+                   EngineOptions options = {});
+
+  // n responses to each prompt, ordered by prompt then sample index.
+  // Collective over tp. Throws UserError when the KV budget cannot hold one
+  // prompt with a full response (the same on every tp rank).
+  RolloutBatch generate(std::span<const PromptInput> prompts, const SamplingOptions& sampling,
+                        const ProgressCallback& progress = {});
+
+  const EngineOptions& options() const { return options_; }
+  // Of the last generate().
+  const GenerationStats& stats() const { return stats_; }
+
+ private:
+  const model::Qwen2Model& model_;
+  const parallel::Comm& tp_;
+  ops::Ctx ctx_;
+  EngineOptions options_;
+  GenerationStats stats_;
+};
+
+}  // namespace dapo::rollout

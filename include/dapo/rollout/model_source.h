@@ -1,0 +1,37 @@
+// Where `dapo generate` (and later `dapo eval`) gets its model and
+// tokenizer: a dapo checkpoint (.h5) or an HF model directory, named by
+// --checkpoint or by model.path, with the tokenizer of model.tokenizer or
+// the tokenizer.json found beside the model. Each rank loads only its
+// tensor-parallel slice of every parameter.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "dapo/core/config.h"
+#include "dapo/model/param_store.h"
+#include "dapo/parallel/grid.h"
+
+namespace dapo::rollout {
+
+struct ModelSource {
+  std::string path;       // the checkpoint file or the HF directory
+  bool hf_dir = false;    // an HF directory (config.json + safetensors), imported in memory
+  std::string tokenizer;  // tokenizer.json to use; empty: none (the model works on token ids alone)
+};
+
+// `checkpoint` (the --checkpoint option; empty: model.path) and the
+// tokenizer: model.tokenizer if set (it must exist), else tokenizer.json in
+// the HF directory or beside the checkpoint file, if there is one. Throws
+// UserError when neither names a model, or a named path does not exist.
+ModelSource resolve_model_source(const std::string& checkpoint, const ModelConfig& config);
+
+// This rank's slice (grid.tp_rank of grid.tp_size) of every parameter.
+// Collective over grid.world. A checkpoint goes through
+// io::load_model_checkpoint; an HF directory is read tensor by tensor from
+// its safetensors (one file or an index of shards; F32/BF16/F16) after
+// config.json (unsupported architectures refused). UserErrors name the file
+// (and tensor) and are thrown on every rank alike.
+std::unique_ptr<model::ParamStore> load_model_params(const ModelSource& source, const parallel::Grid& grid);
+
+}  // namespace dapo::rollout

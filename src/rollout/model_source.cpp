@@ -1,0 +1,104 @@
+// Resolving and loading the model of `dapo generate`: checkpoint or HF
+// directory, each rank reading its own slices.
+#include "dapo/rollout/model_source.h"
+
+#include <filesystem>
+
+#include "dapo/core/error.h"
+#include "dapo/core/log.h"
+#include "dapo/io/checkpoint.h"
+#include "dapo/io/safetensors.h"
+#include "dapo/model/qwen2_config.h"
+
+namespace dapo::rollout {
+namespace fs = std::filesystem;
+
+ModelSource resolve_model_source(const std::string& checkpoint, const ModelConfig& config) {
+  ModelSource s;
+  s.path = checkpoint.empty() ? config.path : checkpoint;
+  if (s.path.empty())
+    throw UserError("no model: give --checkpoint C.h5, or model.path (a checkpoint or an HF model directory)");
+  const std::string named_by = checkpoint.empty() ? "model.path" : "--checkpoint";
+  std::error_code ec;
+  if (!fs::exists(s.path, ec)) throw UserError(cat(s.path, ": no such file or directory (", named_by, ")"));
+  s.hf_dir = fs::is_directory(s.path, ec);
+  if (!config.tokenizer.empty()) {
+    if (!fs::exists(config.tokenizer, ec))
+      throw UserError(cat(config.tokenizer, ": no such file (model.tokenizer)"));
+    s.tokenizer = config.tokenizer;
+  } else {
+    const fs::path dir = s.hf_dir ? fs::path(s.path) : fs::path(s.path).parent_path();
+    const fs::path beside = (dir.empty() ? fs::path(".") : dir) / "tokenizer.json";
+    if (fs::exists(beside, ec)) s.tokenizer = beside.string();
+  }
+  return s;
+}
+
+namespace {
+
+model::Qwen2Config read_config(const ModelSource& source, const parallel::Comm& world) {
+  if (source.hf_dir) return model::load_qwen2_config((fs::path(source.path) / "config.json").string());
+  io::CheckpointReader reader(source.path, world);
+  model::Qwen2Config config = reader.info().model;
+  reader.close();
+  return config;
+}
+
+// Reads every tensor slice of `store` from the HF directory's safetensors;
+// returns the first error's message ("" when all went well).
+std::string read_hf_slices(const std::string& dir, model::ParamStore& store) {
+  try {
+    const io::SafetensorsSet weights = io::SafetensorsSet::open_dir(dir);
+    std::vector<float> local;
+    for (const model::ParamEntry& e : store.entries()) {
+      const std::string& name = e.spec.name;
+      if (!weights.contains(name)) throw UserError(cat(weights.origin(), ": missing tensor '", name, "'"));
+      const io::TensorInfo& info = weights.info(name);
+      if (info.shape != e.spec.shape) {
+        std::string want = "(";
+        for (size_t i = 0; i < e.spec.shape.size(); ++i) want += cat(i ? ", " : "", e.spec.shape[i]);
+        throw UserError(cat(weights.file_of(name).path(), ": tensor '", name, "' has shape ", info.shape_string(),
+                            ", config.json implies ", want, ")"));
+      }
+      local.resize(size_t(e.param.numel()));
+      if (e.slice.dim < 0)
+        weights.read_f32(name, local.data());
+      else
+        weights.read_f32_slice(name, e.slice.dim, e.slice.begin, e.slice.count, local.data());
+      store.load_local(name, local.data(), int64_t(local.size()));
+    }
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+std::unique_ptr<model::ParamStore> load_model_params(const ModelSource& source, const parallel::Grid& grid) {
+  const parallel::Comm& world = grid.world;
+  std::string error;
+  model::Qwen2Config config;
+  try {
+    config = read_config(source, world);
+    model::check_tp_compatible(config, grid.tp_size);
+  } catch (const UserError& e) {
+    error = e.what();
+  }
+  io::agree_on_error(world, error);
+  auto store = std::make_unique<model::ParamStore>(config, grid.tp_rank, grid.tp_size);
+  if (source.hf_dir) {
+    io::agree_on_error(world, read_hf_slices(source.path, *store));
+    DAPO_INFO("model: ", store->entries().size(), " tensors from the HF directory ", source.path,
+              " (imported in memory)");
+  } else {
+    io::load_model_checkpoint(source.path, world, grid.tp_rank, grid.tp_size,
+                              [&](const model::ParamSpec& spec, const model::SliceSpec&) {
+                                return store->param(spec.name).ptr<float>();
+                              });
+    DAPO_INFO("model: ", store->entries().size(), " tensors from the checkpoint ", source.path);
+  }
+  return store;
+}
+
+}  // namespace dapo::rollout

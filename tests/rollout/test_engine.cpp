@@ -1,0 +1,259 @@
+// The generation engine on a tiny random Qwen2: token for token what the
+// naive loop (full forward of the whole sequence at every token, the same
+// sampling keys) produces, greedy and sampled; a response does not change
+// with the batch around it, the batch limits or a KV budget so small that
+// sequences queue and get preempted; a prompt is prefilled once for all its
+// samples; EOS and length stops; progress reports; the KV budget planning.
+#include "dapo/rollout/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "dapo/core/error.h"
+#include "dapo/parallel/comm.h"
+#include "dapo/rollout/reference_generate.h"
+#include "model/model_test_util.h"
+
+namespace dapo::rollout {
+namespace {
+
+class EngineTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    config = test::tiny_config(false);
+    store = std::make_unique<model::ParamStore>(config, 0, 1);
+    store->init_random(test::tiny_init(5));
+    model = std::make_unique<model::Qwen2Model>(*store, tp);
+  }
+
+  static std::vector<PromptInput> prompts_of(const std::vector<int>& lengths, uint32_t seed) {
+    std::mt19937 gen(seed);
+    std::uniform_int_distribution<int32_t> id(0, 63);
+    std::vector<PromptInput> out;
+    for (size_t i = 0; i < lengths.size(); ++i) {
+      PromptInput p;
+      p.uid = 0x1000 + seed * 100 + i;
+      for (int t = 0; t < lengths[i]; ++t) p.ids.push_back(id(gen));
+      out.push_back(p);
+    }
+    return out;
+  }
+
+  RolloutBatch run(const std::vector<PromptInput>& prompts, const SamplingOptions& s, EngineOptions o = {}) {
+    GenerationEngine engine(*model, tp, ops::Ctx{}, o);
+    RolloutBatch b = engine.generate(prompts, s);
+    last_stats = engine.stats();
+    b.check();
+    return b;
+  }
+
+  parallel::Comm tp = parallel::Comm::world();
+  model::Qwen2Config config;
+  std::unique_ptr<model::ParamStore> store;
+  std::unique_ptr<model::Qwen2Model> model;
+  GenerationStats last_stats;
+};
+
+std::vector<int32_t> tokens_of(const RolloutBatch& b, int64_t r) { return {b.response(r).begin(), b.response(r).end()}; }
+
+// Same responses; log-probs to fp32 tolerance (the cached and the full
+// forward sum in different orders).
+void expect_same_responses(const RolloutBatch& got, const RolloutBatch& want, const std::string& what) {
+  ASSERT_EQ(got.num_responses(), want.num_responses()) << what;
+  EXPECT_EQ(got.prompt_uid, want.prompt_uid) << what;
+  for (int64_t r = 0; r < want.num_responses(); ++r) {
+    EXPECT_EQ(got.response_prompt[size_t(r)], want.response_prompt[size_t(r)]) << what;
+    EXPECT_EQ(got.sample_index[size_t(r)], want.sample_index[size_t(r)]) << what;
+    ASSERT_EQ(tokens_of(got, r), tokens_of(want, r)) << what << ": response " << r;
+    EXPECT_EQ(got.finish_reason[size_t(r)], want.finish_reason[size_t(r)]) << what << ": response " << r;
+    const auto a = got.logprobs(r), b = want.logprobs(r);
+    for (size_t t = 0; t < b.size(); ++t) EXPECT_NEAR(a[t], b[t], 2e-4) << what << ": response " << r << " token " << t;
+  }
+}
+
+SamplingOptions greedy(int64_t n, int64_t max_len) {
+  SamplingOptions s;
+  s.n = n;
+  s.temperature = 0;
+  s.max_response_length = max_len;
+  s.seed = 3;
+  return s;
+}
+
+SamplingOptions sampled(int64_t n, int64_t max_len) {
+  SamplingOptions s;
+  s.n = n;
+  s.temperature = 0.9;
+  s.top_p = 0.95;
+  s.top_k = 40;
+  s.max_response_length = max_len;
+  s.seed = 11;
+  s.step = 4;
+  return s;
+}
+
+TEST_F(EngineTest, GreedyEqualsTheNaiveLoop) {
+  const auto prompts = prompts_of({1, 5, 9, 13, 4}, 1);
+  for (int64_t n : {1, 3}) {
+    const SamplingOptions s = greedy(n, 12);
+    const RolloutBatch want = reference_generate(*model, ops::Ctx{}, prompts, s);
+    expect_same_responses(run(prompts, s, EngineOptions{4, 0, 256, 4096}), want, cat("greedy n=", n));
+    // Greedy samples of one prompt are all the same.
+    for (int64_t p = 0; p < want.num_prompts(); ++p)
+      for (int64_t k = 1; k < n; ++k) EXPECT_EQ(tokens_of(want, p * n + k), tokens_of(want, p * n));
+  }
+}
+
+TEST_F(EngineTest, SampledEqualsTheNaiveLoop) {
+  const auto prompts = prompts_of({3, 8, 1, 11}, 2);
+  const SamplingOptions s = sampled(4, 10);
+  const RolloutBatch want = reference_generate(*model, ops::Ctx{}, prompts, s);
+  expect_same_responses(run(prompts, s, EngineOptions{4, 0, 256, 4096}), want, "sampled");
+  // The samples of a prompt differ (a check that the keys differ per sample).
+  int64_t distinct = 0;
+  for (int64_t k = 1; k < 4; ++k) distinct += tokens_of(want, k) != tokens_of(want, 0);
+  EXPECT_GT(distinct, 0);
+  // Another step or seed draws other tokens.
+  SamplingOptions other = s;
+  other.step = 5;
+  EXPECT_NE(run(prompts, other).response_tokens, want.response_tokens);
+  other = s;
+  other.seed = 12;
+  EXPECT_NE(run(prompts, other).response_tokens, want.response_tokens);
+}
+
+TEST_F(EngineTest, AResponseDoesNotDependOnTheBatchAroundIt) {
+  const auto target = prompts_of({7}, 3);
+  const auto others = prompts_of({2, 12, 5, 9, 3, 6}, 4);
+  const SamplingOptions s = sampled(3, 14);
+  const RolloutBatch alone = run(target, s);
+  EXPECT_EQ(last_stats.scheduler.preemptions, 0);
+  // Among others (target in the middle), with roomy and with tight limits.
+  std::vector<PromptInput> mixed(others.begin(), others.begin() + 3);
+  mixed.push_back(target[0]);
+  mixed.insert(mixed.end(), others.begin() + 3, others.end());
+  const int64_t at = 3;
+  auto target_part = [&](const RolloutBatch& b) {
+    RolloutBatch t;
+    t.add_prompt(b.prompt_uid[at], b.prompt(at));
+    for (int64_t k = 0; k < 3; ++k)
+      t.add_response(0, k, b.response(at * 3 + k), b.logprobs(at * 3 + k), b.finish_reason[size_t(at * 3 + k)]);
+    return t;
+  };
+  expect_same_responses(target_part(run(mixed, s)), alone, "among others");
+  // One sequence at a time, 2-token steps: prompts queue, prefills are chunked.
+  expect_same_responses(target_part(run(mixed, s, EngineOptions{4, 0, 3, 2})), alone, "narrow batch");
+  EXPECT_GT(last_stats.scheduler.steps, 60);
+  // A KV pool of 8 blocks of 4 positions: samples wait and get preempted.
+  const size_t tight = model::kv_cache_bytes(config, 1, 8, 4);
+  expect_same_responses(target_part(run(mixed, s, EngineOptions{4, tight, 64, 64})), alone, "tight KV budget");
+  EXPECT_EQ(last_stats.num_blocks, 8);
+  EXPECT_GT(last_stats.scheduler.preemptions, 0);
+  EXPECT_LE(last_stats.scheduler.peak_blocks, 8);
+  // Blocks of one position, many copy-on-writes.
+  expect_same_responses(target_part(run(mixed, s, EngineOptions{1, 0, 64, 64})), alone, "block size 1");
+}
+
+TEST_F(EngineTest, APromptIsPrefilledOnceForAllItsSamples) {
+  const auto prompts = prompts_of({10}, 5);
+  const RolloutBatch b = run(prompts, sampled(6, 5), EngineOptions{4, 0, 64, 4096});
+  EXPECT_EQ(b.num_responses(), 6);
+  EXPECT_EQ(last_stats.scheduler.prompt_positions, 10);
+  EXPECT_EQ(last_stats.scheduler.preemptions, 0);
+  EXPECT_EQ(last_stats.scheduler.block_copies, 5);  // the partial block (10 % 4), copied by all but one sample
+  EXPECT_EQ(last_stats.scheduler.sampled_tokens, 30);
+  EXPECT_EQ(last_stats.scheduler.response_positions, 6 * 4);
+}
+
+TEST_F(EngineTest, StopsAtEosOrLength) {
+  const auto prompts = prompts_of({4, 6, 3}, 6);
+  SamplingOptions s = greedy(1, 9);
+  const RolloutBatch free_run = run(prompts, s);
+  for (int64_t r = 0; r < 3; ++r) {
+    EXPECT_EQ(free_run.response_length(r), 9);
+    EXPECT_EQ(free_run.finish_reason[size_t(r)], FinishReason::length);
+  }
+  // Make the 4th token of the first response an EOS id (and some id the
+  // model may never produce): the response ends there, EOS included.
+  const int32_t eos = free_run.response(0)[3];
+  s.eos_ids = {63, eos};
+  const RolloutBatch stopped = run(prompts, s);
+  expect_same_responses(stopped, reference_generate(*model, ops::Ctx{}, prompts, s), "eos");
+  const std::vector<int32_t> first = tokens_of(free_run, 0);
+  const size_t cut = size_t(std::find(first.begin(), first.end(), eos) - first.begin());
+  EXPECT_EQ(tokens_of(stopped, 0), std::vector<int32_t>(first.begin(), first.begin() + std::ptrdiff_t(cut) + 1));
+  EXPECT_EQ(stopped.finish_reason[0], FinishReason::eos);
+}
+
+TEST_F(EngineTest, ReportsProgress) {
+  const auto prompts = prompts_of({3, 5}, 7);
+  GenerationEngine engine(*model, tp, ops::Ctx{});
+  std::vector<GenerationProgress> seen;
+  engine.generate(prompts, sampled(2, 6), [&](const GenerationProgress& p) { seen.push_back(p); });
+  ASSERT_FALSE(seen.empty());
+  EXPECT_EQ(int64_t(seen.size()), engine.stats().scheduler.steps);
+  for (size_t i = 1; i < seen.size(); ++i) {
+    EXPECT_EQ(seen[i].step, seen[i - 1].step + 1);
+    EXPECT_GE(seen[i].generated_tokens, seen[i - 1].generated_tokens);
+  }
+  EXPECT_EQ(seen.back().finished, 4);
+  EXPECT_EQ(seen.back().total, 4);
+  EXPECT_EQ(seen.back().running, 0);
+  EXPECT_EQ(seen.back().waiting, 0);
+  EXPECT_EQ(seen.back().generated_tokens, engine.stats().scheduler.sampled_tokens);
+  EXPECT_GT(seen.back().tokens_per_s, 0.0);
+  EXPECT_GT(engine.stats().tokens_per_s, 0.0);
+}
+
+TEST_F(EngineTest, KvPoolComesFromTheBudget) {
+  // The most blocks whose cache fits: bytes(nb) <= budget < bytes(nb + 1).
+  for (int64_t tp_size : {1, 2}) {
+    for (int64_t bs : {1, 4, 16}) {
+      for (size_t budget : {size_t(5000), size_t(65536), size_t(1) << 20, size_t(123456789)}) {
+        const int64_t nb = kv_blocks_for_budget(config, tp_size, bs, budget);
+        ASSERT_GE(nb, 1) << bs << " " << budget;
+        EXPECT_LE(model::kv_cache_bytes(config, tp_size, nb, bs), budget) << bs << " " << budget;
+        EXPECT_GT(model::kv_cache_bytes(config, tp_size, nb + 1, bs), budget) << bs << " " << budget;
+      }
+    }
+  }
+  EXPECT_EQ(kv_blocks_for_budget(config, 1, 4, 10), 0);
+  GenerationEngine engine(*model, tp, ops::Ctx{}, EngineOptions{4, 100, 8, 8});
+  try {
+    engine.generate(prompts_of({3}, 8), greedy(1, 4));
+    FAIL() << "no error";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("rollout: a KV-cache budget of 100 bytes cannot hold one block of 4"),
+              std::string::npos)
+        << e.what();
+  }
+  // A budget of 2 blocks cannot hold 6 + 4 - 1 positions.
+  GenerationEngine small(*model, tp, ops::Ctx{}, EngineOptions{4, model::kv_cache_bytes(config, 1, 2, 4), 8, 8});
+  try {
+    small.generate(prompts_of({6}, 8), greedy(1, 4));
+    FAIL() << "no error";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("needs 3 KV-cache blocks of 4 positions, but the KV-cache budget holds only 2"),
+              std::string::npos)
+        << e.what();
+  }
+  // The automatic budget: enough for the requests, all in flight.
+  run(prompts_of({5, 5, 5}, 9), sampled(2, 8), EngineOptions{4, 0, 256, 4096});
+  EXPECT_EQ(last_stats.scheduler.preemptions, 0);
+  EXPECT_GE(last_stats.num_blocks, 6 * 4);
+}
+
+TEST_F(EngineTest, ZeroLengthAndEmptyRequests) {
+  const RolloutBatch none = run({}, greedy(2, 5));
+  EXPECT_EQ(none.num_prompts(), 0);
+  EXPECT_EQ(none.num_responses(), 0);
+  const RolloutBatch zero = run(prompts_of({4}, 10), greedy(2, 0));
+  ASSERT_EQ(zero.num_responses(), 2);
+  EXPECT_EQ(zero.response_length(0), 0);
+  EXPECT_EQ(last_stats.scheduler.steps, 0);
+}
+
+}  // namespace
+}  // namespace dapo::rollout
