@@ -274,14 +274,10 @@ void validate(const Config& c) {
   if (r.max_num_gen_batches < 0) fail("rollout.max_num_gen_batches", "must be >= 0 (0 means no limit)");
   if (c.data.max_prompt_length < 1) fail("data.max_prompt_length", "must be at least 1");
   const auto& a = c.algorithm;
-  if (a.dynamic_sampling && r.n < 2)
-    fail("rollout.n", "dynamic sampling needs at least 2 responses per prompt (or algorithm.dynamic_sampling = false)");
   if (!(a.clip_ratio_low >= 0 && a.clip_ratio_low < 1)) fail("algorithm.clip_ratio_low", "must be in [0, 1)");
   if (a.clip_ratio_high < 0) fail("algorithm.clip_ratio_high", "must be >= 0");
   if (a.clip_ratio_c <= 1) fail("algorithm.clip_ratio_c", "must be > 1");
-  if (a.overlong_buffer_len < 0 || a.overlong_buffer_len >= r.max_response_length)
-    fail("algorithm.overlong_buffer_len", cat("must be in [0, rollout.max_response_length = ",
-                                              r.max_response_length, ")"));
+  if (a.overlong_buffer_len < 0) fail("algorithm.overlong_buffer_len", "must be >= 0 (0 means off)");
   if (a.overlong_penalty_factor < 0) fail("algorithm.overlong_penalty_factor", "must be >= 0");
   if (a.kl_coef < 0) fail("algorithm.kl_coef", "must be >= 0");
   const auto& o = c.optim;
@@ -319,6 +315,17 @@ template <ConfigEnum E>
 void validate(boost::any& v, const std::vector<std::string>& values, E*, int) {
   po::validators::check_first_occurrence(v);
   v = boost::any(parse_enum(names_for(static_cast<E*>(nullptr)), po::validators::get_single_string(values)));
+}
+
+void check_training_config(const Config& c) {
+  auto fail = [&](const std::string& key, const std::string& why) {
+    throw UserError(cat(c.origin_of(key), ": ", key, ": ", why));
+  };
+  if (c.algorithm.dynamic_sampling && c.rollout.n < 2)
+    fail("rollout.n", "dynamic sampling needs at least 2 responses per prompt (or algorithm.dynamic_sampling = false)");
+  if (c.algorithm.overlong_buffer_len >= c.rollout.max_response_length)
+    fail("algorithm.overlong_buffer_len", cat("must be below rollout.max_response_length = ",
+                                              c.rollout.max_response_length, " (0 turns the punishment off)"));
 }
 
 std::string Config::origin_of(const std::string& key) const {

@@ -120,8 +120,23 @@ TEST_F(ConfigTest, OutOfRangeValuesNameTheirOrigin) {
   EXPECT_NE(e.find("rollout.top_p"), std::string::npos) << e;
   EXPECT_NE(error_of("", {"--train.ppo_mini_batch_size=30"}).find("must divide"), std::string::npos);
   EXPECT_NE(error_of("", {"--parallel.tp=0"}).find("parallel.tp"), std::string::npos);
-  EXPECT_NE(error_of("", {"--rollout.n=1"}).find("dynamic sampling"), std::string::npos);
-  EXPECT_EQ(error_of("", {"--rollout.n=1", "--algorithm.dynamic_sampling=false"}), "");
+  // Training-only constraints are checked by check_training_config, not by every command.
+  EXPECT_EQ(error_of("", {"--rollout.n=1"}), "");
+  auto training_error = [](const std::vector<std::string>& overrides) -> std::string {
+    try {
+      check_training_config(load_config("", overrides));
+    } catch (const UserError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_NE(training_error({"--rollout.n=1"}).find("command line: rollout.n: dynamic sampling"), std::string::npos);
+  EXPECT_EQ(training_error({"--rollout.n=1", "--algorithm.dynamic_sampling=false"}), "");
+  EXPECT_NE(training_error({"--rollout.max_response_length=100"}).find("algorithm.overlong_buffer_len"),
+            std::string::npos);
+  EXPECT_EQ(training_error({}), "");
+  EXPECT_NE(error_of("", {"--algorithm.overlong_buffer_len=-1"}).find("algorithm.overlong_buffer_len"),
+            std::string::npos);
 }
 
 TEST_F(ConfigTest, MissingFileAndMalformedLines) {

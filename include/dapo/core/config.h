@@ -129,6 +129,12 @@ struct Config {
 // Throws UserError.
 Config load_config(const std::string& ini_path, const std::vector<std::string>& overrides);
 
+// The checks that concern training only (`dapo train`), so that `generate`
+// or `eval` with, say, rollout.n = 1 are not refused for an algorithm they do
+// not run: dynamic sampling needs n >= 2; the overlong buffer must be
+// shorter than max_response_length. Throws UserError naming the key's origin.
+void check_training_config(const Config& config);
+
 // The resolved configuration as INI text that load_config reads back to the
 // same values.
 std::string config_to_ini(const Config& config);
