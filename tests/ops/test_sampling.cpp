@@ -196,7 +196,8 @@ TEST(Sampling, FrequenciesMatchTruncatedDistribution) {
 
 TEST(Sampling, MatchesNaiveSamplerAndReportsFullLogprob) {
   // The op against a naive sampler: full sort, cut, renormalise, invert the
-  // CDF at the same Philox uniform. Large V makes the op's prefix grow.
+  // CDF over the kept tokens in id order at the same Philox uniform. Large V
+  // makes the op's prefix grow.
   const int64_t B = 48, V = 3001;
   auto logits = test::random_vector(B * V, 3, -3, 3);
   for (int64_t b = 0; b < B; b += 3) logits[b * V + 10] = logits[b * V + 11];  // some exact ties
@@ -213,7 +214,7 @@ TEST(Sampling, MatchesNaiveSamplerAndReportsFullLogprob) {
       const double u = uniform_float(philox_draw(p.seed, uint64_t(streams[b]), uint64_t(counters[b])).v[0]);
       double cum = 0;
       int32_t want = -1;
-      for (int32_t id : order) {
+      for (int32_t id = 0; id < int32_t(V); ++id) {
         if (q[id] == 0) continue;
         cum += q[id];
         want = id;
@@ -224,6 +225,33 @@ TEST(Sampling, MatchesNaiveSamplerAndReportsFullLogprob) {
       const auto ref = log_softmax(&logits[b * V], V, p.temperature);
       EXPECT_NEAR(lp[b], ref[tokens[b]], 2e-5) << "row " << b;  // the full, untruncated distribution
     }
+  }
+}
+
+TEST(Sampling, NearTiesSwappedByRoundingDoNotChangeTheToken) {
+  // Two forwards that agree up to the last bits of the logits (a cached and a
+  // full forward, or tp = 1 and tp = 2) must sample the same token: nudging
+  // every logit by one ulp in either direction reorders near-equal
+  // probabilities but leaves the draw alone.
+  const int64_t B = 64, V = 800;
+  // Few distinct values: many exact ties, which the two versions break in
+  // opposite directions by one ulp.
+  auto base = test::random_vector(B * V, 21, -1, 1);
+  std::vector<float> logits(B * V), nudged(B * V);
+  for (int64_t i = 0; i < B * V; ++i) {
+    const float v = std::round(base[i] * 4) / 4;
+    logits[i] = (i % 2) ? std::nextafter(v, 2.0f) : v;
+    nudged[i] = (i % 2) ? v : std::nextafter(v, 2.0f);
+  }
+  std::vector<int64_t> streams(B), counters(B);
+  for (int64_t b = 0; b < B; ++b) streams[b] = int64_t(stream_id({3, uint64_t(b)})), counters[b] = b;
+  Sampler s;
+  for (const auto& p : {params(1.0f), params(1.0f, 0, 0.9f), params(0.8f, 300)}) {
+    const auto a = s.run(logits, V, streams, counters, p, nullptr);
+    const auto b = s.run(nudged, V, streams, counters, p, nullptr);
+    int64_t differ = 0;
+    for (int64_t r = 0; r < B; ++r) differ += a[r] != b[r];
+    EXPECT_LE(differ, 1) << "T=" << p.temperature << " k=" << p.top_k << " p=" << p.top_p;
   }
 }
 

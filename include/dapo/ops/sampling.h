@@ -10,8 +10,14 @@
 //        whose probability reaches top_p (the token that crosses top_p is
 //        kept, so at least one token always is);
 //      draw u = uniform_float(philox_draw(seed, rng_streams[b],
-//        rng_counters[b]).v[0]) in [0, 1) and return the first kept token
-//        whose cumulative (renormalised) probability exceeds u.
+//        rng_counters[b]).v[0]) in [0, 1) and return the first kept token,
+//        walking the kept set in id order, whose cumulative (renormalised)
+//        probability exceeds u. The walk is in id order, not probability
+//        order, because a CDF in a fixed order moves continuously with the
+//        probabilities: two forwards that differ in the last bits (cached vs
+//        full, tp = 1 vs tp = 2) and so swap two near-equal probabilities
+//        still give the same token, except when u falls in the sliver between
+//        them.
 // The draw is keyed by (seed, stream, counter) only, and each row is
 // computed on its own, so a row's token does not depend on the batch size,
 // on its position in the batch, on the other rows or on the thread count.

@@ -139,14 +139,25 @@ void sample_tokens(const Ctx& ctx, Tensor tokens, Tensor logprobs, Tensor logits
       mass = cum;
     }
 
+    // The kept set is walked in id order (see sampling.h for why); without
+    // truncation idx is still 0..V-1.
+    const int64_t n = prefix.n;
+    if (use_top_k || use_top_p) std::sort(idx, idx + n);
     const U32x4 r = philox_draw(p.seed, uint64_t(streams[b]), uint64_t(counters[b]));
-    const double u = uniform_float(r.v[0]);
+    const double target = double(uniform_float(r.v[0])) * mass;
     double cum = 0;
-    int64_t c = prefix.first_reaching(u * mass, /*strict=*/true, cum);
+    int64_t c = n - 1;
+    for (int64_t i = 0; i < n; ++i) {
+      cum += double(w[idx[i]]);
+      if (cum > target) {
+        c = i;
+        break;
+      }
+    }
     // Only when rounding left the walk short: take the last kept token with
-    // a non-zero probability (the first one always has weight 1).
-    while (c > 1 && w[idx[c - 1]] == 0.0f) --c;
-    const int32_t chosen = idx[c - 1];
+    // a non-zero probability.
+    while (c > 0 && w[idx[c]] == 0.0f) --c;
+    const int32_t chosen = idx[c];
 
     tok[b] = chosen;
     lp[b] = float(double(row[chosen] * inv_t - m) - std::log(total));
