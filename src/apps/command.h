@@ -49,5 +49,6 @@ int run_import_hf(const Invocation& inv);
 int run_generate(const Invocation& inv);
 int run_export_hf(const Invocation& inv);
 int run_demo_data(const Invocation& inv);
+int run_sft(const Invocation& inv);
 
 }  // namespace dapo::apps

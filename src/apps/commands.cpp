@@ -12,9 +12,9 @@ const std::vector<Command>& commands() {
        "the trainer lands with issue #5 (trainer end to end)"},
       {"sft", "supervised warm start on prompt/response JSONL", true,
        [](po::options_description& d, po::positional_options_description&) {
-         d.add_options()("data", po::value<std::string>(), "prompt/response JSONL");
+         d.add_options()("data", po::value<std::string>(), "prompt/response JSONL (default: data.train_files)");
        },
-       nullptr, "sft lands with issue #5 (trainer end to end)"},
+       run_sft, ""},
       {"generate", "sample responses for prompts from a checkpoint", true,
        [](po::options_description& d, po::positional_options_description&) {
          d.add_options()("checkpoint", po::value<std::string>(), "checkpoint .h5 (default: model.path, .h5 or HF dir)")(

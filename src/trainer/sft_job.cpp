@@ -1,0 +1,168 @@
+// run_sft_job: data + model -> SftTrainer steps -> metrics, console,
+// final checkpoint.
+#include "dapo/trainer/sft_job.h"
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+
+#include "dapo/core/error.h"
+#include "dapo/core/log.h"
+#include "dapo/data/dataset.h"
+#include "dapo/io/checkpoint.h"
+#include "dapo/trainer/metrics_writer.h"
+#include "dapo/trainer/model_init.h"
+#include "dapo/trainer/sft_step.h"
+
+namespace dapo::trainer {
+namespace fs = std::filesystem;
+
+namespace {
+
+void write_file_atomically(const std::string& path, const std::string& text, const char* what) {
+  const std::string partial = path + ".partial";
+  {
+    std::ofstream out(partial, std::ios::binary | std::ios::trunc);
+    if (!(out << text) || !(out.flush())) throw UserError(cat(path, ": cannot write the ", what));
+  }
+  std::error_code ec;
+  fs::rename(partial, path, ec);
+  if (ec) throw UserError(cat(path, ": cannot rename ", partial, " to it: ", ec.message()));
+}
+
+void make_dir(const std::string& dir, const char* key) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw UserError(cat(dir, ": cannot create the directory (", key, "): ", ec.message()));
+}
+
+std::vector<std::string> data_files(const Config& config, const std::string& data_path) {
+  if (!data_path.empty()) return {data_path};
+  if (config.data.train_files.empty())
+    throw UserError("no SFT data: give --data SFT.jsonl, or data.train_files");
+  return data::split_file_list(config.data.train_files, "data.train_files");
+}
+
+}  // namespace
+
+void write_latest(const std::string& dir, const std::string& file_name) {
+  write_file_atomically((fs::path(dir) / "latest").string(), file_name + "\n", "latest-checkpoint pointer");
+}
+
+SftSummary run_sft_job(const Config& config, const std::string& data_path, const parallel::Grid& grid) {
+  const auto start = std::chrono::steady_clock::now();
+  const bool root = grid.world_rank() == 0;
+  if (config.parallel.backend == BackendChoice::cuda)
+    throw UserError(cat(config.origin_of("parallel.backend"),
+                        ": parallel.backend = cuda: dapo sft runs on the CPU backend only for now"));
+  std::string error;
+  if (root) {
+    try {
+      make_dir(config.log.dir, "log.dir");
+      write_file_atomically((fs::path(config.log.dir) / "config.ini").string(), config_to_ini(config),
+                            "resolved configuration");
+    } catch (const UserError& e) {
+      error = e.what();
+    }
+  }
+  io::agree_on_error(grid.world, error);
+
+  InitialModel initial = load_initial_model(config, grid);
+  model::ParamStore& params = *initial.params;
+  const model::Qwen2Config& mc = params.config();
+  std::optional<data::Tokenizer> tokenizer;
+  std::vector<SftExample> examples;
+  data::TruncationStats truncation;
+  try {
+    if (!initial.source.tokenizer.empty()) tokenizer.emplace(data::Tokenizer::load(initial.source.tokenizer));
+    SftEncoding enc;
+    enc.tokenizer = tokenizer ? &*tokenizer : nullptr;
+    enc.chat.kind = config.model.chat_template;
+    enc.eos_id = sft_eos_id(enc.tokenizer, mc.eos_token_ids);
+    enc.vocab_size = mc.vocab_size;
+    enc.max_positions = mc.max_position_embeddings;
+    enc.max_prompt_length = config.data.max_prompt_length;
+    enc.truncation = config.data.truncation;
+    for (const std::string& file : data_files(config, data_path)) {
+      std::vector<SftExample> part = load_sft_file(file, enc, truncation);
+      examples.insert(examples.end(), std::make_move_iterator(part.begin()), std::make_move_iterator(part.end()));
+    }
+  } catch (const UserError& e) {
+    error = e.what();
+  }
+  io::agree_on_error(grid.world, error);
+  if (root) truncation.report(config.data.max_prompt_length, "sft data");
+  DAPO_INFO("sft: ", examples.size(), " prompt/response pairs, tokenizer ",
+            tokenizer ? initial.source.tokenizer : std::string("none (token ids only)"), ", world ",
+            grid.world_size(), " = tp ", grid.tp_size, " x dp ", grid.dp_size);
+
+  SftSummary summary;
+  summary.examples = int64_t(examples.size());
+  std::optional<SftTrainer> trainer;
+  std::optional<MetricsWriter> metrics;
+  try {
+    trainer.emplace(params, grid, config, std::move(examples));
+    metrics.emplace((fs::path(config.log.dir) / "metrics.jsonl").string(), root);
+  } catch (const UserError& e) {
+    error = e.what();
+  }
+  io::agree_on_error(grid.world, error);
+
+  const int64_t steps = trainer->planned_steps();
+  for (int64_t s = 0; s < steps; ++s) {
+    SftStepResult r;
+    error.clear();
+    try {
+      r = trainer->step();
+    } catch (const UserError& e) {  // a sequence over the micro-batch budget (the same on every rank)
+      error = e.what();
+    }
+    io::agree_on_error(grid.world, error);
+    if (s == 0) summary.first_loss = r.loss;
+    summary.last_loss = r.loss;
+    const Metrics m = r.metrics(grid.world_size());
+    metrics->write(r.step, m);
+    DAPO_INFO("sft step ", r.step, "/", steps, "  loss ", r.loss, "  grad_norm ", r.report.grad_norm, "  lr ",
+              r.report.lr, r.report.skipped ? "  (skipped: non-finite grad norm)" : "", "  ", r.response_tokens,
+              " response tokens  ", int64_t(m.get("perf/throughput")), " tokens/s/rank  ", r.seconds, " s");
+  }
+  summary.steps = steps;
+
+  // The final model, then `latest` naming it.
+  error.clear();
+  if (root) {
+    try {
+      make_dir(config.checkpoint.dir, "checkpoint.dir");
+    } catch (const UserError& e) {
+      error = e.what();
+    }
+  }
+  io::agree_on_error(grid.world, error);
+  summary.checkpoint = (fs::path(config.checkpoint.dir) / kSftCheckpointName).string();
+  io::CheckpointInfo info;
+  info.step = steps;
+  info.config_ini = config_to_ini(config);
+  info.model = mc;
+  info.world_size = grid.world_size();
+  info.tp = grid.tp_size;
+  info.dp = grid.dp_size;
+  io::save_model_checkpoint(summary.checkpoint, grid.world, io::ShardPlace::of(grid), info,
+                            [&](const model::ParamSpec& spec, const model::SliceSpec&) -> const float* {
+                              return params.param(spec.name).ptr<float>();
+                            });
+  error.clear();
+  if (root) {
+    try {
+      write_latest(config.checkpoint.dir, kSftCheckpointName);
+    } catch (const UserError& e) {
+      error = e.what();
+    }
+  }
+  io::agree_on_error(grid.world, error);
+  summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return summary;
+}
+
+}  // namespace dapo::trainer
