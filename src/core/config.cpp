@@ -290,8 +290,7 @@ void validate(const Config& c) {
   if (o.grad_clip < 0) fail("optim.grad_clip", "must be >= 0 (0 means off)");
   const auto& t = c.train;
   if (t.train_batch_size < 1) fail("train.train_batch_size", "must be at least 1");
-  if (t.ppo_mini_batch_size < 1 || t.train_batch_size % t.ppo_mini_batch_size != 0)
-    fail("train.ppo_mini_batch_size", cat("must divide train.train_batch_size = ", t.train_batch_size));
+  if (t.ppo_mini_batch_size < 1) fail("train.ppo_mini_batch_size", "must be at least 1");
   if (t.ppo_epochs < 1) fail("train.ppo_epochs", "must be at least 1");
   if (t.max_token_len_per_gpu < 1) fail("train.max_token_len_per_gpu", "must be at least 1");
   if (t.total_steps < 0) fail("train.total_steps", "must be >= 0 (0 means one epoch)");
@@ -323,6 +322,8 @@ void check_training_config(const Config& c) {
   };
   if (c.algorithm.dynamic_sampling && c.rollout.n < 2)
     fail("rollout.n", "dynamic sampling needs at least 2 responses per prompt (or algorithm.dynamic_sampling = false)");
+  if (c.train.train_batch_size % c.train.ppo_mini_batch_size != 0)
+    fail("train.ppo_mini_batch_size", cat("must divide train.train_batch_size = ", c.train.train_batch_size));
   if (c.algorithm.overlong_buffer_len >= c.rollout.max_response_length)
     fail("algorithm.overlong_buffer_len", cat("must be below rollout.max_response_length = ",
                                               c.rollout.max_response_length, " (0 turns the punishment off)"));
@@ -338,7 +339,9 @@ Config load_config(const std::string& ini_path, const std::vector<std::string>& 
   Schema schema(config);
   po::variables_map vm;
   std::vector<Assignment> assignments;
-  for (const auto& arg : overrides) assignments.push_back(parse_override(arg));
+  // The last of several overrides of one key wins, as on any command line:
+  // Boost keeps the first value stored, so they are stored last to first.
+  for (auto it = overrides.rbegin(); it != overrides.rend(); ++it) assignments.push_back(parse_override(*it));
   if (!ini_path.empty())
     for (auto& a : read_ini(ini_path)) assignments.push_back(std::move(a));
   for (const auto& a : assignments) {

@@ -88,6 +88,8 @@ TEST_F(ConfigTest, OverridesWinOverTheFile) {
   EXPECT_DOUBLE_EQ(c.rollout.temperature, 0.7);
   EXPECT_DOUBLE_EQ(c.optim.lr, 2e-6);
   EXPECT_EQ(c.origin_of("rollout.n"), "command line");
+  // Given twice on the command line, the last value wins.
+  EXPECT_EQ(load_config(path, {"--rollout.n=4", "--rollout.n=6"}).rollout.n, 6);
 }
 
 TEST_F(ConfigTest, UnknownKeyNamesFileLineAndKey) {
@@ -118,7 +120,6 @@ TEST_F(ConfigTest, OutOfRangeValuesNameTheirOrigin) {
   const std::string e = error_of(path);
   EXPECT_NE(e.find(path + ":3"), std::string::npos) << e;
   EXPECT_NE(e.find("rollout.top_p"), std::string::npos) << e;
-  EXPECT_NE(error_of("", {"--train.ppo_mini_batch_size=30"}).find("must divide"), std::string::npos);
   EXPECT_NE(error_of("", {"--parallel.tp=0"}).find("parallel.tp"), std::string::npos);
   // Training-only constraints are checked by check_training_config, not by every command.
   EXPECT_EQ(error_of("", {"--rollout.n=1"}), "");
@@ -135,6 +136,8 @@ TEST_F(ConfigTest, OutOfRangeValuesNameTheirOrigin) {
   EXPECT_NE(training_error({"--rollout.max_response_length=100"}).find("algorithm.overlong_buffer_len"),
             std::string::npos);
   EXPECT_EQ(training_error({}), "");
+  EXPECT_NE(training_error({"--train.ppo_mini_batch_size=30"}).find("must divide"), std::string::npos);
+  EXPECT_NE(error_of("", {"--train.ppo_mini_batch_size=0"}).find("train.ppo_mini_batch_size"), std::string::npos);
   EXPECT_NE(error_of("", {"--algorithm.overlong_buffer_len=-1"}).find("algorithm.overlong_buffer_len"),
             std::string::npos);
 }

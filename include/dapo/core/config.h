@@ -2,7 +2,8 @@
 // section, with defaults equal to the DAPO paper's recipe (arXiv:2503.14476,
 // and verl's recipe/dapo scripts where the paper is silent).
 //
-// Sources, highest precedence first: `--section.key=value` overrides, the
+// Sources, highest precedence first: `--section.key=value` overrides (the
+// last one wins when a key is given twice), the
 // INI file (`[section]` then `key = value`; `#` or `;` start comments), the
 // defaults below. An unknown key, a bad value, a duplicated key or a missing
 // file is a UserError naming the file, the line and the key.
@@ -131,8 +132,9 @@ Config load_config(const std::string& ini_path, const std::vector<std::string>& 
 
 // The checks that concern training only (`dapo train`), so that `generate`
 // or `eval` with, say, rollout.n = 1 are not refused for an algorithm they do
-// not run: dynamic sampling needs n >= 2; the overlong buffer must be
-// shorter than max_response_length. Throws UserError naming the key's origin.
+// not run: dynamic sampling needs n >= 2; ppo_mini_batch_size must divide
+// train_batch_size; the overlong buffer must be shorter than
+// max_response_length. Throws UserError naming the key's origin.
 void check_training_config(const Config& config);
 
 // The resolved configuration as INI text that load_config reads back to the
