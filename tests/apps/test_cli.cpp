@@ -2,6 +2,8 @@
 // error lines for bad configuration and bad command lines.
 #include <gtest/gtest.h>
 
+#include "apps/cli_test_util.h"
+
 #include <array>
 #include <cstdio>
 #include <filesystem>
@@ -11,22 +13,11 @@
 
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string output;  // stdout and stderr together
-};
+using Result = dapo::test::CliResult;
 
 Result run(const std::string& args) {
   const std::string cmd = std::string(DAPO_BINARY_DIR) + "/dapo " + args + " 2>&1";
-  Result r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return dapo::test::run_shell(cmd);
 }
 
 TEST(Cli, TopLevelHelpListsEveryCommand) {

@@ -5,6 +5,8 @@
 // command lines end with exit code 2 and a message naming the option.
 #include <gtest/gtest.h>
 
+#include "apps/cli_test_util.h"
+
 #include <algorithm>
 #include <array>
 #include <cstdio>
@@ -20,22 +22,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int code = -1;
-  std::string output;  // stdout and stderr together
-};
+using Result = dapo::test::CliResult;
 
 Result run(const std::string& args) {
   const std::string cmd = std::string(DAPO_BINARY_DIR) + "/dapo " + args + " 2>&1";
-  Result r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return dapo::test::run_shell(cmd);
 }
 
 std::string read_file(const fs::path& path) {

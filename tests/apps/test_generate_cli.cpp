@@ -6,6 +6,8 @@
 // command lines and bad input lines; and the same output under mpirun with
 // dp = 2, tp = 2, tp = 4 and tp x dp = 2 x 2.
 #include <gtest/gtest.h>
+
+#include "apps/cli_test_util.h"
 #include <nlohmann/json.hpp>
 
 #include <sys/wait.h>
@@ -26,21 +28,10 @@ using dapo::test::TempDir;
 using dapo::test::write_text;
 using Json = nlohmann::ordered_json;
 
-struct Result {
-  int code = -1;
-  std::string output;  // stdout and stderr together
-};
+using Result = dapo::test::CliResult;
 
 Result run_command(const std::string& cmd) {
-  Result r;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return dapo::test::run_shell(cmd + " 2>&1");
 }
 
 std::string dapo() { return std::string(DAPO_BINARY_DIR) + "/dapo "; }

@@ -4,6 +4,8 @@
 // under mpirun with two ranks.
 #include <gtest/gtest.h>
 
+#include "apps/cli_test_util.h"
+
 #include <sys/wait.h>
 
 #include <array>
@@ -16,21 +18,10 @@ namespace {
 namespace fs = std::filesystem;
 using dapo::test::TempDir;
 
-struct Result {
-  int code = -1;
-  std::string output;  // stdout and stderr together
-};
+using Result = dapo::test::CliResult;
 
 Result run_command(const std::string& cmd) {
-  Result r;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return dapo::test::run_shell(cmd + " 2>&1");
 }
 
 Result run(const std::string& args) { return run_command(std::string(DAPO_BINARY_DIR) + "/dapo " + args); }

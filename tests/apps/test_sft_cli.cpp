@@ -6,6 +6,8 @@
 // out under mpirun with dp = 2; bad data lines, missing data and bad models
 // are reported with exit code 2 and FILE:LINE.
 #include <gtest/gtest.h>
+
+#include "apps/cli_test_util.h"
 #include <nlohmann/json.hpp>
 
 #include <sys/wait.h>
@@ -25,21 +27,10 @@ using dapo::test::TempDir;
 using dapo::test::write_text;
 using Json = nlohmann::ordered_json;
 
-struct Result {
-  int code = -1;
-  std::string output;
-};
+using Result = dapo::test::CliResult;
 
 Result run_command(const std::string& cmd) {
-  Result r;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return dapo::test::run_shell(cmd + " 2>&1");
 }
 
 std::string dapo() { return std::string(DAPO_BINARY_DIR) + "/dapo "; }

@@ -2,6 +2,8 @@
 // line on stderr, and exit code 2 with a file:line message on bad input.
 #include <gtest/gtest.h>
 
+#include "apps/cli_test_util.h"
+
 #include <array>
 #include <cstdio>
 #include <filesystem>
@@ -14,22 +16,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int code = -1;
-  std::string output;
-};
+using Result = dapo::test::CliResult;
 
 Result run(const std::string& args) {
   const std::string cmd = std::string(DAPO_BINARY_DIR) + "/dapo " + args;
-  Result r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return dapo::test::run_shell(cmd);
 }
 
 std::string read(const fs::path& path) {
