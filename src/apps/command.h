@@ -50,5 +50,7 @@ int run_generate(const Invocation& inv);
 int run_export_hf(const Invocation& inv);
 int run_demo_data(const Invocation& inv);
 int run_sft(const Invocation& inv);
+int run_train(const Invocation& inv);
+int run_eval(const Invocation& inv);
 
 }  // namespace dapo::apps

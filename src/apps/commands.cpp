@@ -8,8 +8,7 @@ namespace dapo::apps {
 const std::vector<Command>& commands() {
   static const std::vector<Command> table = {
       {"train", "run DAPO training (generate, verify, dynamic sampling, update)", true,
-       [](po::options_description&, po::positional_options_description&) {}, nullptr,
-       "the trainer lands with issue #5 (trainer end to end)"},
+       [](po::options_description&, po::positional_options_description&) {}, run_train, ""},
       {"sft", "supervised warm start on prompt/response JSONL", true,
        [](po::options_description& d, po::positional_options_description&) {
          d.add_options()("data", po::value<std::string>(), "prompt/response JSONL (default: data.train_files)");
@@ -20,19 +19,16 @@ const std::vector<Command>& commands() {
          d.add_options()("checkpoint", po::value<std::string>(), "checkpoint .h5 (default: model.path, .h5 or HF dir)")(
              "input", po::value<std::string>(), "prompts JSONL (prompt_ids, or prompt as text or chat messages)")(
              "output", po::value<std::string>(), "output JSONL (adds response_ids, response, finish_reason; with rollout.n > 1 one line per sample, "
-             "with sample_index)")(
-             "kv-cache-mib", po::value<double>()->default_value(0.0), "KV-cache budget per rank in MiB (0: automatic)")(
-             "block-size", po::value<int64_t>()->default_value(16), "positions per KV-cache block")(
-             "max-num-seqs", po::value<int64_t>()->default_value(256), "sequences decoded per step")(
-             "max-batch-tokens", po::value<int64_t>()->default_value(4096), "new tokens per step (prefill chunks)");
+             "with sample_index)");
        },
        run_generate, ""},
       {"eval", "avg@k and pass@k of a checkpoint on a dataset", true,
        [](po::options_description& d, po::positional_options_description&) {
-         d.add_options()("checkpoint", po::value<std::string>(), "checkpoint .h5")(
-             "data", po::value<std::string>(), "evaluation prompts JSONL");
+         d.add_options()("checkpoint", po::value<std::string>(), "checkpoint .h5 or HF directory (default: model.path)")(
+             "data", po::value<std::string>(), "evaluation prompts JSONL, comma-separated (default: data.val_files)")(
+             "output", po::value<std::string>(), "write the metrics as one JSON object to this file");
        },
-       nullptr, "eval lands with issue #5 (trainer end to end)"},
+       run_eval, ""},
       {"verify", "score responses against ground truth with the rule-based verifier", false,
        [](po::options_description& d, po::positional_options_description&) {
          d.add_options()("input", po::value<std::string>(), "JSONL with response and ground_truth ('-': stdin)")(

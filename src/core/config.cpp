@@ -116,6 +116,16 @@ class Schema {
     add("rollout", "gen_batch_size", &C::rollout, &RolloutConfig::gen_batch_size, "prompts per generation round");
     add("rollout", "max_num_gen_batches", &C::rollout, &RolloutConfig::max_num_gen_batches,
         "generation rounds per step before giving up; 0: no limit");
+    add("rollout", "val_n", &C::rollout, &RolloutConfig::val_n, "samples per validation problem (k of avg@k, pass@k)");
+    add("rollout", "val_temperature", &C::rollout, &RolloutConfig::val_temperature, "validation temperature; 0: greedy");
+    add("rollout", "val_top_p", &C::rollout, &RolloutConfig::val_top_p, "validation nucleus sampling; 1: off");
+    add("rollout", "val_top_k", &C::rollout, &RolloutConfig::val_top_k, "validation top-k; -1 or 0: off");
+    add("rollout", "block_size", &C::rollout, &RolloutConfig::block_size, "positions per KV-cache block");
+    add("rollout", "max_num_seqs", &C::rollout, &RolloutConfig::max_num_seqs, "sequences per engine step");
+    add("rollout", "max_num_batched_tokens", &C::rollout, &RolloutConfig::max_num_batched_tokens,
+        "new positions per engine step");
+    add("rollout", "kv_cache_gib", &C::rollout, &RolloutConfig::kv_cache_gib,
+        "KV-cache budget per rank (GiB); 0: sized from the requests");
     add("algorithm", "adv_estimator", &C::algorithm, &AlgorithmConfig::adv_estimator, "grpo");
     add("algorithm", "norm_adv_by_std", &C::algorithm, &AlgorithmConfig::norm_adv_by_std,
         "divide group-centred rewards by the group's std");
@@ -152,6 +162,8 @@ class Schema {
     add("train", "seed", &C::train, &TrainConfig::seed, "seed of sampling and initialisation");
     add("train", "activation_recompute", &C::train, &TrainConfig::activation_recompute,
         "recompute activations in the backward pass");
+    add("train", "val_every", &C::train, &TrainConfig::val_every, "steps between validations; 0: at the end only");
+    add("train", "val_before_train", &C::train, &TrainConfig::val_before_train, "validate the starting model");
     add("parallel", "backend", &C::parallel, &ParallelConfig::backend, "auto | cpu | cuda");
     add("parallel", "tp", &C::parallel, &ParallelConfig::tp, "tensor-parallel size (dp = world / tp)");
     add("checkpoint", "dir", &C::checkpoint, &CheckpointConfig::dir, "checkpoint directory");
@@ -272,6 +284,14 @@ void validate(const Config& c) {
   if (r.max_response_length < 1) fail("rollout.max_response_length", "must be at least 1");
   if (r.gen_batch_size < 1) fail("rollout.gen_batch_size", "must be at least 1");
   if (r.max_num_gen_batches < 0) fail("rollout.max_num_gen_batches", "must be >= 0 (0 means no limit)");
+  if (r.val_n < 1) fail("rollout.val_n", "must be at least 1");
+  if (r.val_temperature < 0) fail("rollout.val_temperature", "must be >= 0 (0 means greedy)");
+  if (!(r.val_top_p > 0 && r.val_top_p <= 1)) fail("rollout.val_top_p", "must be in (0, 1]");
+  if (r.val_top_k < -1) fail("rollout.val_top_k", "must be -1, 0 (off) or positive");
+  if (r.block_size < 1) fail("rollout.block_size", "must be at least 1");
+  if (r.max_num_seqs < 1) fail("rollout.max_num_seqs", "must be at least 1");
+  if (r.max_num_batched_tokens < 1) fail("rollout.max_num_batched_tokens", "must be at least 1");
+  if (!(r.kv_cache_gib >= 0)) fail("rollout.kv_cache_gib", "must be >= 0 (0 means sized from the requests)");
   if (c.data.max_prompt_length < 1) fail("data.max_prompt_length", "must be at least 1");
   const auto& a = c.algorithm;
   if (!(a.clip_ratio_low >= 0 && a.clip_ratio_low < 1)) fail("algorithm.clip_ratio_low", "must be in [0, 1)");
@@ -294,6 +314,7 @@ void validate(const Config& c) {
   if (t.ppo_epochs < 1) fail("train.ppo_epochs", "must be at least 1");
   if (t.max_token_len_per_gpu < 1) fail("train.max_token_len_per_gpu", "must be at least 1");
   if (t.total_steps < 0) fail("train.total_steps", "must be >= 0 (0 means one epoch)");
+  if (t.val_every < 0) fail("train.val_every", "must be >= 0 (0 means at the end only)");
   if (c.parallel.tp < 1) fail("parallel.tp", "must be at least 1");
   if (c.checkpoint.save_every < 0) fail("checkpoint.save_every", "must be >= 0");
   if (c.checkpoint.keep_last < 0) fail("checkpoint.keep_last", "must be >= 0");
@@ -324,6 +345,8 @@ void check_training_config(const Config& c) {
     fail("rollout.n", "dynamic sampling needs at least 2 responses per prompt (or algorithm.dynamic_sampling = false)");
   if (c.train.train_batch_size % c.train.ppo_mini_batch_size != 0)
     fail("train.ppo_mini_batch_size", cat("must divide train.train_batch_size = ", c.train.train_batch_size));
+  if (!(c.rollout.temperature > 0))
+    fail("rollout.temperature", "must be > 0 for training (the update divides the logits by it)");
   if (c.algorithm.overlong_buffer_len >= c.rollout.max_response_length)
     fail("algorithm.overlong_buffer_len", cat("must be below rollout.max_response_length = ",
                                               c.rollout.max_response_length, " (0 turns the punishment off)"));

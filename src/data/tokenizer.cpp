@@ -196,6 +196,10 @@ std::optional<std::string> Tokenizer::id_to_token(TokenId id) const {
   return t.text.substr(t.text_offset[size_t(id)], t.text_offset[size_t(id) + 1] - t.text_offset[size_t(id)]);
 }
 
+bool Tokenizer::has_id(TokenId id) const {
+  return id >= 0 && id < impl_->vocab_size && impl_->kind[size_t(id)] != Impl::kNone;
+}
+
 bool Tokenizer::is_special(TokenId id) const {
   return id >= 0 && id < impl_->vocab_size && impl_->kind[size_t(id)] == Impl::kSpecial;
 }

@@ -101,6 +101,24 @@ SamplingOptions sampling_options(const Config& config, std::vector<int32_t> eos_
   return s;
 }
 
+SamplingOptions validation_sampling_options(const Config& config, std::vector<int32_t> eos_ids, uint64_t step) {
+  SamplingOptions s = sampling_options(config, std::move(eos_ids), step);
+  s.n = config.rollout.val_n;
+  s.temperature = config.rollout.val_temperature;
+  s.top_p = config.rollout.val_top_p;
+  s.top_k = config.rollout.val_top_k;
+  return s;
+}
+
+EngineOptions engine_options(const Config& config) {
+  EngineOptions o;
+  o.block_size = config.rollout.block_size;
+  o.max_num_seqs = config.rollout.max_num_seqs;
+  o.max_batch_tokens = config.rollout.max_num_batched_tokens;
+  o.kv_cache_bytes = size_t(config.rollout.kv_cache_gib * 1024.0 * 1024.0 * 1024.0);
+  return o;
+}
+
 int64_t kv_blocks_for_budget(const model::Qwen2Config& config, int64_t tp_size, int64_t block_size,
                              size_t budget_bytes) {
   DAPO_CHECK(block_size >= 1, "block_size ", block_size);

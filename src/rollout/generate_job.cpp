@@ -20,17 +20,6 @@
 namespace dapo::rollout {
 namespace {
 
-// The ids that end a response: the chat markers the tokenizer has, then the
-// model's config.json eos_token_id(s), without repeats.
-std::vector<int32_t> eos_ids_of(const data::Tokenizer* tokenizer, const model::Qwen2Config& config) {
-  std::vector<int32_t> ids;
-  if (tokenizer) ids = data::eos_token_ids(*tokenizer);
-  for (const int64_t id : config.eos_token_ids)
-    if (id >= 0 && id < config.vocab_size && std::find(ids.begin(), ids.end(), int32_t(id)) == ids.end())
-      ids.push_back(int32_t(id));
-  return ids;
-}
-
 // Rank 0 gets, from tp rank 0 of every dp group, its batch; the others get {}.
 std::vector<RolloutBatch> gather_batches(const parallel::Grid& grid, const RolloutBatch& mine) {
   std::vector<std::vector<std::byte>> to_each(size_t(grid.world_size()));
@@ -100,7 +89,7 @@ GenerateSummary run_generate_job(const Config& config, const GenerateJob& job, c
     if (r.skipped) continue;
     if (kept++ % grid.dp_size == grid.dp_rank) mine.push_back({r.uid, r.prompt_ids});
   }
-  const SamplingOptions sampling = sampling_options(config, eos_ids_of(tok, mc), 0);
+  const SamplingOptions sampling = sampling_options(config, response_eos_ids(tok, mc), 0);
   if (sampling.eos_ids.empty())
     DAPO_INFO("generate: no EOS id (no tokenizer and none in the model's config): responses stop at ",
               sampling.max_response_length, " tokens");

@@ -193,7 +193,7 @@ void write_generate_output(std::ostream& out, const GenerateInput& input, const 
       if (tokenizer) {
         known.clear();
         for (const int32_t id : ids)
-          if (tokenizer->id_to_token(id)) known.push_back(id);
+          if (tokenizer->has_id(id)) known.push_back(id);
         line["response"] = tokenizer->decode(known, true);
       }
       line["finish_reason"] = finish_reason_name(batch.finish_reason[size_t(r)]);

@@ -2,10 +2,12 @@
 // directory, each rank reading its own slices.
 #include "dapo/rollout/model_source.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "dapo/core/error.h"
 #include "dapo/core/log.h"
+#include "dapo/data/chat_template.h"
 #include "dapo/io/checkpoint.h"
 #include "dapo/io/safetensors.h"
 #include "dapo/model/qwen2_config.h"
@@ -99,6 +101,15 @@ std::unique_ptr<model::ParamStore> load_model_params(const ModelSource& source, 
     DAPO_INFO("model: ", store->entries().size(), " tensors from the checkpoint ", source.path);
   }
   return store;
+}
+
+std::vector<int32_t> response_eos_ids(const data::Tokenizer* tokenizer, const model::Qwen2Config& config) {
+  std::vector<int32_t> ids;
+  if (tokenizer) ids = data::eos_token_ids(*tokenizer);
+  for (const int64_t id : config.eos_token_ids)
+    if (id >= 0 && id < config.vocab_size && std::find(ids.begin(), ids.end(), int32_t(id)) == ids.end())
+      ids.push_back(int32_t(id));
+  return ids;
 }
 
 }  // namespace dapo::rollout

@@ -5,7 +5,6 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <optional>
 
 #include "dapo/core/error.h"
@@ -14,29 +13,13 @@
 #include "dapo/io/checkpoint.h"
 #include "dapo/trainer/metrics_writer.h"
 #include "dapo/trainer/model_init.h"
+#include "dapo/trainer/run_files.h"
 #include "dapo/trainer/sft_step.h"
 
 namespace dapo::trainer {
 namespace fs = std::filesystem;
 
 namespace {
-
-void write_file_atomically(const std::string& path, const std::string& text, const char* what) {
-  const std::string partial = path + ".partial";
-  {
-    std::ofstream out(partial, std::ios::binary | std::ios::trunc);
-    if (!(out << text) || !(out.flush())) throw UserError(cat(path, ": cannot write the ", what));
-  }
-  std::error_code ec;
-  fs::rename(partial, path, ec);
-  if (ec) throw UserError(cat(path, ": cannot rename ", partial, " to it: ", ec.message()));
-}
-
-void make_dir(const std::string& dir, const char* key) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) throw UserError(cat(dir, ": cannot create the directory (", key, "): ", ec.message()));
-}
 
 std::vector<std::string> data_files(const Config& config, const std::string& data_path) {
   if (!data_path.empty()) return {data_path};
@@ -47,27 +30,14 @@ std::vector<std::string> data_files(const Config& config, const std::string& dat
 
 }  // namespace
 
-void write_latest(const std::string& dir, const std::string& file_name) {
-  write_file_atomically((fs::path(dir) / "latest").string(), file_name + "\n", "latest-checkpoint pointer");
-}
-
 SftSummary run_sft_job(const Config& config, const std::string& data_path, const parallel::Grid& grid) {
   const auto start = std::chrono::steady_clock::now();
   const bool root = grid.world_rank() == 0;
   if (config.parallel.backend == BackendChoice::cuda)
     throw UserError(cat(config.origin_of("parallel.backend"),
                         ": parallel.backend = cuda: dapo sft runs on the CPU backend only for now"));
+  write_run_config(config, grid);
   std::string error;
-  if (root) {
-    try {
-      make_dir(config.log.dir, "log.dir");
-      write_file_atomically((fs::path(config.log.dir) / "config.ini").string(), config_to_ini(config),
-                            "resolved configuration");
-    } catch (const UserError& e) {
-      error = e.what();
-    }
-  }
-  io::agree_on_error(grid.world, error);
 
   InitialModel initial = load_initial_model(config, grid);
   model::ParamStore& params = *initial.params;
@@ -131,36 +101,7 @@ SftSummary run_sft_job(const Config& config, const std::string& data_path, const
   summary.steps = steps;
 
   // The final model, then `latest` naming it.
-  error.clear();
-  if (root) {
-    try {
-      make_dir(config.checkpoint.dir, "checkpoint.dir");
-    } catch (const UserError& e) {
-      error = e.what();
-    }
-  }
-  io::agree_on_error(grid.world, error);
-  summary.checkpoint = (fs::path(config.checkpoint.dir) / kSftCheckpointName).string();
-  io::CheckpointInfo info;
-  info.step = steps;
-  info.config_ini = config_to_ini(config);
-  info.model = mc;
-  info.world_size = grid.world_size();
-  info.tp = grid.tp_size;
-  info.dp = grid.dp_size;
-  io::save_model_checkpoint(summary.checkpoint, grid.world, io::ShardPlace::of(grid), info,
-                            [&](const model::ParamSpec& spec, const model::SliceSpec&) -> const float* {
-                              return params.param(spec.name).ptr<float>();
-                            });
-  error.clear();
-  if (root) {
-    try {
-      write_latest(config.checkpoint.dir, kSftCheckpointName);
-    } catch (const UserError& e) {
-      error = e.what();
-    }
-  }
-  io::agree_on_error(grid.world, error);
+  summary.checkpoint = save_model_snapshot(config, grid, params, steps, kSftCheckpointName);
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return summary;
 }

@@ -53,7 +53,7 @@ SftTrainer::SftTrainer(model::ParamStore& params, const parallel::Grid& grid, co
       examples_(std::move(examples)),
       model_(params, grid.tp, model::ModelOptions{config.train.activation_recompute}),
       optimizer_(params, optim::adamw_options(config.optim)),
-      runner_(model_, optimizer_, grid),
+      runner_(model_, &optimizer_, grid),
       order_(int64_t(examples_.size()), uint64_t(config.data.seed)) {
   const int64_t B = config.train.train_batch_size;
   if (B < grid.dp_size)

@@ -9,7 +9,7 @@
 
 namespace dapo::trainer {
 
-UpdateRunner::UpdateRunner(model::Qwen2Model& model, optim::AdamW& optimizer, const parallel::Grid& grid)
+UpdateRunner::UpdateRunner(model::Qwen2Model& model, optim::AdamW* optimizer, const parallel::Grid& grid)
     : model_(model), optimizer_(optimizer), grid_(grid) {}
 
 void UpdateRunner::reserve(std::span<const MicroBatch> micro_batches, bool train) {
@@ -30,6 +30,7 @@ void UpdateRunner::reserve(std::span<const MicroBatch> micro_batches, bool train
 
 optim::StepReport UpdateRunner::step(std::span<const MicroBatch> micro_batches, const TokenGradient& gradient,
                                      double lr, const UpdateOptions& options) {
+  DAPO_CHECK(optimizer_ != nullptr, "UpdateRunner::step on a scoring-only runner");
   reserve(micro_batches, true);
   model::ParamStore& params = model_.params();
   params.zero_grad();
@@ -47,7 +48,7 @@ optim::StepReport UpdateRunner::step(std::span<const MicroBatch> micro_batches, 
     model_.backward(ctx_, *act_, saved, tensor_f32(dlogprob_.data(), {T}),
                     options.entropy_gradient ? tensor_f32(dentropy_.data(), {T}) : Tensor{});
   }
-  return optimizer_.step(ctx_, optim::StepComms{&grid_.dp, &grid_.tp}, lr);
+  return optimizer_->step(ctx_, optim::StepComms{&grid_.dp, &grid_.tp}, lr);
 }
 
 void UpdateRunner::score(std::span<const MicroBatch> micro_batches, float inv_temperature,

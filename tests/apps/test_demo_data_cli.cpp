@@ -78,14 +78,20 @@ TEST_F(DemoDataCli, ShippedTokenizerAndConfigAreWhatTheDocumentedCommandsWrite) 
   if (std::system("python3 --version > /dev/null 2>&1") != 0) GTEST_SKIP() << "python3 is not installed";
   const fs::path source = DAPO_SOURCE_DIR;
   const std::string readme = read_file(source / "inputs/demo/README.md");
-  static const std::regex corpus_re(R"((?:^|\n)build/dapo demo-data --out (/tmp/[^ \n]+)( [^\n]*)\n)");
+  static const std::regex corpus_re(R"((?:^|\n)build/dapo demo-data --out (/tmp/[^ \n]+)( [^\n]*)(?=\n))");
   static const std::regex script_re(R"((?:^|\n)python3 (inputs/demo/make_tokenizer\.py) ([^\n]*)\n)");
-  std::smatch corpus, script;
-  ASSERT_TRUE(std::regex_search(readme, corpus, corpus_re)) << "no 'build/dapo demo-data --out /tmp/...' line";
+  std::smatch script;
   ASSERT_TRUE(std::regex_search(readme, script, script_re)) << "no 'python3 inputs/demo/make_tokenizer.py' line";
-  const Result c = run("demo-data --out " + out("corpus") + corpus[2].str());
-  ASSERT_EQ(c.code, 0) << c.output;
-  std::string args = replace_all(script[2].str(), corpus[1].str(), out("corpus"));
+  std::string args = script[2].str();
+  // Every corpus the README writes under /tmp, written here instead.
+  int corpora = 0;
+  for (std::sregex_iterator it(readme.begin(), readme.end(), corpus_re), end; it != end; ++it, ++corpora) {
+    const std::string sub = "corpus" + std::to_string(corpora);
+    const Result c = run("demo-data --out " + out(sub) + (*it)[2].str());
+    ASSERT_EQ(c.code, 0) << c.output;
+    args = replace_all(args, (*it)[1].str() + "/", out(sub) + "/");
+  }
+  ASSERT_GT(corpora, 0) << "no 'build/dapo demo-data --out /tmp/...' line";
   args = replace_all(args, "inputs/demo/", (source / "inputs/demo").string() + "/");
   const std::string cmd =
       "python3 " + (source / script[1].str()).string() + " --out " + out("made") + " " + args + " > /dev/null 2>&1";

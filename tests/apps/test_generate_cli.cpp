@@ -102,7 +102,7 @@ TEST(GenerateCli, GreedyContinuationsEqualHfTransformers) {
     Result r = run("import-hf --hf-dir " + fixture(name) + " --output " + dir.file("c.h5"));
     ASSERT_EQ(r.code, 0) << r.output;
     r = run("generate --config " + ini + " --checkpoint " + dir.file("c.h5") + " --input " + dir.file("p.jsonl") +
-            " --output " + dir.file("o.jsonl") + " --block-size 4");
+            " --output " + dir.file("o.jsonl") + " --rollout.block_size=4");
     ASSERT_EQ(r.code, 0) << r.output;
     // ... and the HF directory itself as model.path, imported in memory.
     r = run("generate --config " + ini + " --model.path=" + fixture(name) + " --input " + dir.file("p.jsonl") +
@@ -258,9 +258,9 @@ TEST(GenerateCli, BadCommandLinesAndModels) {
   r = run("generate --config " + ini + io + " --checkpoint " + dir.file("text.h5"));
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.output.find(dir.file("text.h5") + ": not an HDF5 file"), std::string::npos) << r.output;
-  r = run("generate --config " + ini + io + " --model.path=" + fixture("tiny_tied") + " --max-num-seqs 0");
+  r = run("generate --config " + ini + io + " --model.path=" + fixture("tiny_tied") + " --rollout.max_num_seqs=0");
   EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.output.find("command line: --max-num-seqs must be at least 1, not 0"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("command line: rollout.max_num_seqs: must be at least 1"), std::string::npos) << r.output;
   r = run("generate --config " + ini + io + " --model.path=" + fixture("tiny_tied") + " --model.tokenizer=" +
           dir.file("t.json"));
   EXPECT_EQ(r.code, 2);
@@ -275,7 +275,7 @@ TEST(GenerateCli, BadCommandLinesAndModels) {
             std::string::npos)
       << r.output;
   // A KV budget that cannot hold the prompt and its response.
-  r = run("generate --config " + ini + io + " --model.path=" + fixture("tiny_tied") + " --kv-cache-mib 0.001");
+  r = run("generate --config " + ini + io + " --model.path=" + fixture("tiny_tied") + " --rollout.kv_cache_gib=0.000001");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.output.find("cannot hold one block"), std::string::npos) << r.output;
 }

@@ -71,7 +71,7 @@ TEST(SftStep, ReportedLossIsTheResponseTokenMeanCrossEntropy) {
   {
     model::Qwen2Model m(params, grid.tp);
     optim::AdamW opt(params, optim::adamw_options(config.optim));
-    UpdateRunner runner(m, opt, grid);
+    UpdateRunner runner(m, &opt, grid);
     SequenceSet set;
     for (const SftExample& ex : examples) add_sft_sequence(set, ex);
     const std::vector<MicroBatch> mbs = pack_micro_batches(set, 1000);

@@ -45,6 +45,17 @@ struct RolloutConfig {
   int64_t max_response_length = 20480;  // tokens
   int64_t gen_batch_size = 1536;        // prompts per generation round (3 x train_batch_size)
   int64_t max_num_gen_batches = 10;     // rounds per step before giving up; 0: no limit
+  // Validation sampling (verl's rollout.val_kwargs; the DAPO recipe samples
+  // validation at T = 1.0 with top_p = 0.7).
+  int64_t val_n = 1;                    // samples per validation problem (the k of avg@k, pass@k)
+  double val_temperature = 1.0;
+  double val_top_p = 0.7;
+  int64_t val_top_k = -1;
+  // The generation engine (rollout/engine.h).
+  int64_t block_size = 16;              // positions per KV-cache block
+  int64_t max_num_seqs = 256;           // sequences per engine step
+  int64_t max_num_batched_tokens = 8192;  // new positions per engine step
+  double kv_cache_gib = 0;              // KV-cache budget per rank in GiB; 0: sized from the requests
 };
 
 struct AlgorithmConfig {
@@ -81,6 +92,8 @@ struct TrainConfig {
   int64_t total_steps = 0;              // 0: one epoch over train_files
   int64_t seed = 1;                     // sampling and initialisation
   bool activation_recompute = true;
+  int64_t val_every = 5;                // steps between validations on data.val_files; 0: only at the end
+  bool val_before_train = true;         // validate the starting model (step 0)
 };
 
 struct ParallelConfig {

@@ -94,6 +94,8 @@ class Tokenizer {
   // The token string of an id (added content or byte-level spelling);
   // nullopt when no token has this id.
   std::optional<std::string> id_to_token(TokenId id) const;
+  // Whether `id` is a token of this vocabulary (decode accepts it).
+  bool has_id(TokenId id) const;
   bool is_special(TokenId id) const;
   const std::vector<AddedToken>& added_tokens() const;
   // Where the tokenizer came from (the path given to load), for messages.

@@ -77,6 +77,11 @@ struct SamplingOptions {
 // rollout.{n, temperature, top_p, top_k, max_response_length} and
 // train.seed of `config`, with the given EOS ids and step.
 SamplingOptions sampling_options(const Config& config, std::vector<int32_t> eos_ids, uint64_t step);
+// The same with the validation settings rollout.val_{n, temperature, top_p, top_k}.
+SamplingOptions validation_sampling_options(const Config& config, std::vector<int32_t> eos_ids, uint64_t step);
+
+// rollout.{block_size, max_num_seqs, max_num_batched_tokens, kv_cache_gib}.
+EngineOptions engine_options(const Config& config);
 
 // The random stream of response `sample` of prompt `prompt_uid` in `step`.
 constexpr uint64_t sample_stream(uint64_t step, uint64_t prompt_uid, int64_t sample) {

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "dapo/core/config.h"
+#include "dapo/data/tokenizer.h"
 #include "dapo/model/param_store.h"
 #include "dapo/parallel/grid.h"
 
@@ -32,6 +33,11 @@ ModelSource resolve_model_source(const std::string& checkpoint, const ModelConfi
 // its safetensors (one file or an index of shards; F32/BF16/F16) after
 // config.json (unsupported architectures refused). UserErrors name the file
 // (and tensor) and are thrown on every rank alike.
+// The ids that end a response: the tokenizer's chat markers
+// (data::eos_token_ids; none without a tokenizer), then the model's
+// config.json eos_token_id(s), without repeats.
+std::vector<int32_t> response_eos_ids(const data::Tokenizer* tokenizer, const model::Qwen2Config& config);
+
 std::unique_ptr<model::ParamStore> load_model_params(const ModelSource& source, const parallel::Grid& grid);
 
 }  // namespace dapo::rollout

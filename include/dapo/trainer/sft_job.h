@@ -44,8 +44,4 @@ struct SftSummary {
 // which only rank 0 meets.
 SftSummary run_sft_job(const Config& config, const std::string& data_path, const parallel::Grid& grid);
 
-// Writes `dir`/latest naming `file_name` (atomically: .partial, then
-// rename). UserError naming the file on failure.
-void write_latest(const std::string& dir, const std::string& file_name);
-
 }  // namespace dapo::trainer

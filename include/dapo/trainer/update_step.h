@@ -52,8 +52,9 @@ struct UpdateOptions {
 class UpdateRunner {
  public:
   // model and optimizer share one ParamStore; grid gives the dp and tp
-  // groups of the optimizer step. All must outlive the runner.
-  UpdateRunner(model::Qwen2Model& model, optim::AdamW& optimizer, const parallel::Grid& grid);
+  // groups of the optimizer step. All must outlive the runner. A runner
+  // without an optimizer (nullptr: a frozen reference model) only scores.
+  UpdateRunner(model::Qwen2Model& model, optim::AdamW* optimizer, const parallel::Grid& grid);
 
   // Zeroes the gradients, runs every micro-batch (forward, loss gradient,
   // backward) and takes one optimizer step with learning rate `lr`.
@@ -75,7 +76,7 @@ class UpdateRunner {
   void reserve(std::span<const MicroBatch> micro_batches, bool train);
 
   model::Qwen2Model& model_;
-  optim::AdamW& optimizer_;
+  optim::AdamW* optimizer_;
   const parallel::Grid& grid_;
   std::unique_ptr<Arena> act_, scratch_;
   ops::Ctx ctx_;

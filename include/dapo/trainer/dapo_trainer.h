@@ -1,0 +1,82 @@
+// The DAPO trainer: one call of step() runs the phases of DESIGN.md
+// section 2 - generation rounds with dynamic sampling and balancing
+// (generation_phase.h), advantages, old log-probs and the mini-batch
+// updates (update_phase.h) - and returns the step's metrics, reduced over
+// ranks and the same on every rank.
+//
+// The policy's weights live in one ParamStore shared by the generation
+// engine and the update (no copy, no resharding between phases). With
+// algorithm.kl_coef > 0 a frozen copy of the starting weights scores the
+// reference log-probs.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "dapo/core/config.h"
+#include "dapo/data/prompt_order.h"
+#include "dapo/data/tokenizer.h"
+#include "dapo/model/param_store.h"
+#include "dapo/model/qwen2_model.h"
+#include "dapo/optim/adamw.h"
+#include "dapo/parallel/grid.h"
+#include "dapo/rollout/engine.h"
+#include "dapo/trainer/generation_phase.h"
+#include "dapo/trainer/metrics_writer.h"
+#include "dapo/trainer/prompt_set.h"
+#include "dapo/trainer/rollout_groups.h"
+#include "dapo/trainer/update_phase.h"
+#include "dapo/trainer/update_step.h"
+
+namespace dapo::trainer {
+
+struct DapoStepResult {
+  int64_t step = 0;         // 1-based
+  Metrics metrics;          // verl's names (step_metrics.h)
+  GenerationResult generation;  // this rank's groups of every round and the kept ones (rollout dumps)
+  UpdatePhaseResult update;
+  double seconds = 0;       // wall time of the step (world rank 0's clock)
+};
+
+class DapoTrainer {
+ public:
+  // params: this rank's slices of the policy; reference: a copy of the
+  // starting weights (required iff algorithm.kl_coef > 0). grid, config,
+  // tokenizer and prompts must outlive the trainer. check_training_config
+  // is the caller's.
+  DapoTrainer(model::ParamStore& params, std::unique_ptr<model::ParamStore> reference, const parallel::Grid& grid,
+              const Config& config, const data::Tokenizer& tokenizer, const PromptSet& prompts);
+
+  // One training step. Collective over grid.world. UserError (on every rank
+  // alike) when dynamic sampling runs out of generation rounds or a
+  // sequence does not fit train.max_token_len_per_gpu.
+  DapoStepResult step();
+
+  int64_t steps_done() const { return steps_done_; }
+  data::PromptOrder& order() { return order_; }
+  optim::AdamW& optimizer() { return optimizer_; }
+  rollout::GenerationEngine& engine() { return engine_; }
+  const RewardSettings& rewards() const { return rewards_; }
+  const std::vector<int32_t>& eos_ids() const { return eos_ids_; }
+  // Called after every engine step of generation (progress lines).
+  void set_progress(rollout::ProgressCallback progress) { progress_ = std::move(progress); }
+
+ private:
+  const parallel::Grid& grid_;
+  const Config& config_;
+  const PromptSet& prompts_;
+  model::Qwen2Model model_;
+  optim::AdamW optimizer_;
+  UpdateRunner actor_;
+  std::unique_ptr<model::ParamStore> ref_params_;
+  std::unique_ptr<model::Qwen2Model> ref_model_;
+  std::unique_ptr<UpdateRunner> ref_runner_;
+  rollout::GenerationEngine engine_;
+  data::PromptOrder order_;
+  std::vector<int32_t> eos_ids_;
+  RewardSettings rewards_;
+  rollout::ProgressCallback progress_;
+  int64_t steps_done_ = 0;
+};
+
+}  // namespace dapo::trainer

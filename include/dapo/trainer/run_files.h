@@ -1,0 +1,39 @@
+// The files every training command (`dapo sft`, `dapo train`) writes beside
+// its work: the resolved configuration in log.dir, and model snapshots in
+// checkpoint.dir with the `latest` pointer. Writes are atomic (a .partial
+// file renamed into place), so a job killed mid-write leaves the previous
+// file whole.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "dapo/core/config.h"
+#include "dapo/model/param_store.h"
+#include "dapo/parallel/grid.h"
+
+namespace dapo::trainer {
+
+// Writes `text` to path.partial and renames it to `path`. UserError naming
+// the file (and `what` it is) on failure.
+void write_file_atomically(const std::string& path, const std::string& text, const char* what);
+
+// Creates `dir` and its parents; UserError naming `dir` and the config `key`.
+void make_dir(const std::string& dir, const char* key);
+
+// World rank 0 creates log.dir and writes log.dir/config.ini (the resolved
+// configuration). Collective over grid.world: a failure is thrown on every rank.
+void write_run_config(const Config& config, const parallel::Grid& grid);
+
+// Writes `dir`/latest naming `file_name` (atomically). UserError naming the
+// file on failure.
+void write_latest(const std::string& dir, const std::string& file_name);
+
+// Saves the weights of `params` as checkpoint.dir/`file_name` in the
+// checkpoint layout of io/checkpoint.h (step `step`, config = the resolved
+// INI), then points checkpoint.dir/latest at it. Returns the file's path.
+// Collective over grid.world; failures are thrown on every rank.
+std::string save_model_snapshot(const Config& config, const parallel::Grid& grid, const model::ParamStore& params,
+                                int64_t step, const std::string& file_name);
+
+}  // namespace dapo::trainer

@@ -1,0 +1,46 @@
+// The work of `dapo train` (the app file stays thin): load the model,
+// tokenizer and prompt sets, run DapoTrainer for its steps with validation
+// on its schedule, record every step, and save the final model.
+//
+// Files:
+//   log.dir/config.ini              the resolved configuration
+//   log.dir/metrics.jsonl           one line per step (step_metrics.h; validation
+//                                   metrics join the line of the step they follow;
+//                                   step 0 holds the validation before training)
+//   checkpoint.dir/step_%08d.h5     the final model (io/checkpoint.h layout,
+//                                   weights only until the checkpoint issue
+//                                   adds optimizer state and resume), then
+//                                   checkpoint.dir/latest naming it
+// Console (world rank 0): a line per step, a progress line every few
+// seconds during generation, validation results.
+//
+// Steps: train.total_steps, or with 0 one epoch: steps run until every
+// training prompt has been drawn once (dynamic sampling draws a varying
+// number of prompts per step).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "dapo/core/config.h"
+#include "dapo/parallel/grid.h"
+
+namespace dapo::trainer {
+
+struct TrainSummary {
+  int64_t steps = 0;
+  double first_acc = 0, last_acc = 0;  // gen/acc/mean of the first and the last step
+  bool validated = false;              // data.val_files given: val_* below are set
+  int64_t val_k = 0;
+  double val_first = 0, val_last = 0;  // avg@k over every validation problem: first and last validation
+  int64_t val_first_step = 0, val_last_step = 0;
+  std::string checkpoint;              // the final model
+  double seconds = 0;
+};
+
+// Collective over grid.world. UserError on every rank alike for bad
+// configuration, data or model, and when dynamic sampling runs out of
+// generation rounds (the steps done so far are in metrics.jsonl).
+TrainSummary run_train_job(const Config& config, const parallel::Grid& grid);
+
+}  // namespace dapo::trainer

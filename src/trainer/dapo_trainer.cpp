@@ -1,0 +1,71 @@
+// DapoTrainer: generation phase -> update phase -> metrics.
+#include "dapo/trainer/dapo_trainer.h"
+
+#include <chrono>
+
+#include "dapo/core/error.h"
+#include "dapo/optim/lr_schedule.h"
+#include "dapo/rollout/model_source.h"
+#include "dapo/trainer/step_metrics.h"
+
+namespace dapo::trainer {
+
+DapoTrainer::DapoTrainer(model::ParamStore& params, std::unique_ptr<model::ParamStore> reference,
+                         const parallel::Grid& grid, const Config& config, const data::Tokenizer& tokenizer,
+                         const PromptSet& prompts)
+    : grid_(grid),
+      config_(config),
+      prompts_(prompts),
+      model_(params, grid.tp, model::ModelOptions{config.train.activation_recompute}),
+      optimizer_(params, optim::adamw_options(config.optim)),
+      actor_(model_, &optimizer_, grid),
+      ref_params_(std::move(reference)),
+      engine_(model_, grid.tp, ops::Ctx{}, rollout::engine_options(config)),
+      order_(prompts.size(), uint64_t(config.data.seed)),
+      eos_ids_(rollout::response_eos_ids(&tokenizer, params.config())),
+      rewards_(reward_settings(config, tokenizer)) {
+  DAPO_CHECK((config.algorithm.kl_coef > 0) == (ref_params_ != nullptr),
+             "a reference model is needed exactly when algorithm.kl_coef > 0");
+  if (ref_params_) {
+    ref_model_ = std::make_unique<model::Qwen2Model>(*ref_params_, grid.tp, model::ModelOptions{});
+    ref_runner_ = std::make_unique<UpdateRunner>(*ref_model_, nullptr, grid);
+  }
+  if (eos_ids_.empty())
+    throw UserError("the tokenizer has no <|im_end|> or <|endoftext|> and the model's config.json names no "
+                    "eos_token_id: responses could never end before rollout.max_response_length");
+}
+
+DapoStepResult DapoTrainer::step() {
+  const auto start = std::chrono::steady_clock::now();
+  DapoStepResult res;
+  res.step = steps_done_ + 1;
+
+  GenerationContext gen;
+  gen.engine = &engine_;
+  gen.prompts = &prompts_;
+  gen.order = &order_;
+  gen.rewards = rewards_;
+  gen.sampling = rollout::sampling_options(config_, eos_ids_, 0);
+  gen.gen_batch_size = config_.rollout.gen_batch_size;
+  gen.mini_batch_groups = config_.train.ppo_mini_batch_size;
+  gen.dynamic_sampling = rl::dynamic_sampling_options(config_);
+  gen.progress = progress_;
+  res.generation = run_generation_phase(gen, grid_, res.step);
+
+  std::vector<int64_t> mini_batch;
+  for (const int64_t i : res.generation.selection_index) mini_batch.push_back(res.generation.plan.mini_batch[size_t(i)]);
+  const UpdatePhaseContext upd = update_phase_context(config_, actor_, ref_runner_.get());
+  const double lr = optim::warmup_lr(config_.optim, steps_done_);
+  res.update = run_update_phase(upd, grid_, res.generation.groups, mini_batch,
+                                res.generation.plan.num_mini_batches(), lr);
+  ++steps_done_;
+
+  // Rank 0's clock for everyone: the metrics are identical on every rank.
+  const double seconds =
+      grid_.world_rank() == 0 ? std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() : 0.0;
+  res.seconds = grid_.world.all_reduce_f64(seconds, parallel::ReduceOp::sum);
+  res.metrics = dapo_step_metrics(config_, grid_, res.generation, res.update, res.seconds);
+  return res;
+}
+
+}  // namespace dapo::trainer

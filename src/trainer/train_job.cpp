@@ -1,0 +1,161 @@
+// run_train_job: model + data -> DapoTrainer steps + validation -> metrics,
+// console, final model.
+#include "dapo/trainer/train_job.h"
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+
+#include "dapo/core/error.h"
+#include "dapo/core/log.h"
+#include "dapo/data/dataset.h"
+#include "dapo/io/checkpoint.h"
+#include "dapo/trainer/dapo_trainer.h"
+#include "dapo/trainer/model_init.h"
+#include "dapo/trainer/prompt_set.h"
+#include "dapo/trainer/run_files.h"
+#include "dapo/trainer/step_metrics.h"
+#include "dapo/trainer/validation.h"
+
+namespace dapo::trainer {
+namespace fs = std::filesystem;
+namespace {
+
+double since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// A progress line at most every `period` seconds while generating.
+rollout::ProgressCallback progress_lines(const char* what, double period) {
+  auto last = std::make_shared<std::chrono::steady_clock::time_point>(std::chrono::steady_clock::now());
+  return [what, period, last](const rollout::GenerationProgress& p) {
+    if (since(*last) < period) return;
+    *last = std::chrono::steady_clock::now();
+    DAPO_INFO(what, ": ", p.finished, "/", p.total, " responses, ", p.running, " running, ", p.waiting, " waiting, ",
+              int64_t(p.tokens_per_s), " tokens/s");
+  };
+}
+
+void log_validation(const ValidationResult& v, int64_t step) {
+  for (const SourceValidation& s : v.sources)
+    DAPO_INFO("validation at step ", step, ": ", s.source, ": acc mean@", v.k, " ", s.acc_mean, ", pass@", v.k, " ",
+              s.acc_pass, ", score ", s.score_mean, ", response length ", s.length_mean, " (", s.problems,
+              " problems, ", v.seconds, " s)");
+}
+
+}  // namespace
+
+TrainSummary run_train_job(const Config& config, const parallel::Grid& grid) {
+  const auto start = std::chrono::steady_clock::now();
+  const bool root = grid.world_rank() == 0;
+  if (config.parallel.backend == BackendChoice::cuda)
+    throw UserError(cat(config.origin_of("parallel.backend"),
+                        ": parallel.backend = cuda: dapo train runs on the CPU backend only for now"));
+  check_training_config(config);
+  if (config.data.train_files.empty()) throw UserError("no training prompts: set data.train_files");
+  write_run_config(config, grid);
+
+  InitialModel initial = load_initial_model(config, grid);
+  model::ParamStore& params = *initial.params;
+  std::unique_ptr<model::ParamStore> reference;
+  if (config.algorithm.kl_coef > 0) reference = load_initial_model(config, grid).params;
+
+  // Tokenizer and prompt sets; every rank reads them, errors agree.
+  std::string error;
+  std::optional<data::Tokenizer> tokenizer;
+  data::PromptDataset train_data, val_data;
+  std::optional<PromptSet> train, val;
+  try {
+    if (initial.source.tokenizer.empty())
+      throw UserError(cat("dapo train needs a tokenizer (the verifier reads response text): set model.tokenizer or "
+                          "put tokenizer.json beside ", initial.source.path));
+    tokenizer.emplace(data::Tokenizer::load(initial.source.tokenizer));
+    const PromptSetOptions enc = prompt_set_options(config, params.config().vocab_size);
+    train_data = data::PromptDataset::load_list(config.data.train_files, "data.train_files");
+    train.emplace(train_data, *tokenizer, enc);
+    if (!config.data.val_files.empty()) {
+      val_data = data::PromptDataset::load_list(config.data.val_files, "data.val_files");
+      val.emplace(val_data, *tokenizer, enc);
+    }
+  } catch (const UserError& e) {
+    error = e.what();
+  }
+  io::agree_on_error(grid.world, error);
+  if (root) {
+    data::TruncationStats t = train->truncation();
+    t.report(config.data.max_prompt_length, "training prompts");
+    if (val) {
+      t = val->truncation();
+      t.report(config.data.max_prompt_length, "validation prompts");
+    }
+  }
+  DAPO_INFO("train: ", train->size(), " training prompts", val ? cat(", ", val->size(), " validation problems") : "",
+            ", model ", initial.source.path, initial.random_init ? " (random init)" : "", ", world ",
+            grid.world_size(), " = tp ", grid.tp_size, " x dp ", grid.dp_size);
+
+  std::optional<DapoTrainer> trainer;
+  std::optional<MetricsWriter> metrics;
+  try {
+    trainer.emplace(params, std::move(reference), grid, config, *tokenizer, *train);
+    metrics.emplace((fs::path(config.log.dir) / "metrics.jsonl").string(), root);
+  } catch (const UserError& e) {
+    error = e.what();
+  }
+  io::agree_on_error(grid.world, error);
+  trainer->set_progress(progress_lines("generate", 5.0));
+
+  TrainSummary summary;
+  summary.validated = val.has_value();
+  auto validate = [&](int64_t step, Metrics& m) {
+    const rollout::SamplingOptions sampling =
+        rollout::validation_sampling_options(config, trainer->eos_ids(), 0);
+    const ValidationResult v =
+        run_validation(trainer->engine(), *val, sampling, trainer->rewards(), grid, progress_lines("validate", 5.0));
+    v.add_to(m);
+    log_validation(v, step);
+    if (summary.val_k == 0) {
+      summary.val_first = v.acc_mean;
+      summary.val_first_step = step;
+    }
+    summary.val_k = v.k;
+    summary.val_last = v.acc_mean;
+    summary.val_last_step = step;
+  };
+
+  const int64_t total = config.train.total_steps;
+  const int64_t shown_total = total > 0 ? total : (train->size() + config.rollout.gen_batch_size - 1) /
+                                                      config.rollout.gen_batch_size;
+  if (val && config.train.val_before_train) {
+    Metrics m;
+    validate(0, m);
+    metrics->write(0, m);
+  }
+  while (total > 0 ? trainer->steps_done() < total : trainer->order().cursor().epoch == 0) {
+    DapoStepResult r;
+    error.clear();
+    try {
+      r = trainer->step();
+    } catch (const UserError& e) {
+      error = e.what();  // dynamic sampling exhausted, a sequence over the token budget: the same on every rank
+    }
+    io::agree_on_error(grid.world, error);
+    const bool last = total > 0 ? r.step == total : trainer->order().cursor().epoch > 0;
+    const bool due = config.train.val_every > 0 && r.step % config.train.val_every == 0;
+    if (val && (due || last)) validate(r.step, r.metrics);
+    metrics->write(r.step, r.metrics);
+    if (r.step == 1) summary.first_acc = r.metrics.get("gen/acc/mean");
+    summary.last_acc = r.metrics.get("gen/acc/mean");
+    summary.steps = r.step;
+    if (config.log.every > 0 && (r.step % config.log.every == 0 || last))
+      DAPO_INFO(dapo_step_line(r.step, std::max(shown_total, r.step), r.metrics));
+  }
+
+  char name[64];
+  std::snprintf(name, sizeof name, "step_%08lld.h5", (long long)summary.steps);
+  summary.checkpoint = save_model_snapshot(config, grid, params, summary.steps, name);
+  summary.seconds = since(start);
+  return summary;
+}
+
+}  // namespace dapo::trainer
