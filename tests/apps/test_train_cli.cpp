@@ -1,0 +1,178 @@
+// `dapo train` and `dapo eval` as users run them, on the demo task from a
+// short warm start made once for the suite (`dapo sft`, inputs/demo_sft.ini
+// with fewer steps):
+//   - a 20-step DAPO run raises the validation accuracy of sampled answers
+//     (the "short end-to-end run raises the reward"), and writes
+//     metrics.jsonl with the documented keys, config.ini, the final model
+//     and `latest`;
+//   - the same run on 1 rank, on 2 ranks as dp = 2 and as tp = 2 generates
+//     the same responses in step 1 (same accuracy, lengths, kept groups) and
+//     stays within rounding afterwards; `dapo eval` gives the same numbers
+//     on 1 and 2 ranks;
+//   - bad input ends with exit code 2 and a message naming the cause, also
+//     when dynamic sampling runs out of generation rounds.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+
+#include "apps/cli_test_util.h"
+#include "dapo/core/config.h"
+#include "io/io_test_util.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using dapo::test::TempDir;
+using Json = nlohmann::ordered_json;
+using Result = dapo::test::CliResult;
+
+Result run_command(const std::string& cmd) { return dapo::test::run_shell(cmd + " 2>&1"); }
+std::string dapo() { return std::string(DAPO_BINARY_DIR) + "/dapo "; }
+std::string source(const std::string& name) { return std::string(DAPO_SOURCE_DIR) + "/" + name; }
+std::string mpirun(int np) { return "mpirun -np " + std::to_string(np) + " --oversubscribe "; }
+
+std::vector<Json> read_jsonl(const std::string& path) {
+  std::vector<Json> out;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) out.push_back(Json::parse(line));
+  return out;
+}
+
+// The demo's files by absolute path (the tests do not run from the source tree).
+std::string demo_paths() {
+  return " --model.tokenizer=" + source("inputs/demo/tokenizer.json") +
+         " --data.train_files=" + source("inputs/demo/train.jsonl") +
+         " --data.val_files=" + source("inputs/demo/val.jsonl");
+}
+
+class TrainCli : public testing::Test {
+ protected:
+  // The warm start, once for the suite: 200 steps of the demo's SFT.
+  static void SetUpTestSuite() {
+    dir_ = std::make_unique<TempDir>();
+    const Result r = run_command(mpirun(2) + dapo() + "sft --config " + source("inputs/demo_sft.ini") +
+                                 " --model.path=" + source("inputs/demo/model") + demo_paths() +
+                                 " --data.train_files=" + source("inputs/demo/sft.jsonl") +
+                                 " --train.total_steps=200 --checkpoint.dir=" + dir_->file("sft") +
+                                 " --log.dir=" + dir_->file("sft"));
+    sft_ok_ = r.code == 0;
+    sft_output_ = r.output;
+  }
+  static void TearDownTestSuite() { dir_.reset(); }
+  void SetUp() override { ASSERT_TRUE(sft_ok_) << sft_output_; }
+
+  static std::string sft_model() { return dir_->file("sft/sft_final.h5"); }
+  // dapo train on the demo config from the warm start, into run `name`.
+  static std::string train_args(const std::string& name) {
+    return "train --config " + source("inputs/demo.ini") + " --model.path=" + sft_model() + demo_paths() +
+           " --log.dir=" + dir_->file(name) + " --checkpoint.dir=" + dir_->file(name + "/ckpt");
+  }
+
+  static std::unique_ptr<TempDir> dir_;
+  static bool sft_ok_;
+  static std::string sft_output_;
+};
+std::unique_ptr<TempDir> TrainCli::dir_;
+bool TrainCli::sft_ok_ = false;
+std::string TrainCli::sft_output_;
+
+TEST_F(TrainCli, ShortRunRaisesTheSampledAccuracy) {
+  const Result r = run_command(mpirun(2) + dapo() + train_args("learn") +
+                               " --train.total_steps=20 --train.val_every=0");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::vector<Json> lines = read_jsonl(dir_->file("learn/metrics.jsonl"));
+  ASSERT_EQ(lines.size(), 21u);  // step 0 (validation before training) and 20 steps
+  const std::string acc = "val-core/arith/acc/mean@4";
+  ASSERT_TRUE(lines.front().contains(acc)) << lines.front().dump();
+  ASSERT_TRUE(lines.back().contains(acc)) << lines.back().dump();
+  const double before = lines.front()[acc].get<double>(), after = lines.back()[acc].get<double>();
+  EXPECT_GT(after - before, 0.10) << "validation accuracy " << before << " -> " << after;
+  EXPECT_NE(r.output.find("train: accuracy "), std::string::npos) << r.output;
+  for (size_t s = 1; s < lines.size(); ++s) {
+    EXPECT_EQ(lines[s]["step"], int(s));
+    for (const char* key :
+         {"gen/acc/mean", "critic/score/mean", "critic/advantages/max", "response_length/mean",
+          "response_length/clip_ratio", "train/num_gen_batches", "train/kept_ratio", "actor/pg_loss", "actor/entropy",
+          "actor/pg_clipfrac", "actor/pg_clipfrac_high", "actor/pg_clipfrac_low", "actor/pg_clipfrac_lower",
+          "actor/ppo_kl", "actor/grad_norm", "actor/lr", "timing_s/gen", "timing_s/update_actor", "timing_s/step",
+          "perf/throughput", "perf/total_num_tokens"})
+      EXPECT_TRUE(lines[s].contains(key)) << "step " << s << ": " << key;
+    // 16 groups of 8 responses are trained on every step.
+    EXPECT_GT(lines[s]["perf/total_num_tokens"].get<int64_t>(), 16 * 8 * 28);
+  }
+  EXPECT_EQ(lines[1]["actor/lr"].get<double>(), 0.0);  // verl's warmup starts at 0
+  EXPECT_EQ(dapo::load_config(dir_->file("learn/config.ini"), {}).train.total_steps, 20);
+  EXPECT_EQ(dapo::test::read_text(dir_->file("learn/ckpt/latest")), "step_00000020.h5\n");
+  // The final model evaluates to the accuracy the run reported.
+  const Result e = run_command(dapo() + "eval --config " + source("inputs/demo.ini") + demo_paths() +
+                               " --checkpoint " + dir_->file("learn/ckpt/step_00000020.h5") + " --output " +
+                               dir_->file("learn/eval.json"));
+  ASSERT_EQ(e.code, 0) << e.output;
+  const Json ev = read_jsonl(dir_->file("learn/eval.json")).at(0);
+  EXPECT_EQ(ev["step"], 20);
+  EXPECT_NEAR(ev[acc].get<double>(), after, 1e-9);
+}
+
+TEST_F(TrainCli, SameRunOnOneAndTwoRanks) {
+  const std::string steps = " --train.total_steps=2 --train.val_before_train=false";
+  Result r = run_command(dapo() + train_args("np1") + steps);
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = run_command(mpirun(2) + dapo() + train_args("dp2") + steps);
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = run_command(mpirun(2) + dapo() + train_args("tp2") + steps + " --parallel.tp=2");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::vector<Json> one = read_jsonl(dir_->file("np1/metrics.jsonl"));
+  ASSERT_EQ(one.size(), 2u);
+  for (const char* run : {"dp2", "tp2"}) {
+    SCOPED_TRACE(run);
+    const std::vector<Json> two = read_jsonl(dir_->file(std::string(run) + "/metrics.jsonl"));
+    ASSERT_EQ(two.size(), 2u);
+    // Step 1 generates from the same weights: the same responses.
+    for (const char* key : {"gen/acc/mean", "gen/response_length/mean", "critic/score/mean",
+                            "train/num_groups_generated", "train/num_groups_kept", "response_length/mean",
+                            "perf/total_num_tokens"})
+      EXPECT_EQ(one[0][key], two[0][key]) << key;
+    for (const char* key : {"actor/pg_loss", "actor/entropy", "actor/grad_norm", "val-core/arith/acc/mean@4"})
+      EXPECT_NEAR(one[1][key].get<double>(), two[1][key].get<double>(),
+                  1e-4 * std::abs(one[1][key].get<double>()) + 1e-6)
+          << key;
+  }
+  // eval: the same numbers on 1 and 2 ranks.
+  const std::string eval = "eval --config " + source("inputs/demo.ini") + demo_paths() + " --checkpoint " + sft_model();
+  r = run_command(dapo() + eval + " --output " + dir_->file("e1.json"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = run_command(mpirun(2) + dapo() + eval + " --output " + dir_->file("e2.json"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  const Json e1 = read_jsonl(dir_->file("e1.json")).at(0), e2 = read_jsonl(dir_->file("e2.json")).at(0);
+  for (const char* key : {"val-core/arith/acc/mean@4", "val-core/arith/acc/pass@4", "val-aux/arith/score/mean@4",
+                          "val-aux/arith/response_length/mean"})
+    EXPECT_EQ(e1[key], e2[key]) << key;
+}
+
+TEST_F(TrainCli, BadInputEndsWithExitCode2) {
+  auto expect_error = [](const std::string& cmd, const std::string& text) {
+    const Result r = run_command(cmd);
+    EXPECT_EQ(r.code, 2) << cmd << "\n" << r.output;
+    EXPECT_NE(r.output.find(text), std::string::npos) << cmd << "\n" << r.output;
+  };
+  // A fresh random model answers nothing right: every group is all wrong.
+  expect_error(mpirun(2) + dapo() + train_args("exhausted") + " --model.path=" + source("inputs/demo/model") +
+                   " --rollout.max_num_gen_batches=2 --train.val_before_train=false",
+               "dynamic sampling: only 0 of train.train_batch_size = 16 groups");
+  expect_error(dapo() + train_args("t0") + " --rollout.temperature=0",
+               "rollout.temperature: must be > 0 for training");
+  expect_error(dapo() + "train --model.path=" + sft_model() + " --log.dir=" + dir_->file("nodata"),
+               "no training prompts: set data.train_files");
+  expect_error(dapo() + train_args("mb") + " --train.ppo_mini_batch_size=5",
+               "train.ppo_mini_batch_size: must divide train.train_batch_size = 16");
+  expect_error(dapo() + "eval --config " + source("inputs/demo.ini") + demo_paths() + " --checkpoint " + sft_model() +
+                   " --data " + dir_->file("none.jsonl"),
+               dir_->file("none.jsonl"));
+}
+
+}  // namespace
