@@ -20,6 +20,7 @@ int run_train(const Invocation& inv) {
     const parallel::Grid grid = parallel::make_grid(int(config.parallel.tp));
     const trainer::TrainSummary s = trainer::run_train_job(config, grid);
     // The summary's first words are what jobs/demo.sh reads.
+    if (s.steps == s.first_step) return kOk;  // resumed at the end: nothing was run
     if (s.validated)
       DAPO_INFO("train: accuracy ", s.val_first, " -> ", s.val_last, " over ", s.val_last_step - s.val_first_step,
                 " steps (validation mean@", s.val_k, " at steps ", s.val_first_step, " and ", s.val_last_step,

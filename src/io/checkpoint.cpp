@@ -13,6 +13,7 @@
 
 #include "dapo/core/error.h"
 #include "dapo/core/log.h"
+#include "dapo/io/tensor_digest.h"
 
 namespace dapo::io {
 
@@ -21,6 +22,14 @@ namespace fs = std::filesystem;
 ShardPlace ShardPlace::of(const parallel::Grid& grid) { return ShardPlace{grid.tp_rank, grid.tp_size, grid.dp_rank}; }
 
 std::string model_dataset(const std::string& hf_name) { return "/model/" + hf_name; }
+std::string exp_avg_dataset(const std::string& hf_name) { return "/optimizer/exp_avg/" + hf_name; }
+std::string exp_avg_sq_dataset(const std::string& hf_name) { return "/optimizer/exp_avg_sq/" + hf_name; }
+
+namespace {
+constexpr const char* kRngDataset = "/rng/seed";
+constexpr const char* kDataDataset = "/data/position";
+constexpr const char* kDigestAttr = "digest";
+}  // namespace
 
 Hyperslab slab_of(const model::ParamSpec& spec, const model::SliceSpec& slice) {
   Hyperslab s = Hyperslab::whole(spec.shape);
@@ -83,7 +92,13 @@ void sync_path(const std::string& path, bool directory) {
 
 CheckpointWriter::CheckpointWriter(std::string path, const parallel::Comm& comm, const CheckpointInfo& info,
                                    const DatasetOptions& options)
-    : path_(std::move(path)), partial_(path_ + ".partial"), comm_(&comm), specs_(model::qwen2_param_specs(info.model)) {
+    : path_(std::move(path)),
+      partial_(path_ + ".partial"),
+      comm_(&comm),
+      specs_(model::qwen2_param_specs(info.model)),
+      info_(info) {
+  DatasetOptions opts = options;
+  opts.fletcher32 = true;
   file_ = H5File::create(partial_, comm);
   file_.set_attr("/", "format", std::string(kCheckpointFormat));
   file_.set_attr("/", "format_version", kCheckpointFormatVersion);
@@ -93,7 +108,17 @@ CheckpointWriter::CheckpointWriter(std::string path, const parallel::Comm& comm,
   file_.set_attr("/", "world_size", info.world_size);
   file_.set_attr("/", "tp", info.tp);
   file_.set_attr("/", "dp", info.dp);
-  for (const auto& spec : specs_) file_.create_dataset(model_dataset(spec.name), DType::f32, spec.shape, options);
+  for (const auto& spec : specs_) datasets_.push_back(model_dataset(spec.name));
+  if (info.training) {
+    file_.set_attr("/", "optimizer_steps", info.state.optimizer_steps);
+    for (const auto& spec : specs_) datasets_.push_back(exp_avg_dataset(spec.name));
+    for (const auto& spec : specs_) datasets_.push_back(exp_avg_sq_dataset(spec.name));
+    file_.create_dataset(kRngDataset, DType::i64, {int64_t(comm.size())}, opts);
+    file_.create_dataset(kDataDataset, DType::i64, {4}, opts);
+  }
+  for (size_t i = 0; i < datasets_.size(); ++i)
+    file_.create_dataset(datasets_[i], DType::f32, specs_[i % specs_.size()].shape, opts);
+  digests_.assign(datasets_.size(), 0);
 }
 
 CheckpointWriter::~CheckpointWriter() {
@@ -107,13 +132,43 @@ CheckpointWriter::~CheckpointWriter() {
   comm_->barrier();
 }
 
-void CheckpointWriter::write_model(const std::string& name, const Hyperslab& slab, const float* data) {
+void CheckpointWriter::write_digested(const std::string& dataset, const std::vector<int64_t>& shape,
+                                      const Hyperslab& slab, const float* data) {
   DAPO_CHECK(!committed_, path_, ": write after commit");
-  file_.write(model_dataset(name), slab, data);
+  const auto it = std::find(datasets_.begin(), datasets_.end(), dataset);
+  DAPO_CHECK(it != datasets_.end(), path_, ": no tensor dataset ", dataset);
+  file_.write(dataset, slab, data);
+  digests_[size_t(it - datasets_.begin())] += slab_digest(shape, slab, data);
+}
+
+void CheckpointWriter::write_model(const std::string& name, const Hyperslab& slab, const float* data) {
+  const auto spec = std::find_if(specs_.begin(), specs_.end(), [&](const model::ParamSpec& s) { return s.name == name; });
+  DAPO_CHECK(spec != specs_.end(), path_, ": no parameter ", name);
+  write_digested(model_dataset(name), spec->shape, slab, data);
+}
+
+void CheckpointWriter::write_moments(const std::string& name, const Hyperslab& slab, const float* exp_avg,
+                                     const float* exp_avg_sq) {
+  DAPO_CHECK(info_.training, path_, ": moments in a model-only checkpoint");
+  const auto spec = std::find_if(specs_.begin(), specs_.end(), [&](const model::ParamSpec& s) { return s.name == name; });
+  DAPO_CHECK(spec != specs_.end(), path_, ": no parameter ", name);
+  write_digested(exp_avg_dataset(name), spec->shape, slab, exp_avg);
+  write_digested(exp_avg_sq_dataset(name), spec->shape, slab, exp_avg_sq);
+}
+
+void CheckpointWriter::write_training_state(uint64_t rng_key) {
+  DAPO_CHECK(info_.training, path_, ": training state in a model-only checkpoint");
+  const int64_t key = int64_t(rng_key);
+  file_.write(kRngDataset, Hyperslab{{int64_t(comm_->rank())}, {1}}, &key);
+  const TrainingState& st = info_.state;
+  const int64_t pos[4] = {int64_t(st.data_seed), st.data_size, st.data_epoch, st.data_position};
+  file_.write(kDataDataset, comm_->rank() == 0 ? Hyperslab::whole({4}) : Hyperslab::none(), pos);
 }
 
 void CheckpointWriter::commit() {
   DAPO_CHECK(!committed_, path_, ": committed twice");
+  sum_digests(*comm_, digests_);
+  for (size_t i = 0; i < datasets_.size(); ++i) file_.set_attr(datasets_[i], kDigestAttr, int64_t(digests_[i]));
   file_.close();
   std::string error;
   if (comm_->rank() == 0) {
@@ -132,21 +187,50 @@ void CheckpointWriter::commit() {
   committed_ = true;
 }
 
-void save_model_checkpoint(const std::string& path, const parallel::Comm& comm, const ShardPlace& place,
-                           const CheckpointInfo& info, const SliceSource& source, const DatasetOptions& options) {
-  DAPO_CHECK(info.tp == place.tp, "save_model_checkpoint: info.tp ", info.tp, " but the rank's place has tp ", place.tp);
+namespace {
+
+// Every parameter's slice (and moments) from the ranks that write it; the
+// others join each collective write with nothing.
+void write_slices(CheckpointWriter& writer, const ShardPlace& place, const CheckpointInfo& info,
+                  const SliceSource& params, const SliceSource* exp_avg, const SliceSource* exp_avg_sq) {
+  DAPO_CHECK(info.tp == place.tp, "checkpoint save: info.tp ", info.tp, " but the rank's place has tp ", place.tp);
   model::check_tp_compatible(info.model, place.tp);
-  CheckpointWriter writer(path, comm, info, options);
   for (const auto& spec : writer.specs()) {
     const model::SliceSpec slice = model::local_slice(spec, info.model, place.tp_rank, place.tp);
-    if (writes_slice(spec, info.model, place)) {
-      const float* data = source(spec, slice);
-      DAPO_CHECK(data != nullptr, "save_model_checkpoint: no data for ", spec.name);
-      writer.write_model(spec.name, slab_of(spec, slice), data);
-    } else {
-      writer.write_model(spec.name, Hyperslab::none(), nullptr);
+    const bool mine = writes_slice(spec, info.model, place);
+    const Hyperslab slab = mine ? slab_of(spec, slice) : Hyperslab::none();
+    const float* data = mine ? params(spec, slice) : nullptr;
+    DAPO_CHECK(!mine || data != nullptr, "checkpoint save: no data for ", spec.name);
+    writer.write_model(spec.name, slab, data);
+    if (exp_avg) {
+      // Two separate calls: each source may hand out the same staging buffer.
+      const float* m = mine ? (*exp_avg)(spec, slice) : nullptr;
+      std::vector<float> m_copy;
+      if (mine) m_copy.assign(m, m + slab.numel());
+      const float* v = mine ? (*exp_avg_sq)(spec, slice) : nullptr;
+      DAPO_CHECK(!mine || (m != nullptr && v != nullptr), "checkpoint save: no moments for ", spec.name);
+      writer.write_moments(spec.name, slab, mine ? m_copy.data() : nullptr, v);
     }
   }
+}
+
+}  // namespace
+
+void save_model_checkpoint(const std::string& path, const parallel::Comm& comm, const ShardPlace& place,
+                           const CheckpointInfo& info, const SliceSource& source, const DatasetOptions& options) {
+  DAPO_CHECK(!info.training, "save_model_checkpoint: use save_training_checkpoint for training state");
+  CheckpointWriter writer(path, comm, info, options);
+  write_slices(writer, place, info, source, nullptr, nullptr);
+  writer.commit();
+}
+
+void save_training_checkpoint(const std::string& path, const parallel::Comm& comm, const ShardPlace& place,
+                              const CheckpointInfo& info, uint64_t rng_key, const SliceSource& params,
+                              const SliceSource& exp_avg, const SliceSource& exp_avg_sq) {
+  DAPO_CHECK(info.training, "save_training_checkpoint: info.training is not set");
+  CheckpointWriter writer(path, comm, info);
+  writer.write_training_state(rng_key);
+  write_slices(writer, place, info, params, &exp_avg, &exp_avg_sq);
   writer.commit();
 }
 
@@ -179,15 +263,43 @@ CheckpointReader::CheckpointReader(std::string path, const parallel::Comm& comm)
   info_.dp = file_.attr_int("/", "dp");
   specs_ = model::qwen2_param_specs(info_.model);
   if (!file_.exists("/model")) throw UserError(cat(path_, ": no /model group (not a complete checkpoint)"));
-  std::set<std::string> expected;
-  for (const auto& spec : specs_) {
-    const std::string ds = model_dataset(spec.name);
-    expected.insert(spec.name);
+  info_.training = file_.exists("/optimizer");
+  auto check_tensor = [&](const std::string& ds, const model::ParamSpec& spec) {
     if (!file_.is_dataset(ds)) throw UserError(cat(path_, ": missing tensor ", ds));
     const std::vector<int64_t> shape = file_.dataset_shape(ds);
     if (shape != spec.shape)
       throw UserError(cat(path_, ": tensor ", ds, " has shape ", shape_string(shape), " but model_config needs ",
                           shape_string(spec.shape)));
+  };
+  std::set<std::string> expected;
+  for (const auto& spec : specs_) {
+    expected.insert(spec.name);
+    check_tensor(model_dataset(spec.name), spec);
+    if (info_.training) {
+      check_tensor(exp_avg_dataset(spec.name), spec);
+      check_tensor(exp_avg_sq_dataset(spec.name), spec);
+    }
+  }
+  if (info_.training) {
+    TrainingState& st = info_.state;
+    st.optimizer_steps = file_.attr_int("/", "optimizer_steps");
+    for (const char* ds : {kRngDataset, kDataDataset})
+      if (!file_.is_dataset(ds)) throw UserError(cat(path_, ": missing ", ds, " (an incomplete training checkpoint)"));
+    if (file_.dataset_shape(kDataDataset) != std::vector<int64_t>{4})
+      throw UserError(cat(path_, ": ", kDataDataset, " must hold 4 integers"));
+    int64_t pos[4];
+    file_.read(kDataDataset, Hyperslab::whole({4}), pos);
+    st.data_seed = uint64_t(pos[0]);
+    st.data_size = pos[1];
+    st.data_epoch = pos[2];
+    st.data_position = pos[3];
+    const std::vector<int64_t> rng_shape = file_.dataset_shape(kRngDataset);
+    if (rng_shape.size() != 1 || rng_shape[0] < 1) throw UserError(cat(path_, ": ", kRngDataset, " is empty"));
+    int64_t key = 0;
+    file_.read(kRngDataset, Hyperslab{{0}, {1}}, &key);
+    st.rng_seed = uint64_t(key);
+    if (st.optimizer_steps < 0 || st.data_size < 0 || st.data_epoch < 0 || st.data_position < 0)
+      throw UserError(cat(path_, ": negative optimizer_steps or data position"));
   }
   if (comm.rank() == 0)
     for (const auto& name : file_.list_datasets("/model"))
@@ -198,25 +310,98 @@ void CheckpointReader::read_model(const std::string& name, const Hyperslab& slab
   file_.read(model_dataset(name), slab, out);
 }
 
-CheckpointInfo load_model_checkpoint(const std::string& path, const parallel::Comm& comm, int64_t tp_rank, int64_t tp,
-                                     const SliceSink& sink) {
-  CheckpointReader reader(path, comm);
-  model::check_tp_compatible(reader.info().model, tp);
+void CheckpointReader::read_tensor(const std::string& dataset, const Hyperslab& slab, float* out) const {
+  file_.read(dataset, slab, out);
+}
+
+bool CheckpointReader::stored_digest(const std::string& dataset, uint64_t* digest) const {
+  if (!file_.has_attr(dataset, kDigestAttr)) return false;
+  *digest = uint64_t(file_.attr_int(dataset, kDigestAttr));
+  return true;
+}
+
+namespace {
+
+// One tensor dataset family to load: its dataset name per parameter and
+// where each rank's slice goes.
+struct LoadTarget {
+  std::string (*dataset)(const std::string&);
+  const SliceSink* sink;
+};
+
+// Reads this rank's slices of every target, then verifies the digests:
+// each slice contributes once (from the lowest rank of `comm` holding that
+// tp rank, and of tp ranks holding the same data only the first), so the
+// sums over `comm` are the full tensors' digests.
+void load_targets(const CheckpointReader& reader, const parallel::Comm& comm, int64_t tp_rank, int64_t tp,
+                  const std::vector<LoadTarget>& targets) {
+  const model::Qwen2Config& mc = reader.info().model;
+  model::check_tp_compatible(mc, tp);
+  const std::vector<int64_t> tp_ranks = comm.all_gather_i64(tp_rank);
+  std::vector<bool> held(size_t(tp), false);
+  int first_holder = comm.rank();
+  for (int r = 0; r < int(tp_ranks.size()); ++r) {
+    if (tp_ranks[size_t(r)] >= 0 && tp_ranks[size_t(r)] < tp) held[size_t(tp_ranks[size_t(r)])] = true;
+    if (tp_ranks[size_t(r)] == tp_rank && r < first_holder) first_holder = r;
+  }
+  const bool verify = std::all_of(held.begin(), held.end(), [](bool h) { return h; });
+  const ShardPlace place{tp_rank, tp, first_holder == comm.rank() ? 0 : 1};
+
   // Reads are independent: a rank that fails stops reading and reports at
   // the agreement below, which every rank reaches.
   std::string error;
-  for (const auto& spec : reader.specs()) {
-    try {
-      const model::SliceSpec slice = model::local_slice(spec, reader.info().model, tp_rank, tp);
-      float* out = sink(spec, slice);
-      DAPO_CHECK(out != nullptr, "load_model_checkpoint: nowhere to put ", spec.name);
-      reader.read_model(spec.name, slab_of(spec, slice), out);
-    } catch (const UserError& e) {
-      error = e.what();
-      break;
+  std::vector<std::string> names;
+  std::vector<uint64_t> parts;
+  for (const LoadTarget& t : targets) {
+    for (const auto& spec : reader.specs()) {
+      const std::string ds = t.dataset(spec.name);
+      names.push_back(ds);
+      parts.push_back(0);
+      if (!error.empty()) continue;
+      try {
+        const model::SliceSpec slice = model::local_slice(spec, mc, tp_rank, tp);
+        float* out = (*t.sink)(spec, slice);
+        DAPO_CHECK(out != nullptr, "checkpoint load: nowhere to put ", ds);
+        const Hyperslab slab = slab_of(spec, slice);
+        reader.read_tensor(ds, slab, out);
+        if (verify && writes_slice(spec, mc, place)) parts.back() = slab_digest(spec.shape, slab, out);
+      } catch (const UserError& e) {
+        error = e.what();
+      }
     }
   }
   agree_on_error(comm, error);
+  if (!verify) return;
+  sum_digests(comm, parts);
+  for (size_t i = 0; i < names.size() && error.empty(); ++i) {
+    uint64_t stored = 0;
+    if (reader.stored_digest(names[i], &stored) && stored != parts[i])
+      error = cat(reader.path(), ": tensor ", names[i], " does not match its stored digest (the file is damaged)");
+  }
+  agree_on_error(comm, error);
+}
+
+}  // namespace
+
+CheckpointInfo load_model_checkpoint(const std::string& path, const parallel::Comm& comm, int64_t tp_rank, int64_t tp,
+                                     const SliceSink& sink) {
+  CheckpointReader reader(path, comm);
+  load_targets(reader, comm, tp_rank, tp, {{&model_dataset, &sink}});
+  reader.close();
+  return reader.info();
+}
+
+CheckpointInfo load_training_checkpoint(const std::string& path, const parallel::Comm& comm, int64_t tp_rank,
+                                        int64_t tp, const SliceSink& params, const SliceSink& exp_avg,
+                                        const SliceSink& exp_avg_sq) {
+  CheckpointReader reader(path, comm);
+  std::string error;
+  if (!reader.info().training)
+    error = cat(path, ": a model-only checkpoint (no /optimizer): give it as model.path to start a new run from "
+                      "its weights, not as a checkpoint to resume");
+  agree_on_error(comm, error);
+  load_targets(reader, comm, tp_rank, tp,
+               {{&model_dataset, &params}, {&exp_avg_dataset, &exp_avg}, {&exp_avg_sq_dataset, &exp_avg_sq}});
   reader.close();
   return reader.info();
 }

@@ -35,6 +35,12 @@ DapoTrainer::DapoTrainer(model::ParamStore& params, std::unique_ptr<model::Param
                     "eos_token_id: responses could never end before rollout.max_response_length");
 }
 
+void DapoTrainer::restore(int64_t steps_done, const data::PromptOrderState& order, const std::string& origin) {
+  DAPO_CHECK(steps_done >= 0, "restore: steps_done ", steps_done);
+  order_.restore(order, origin);
+  steps_done_ = steps_done;
+}
+
 DapoStepResult DapoTrainer::step() {
   const auto start = std::chrono::steady_clock::now();
   DapoStepResult res;

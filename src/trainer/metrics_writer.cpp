@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <string_view>
 #include <unordered_set>
 
 #include "dapo/core/error.h"
@@ -100,6 +101,33 @@ void MetricsWriter::write(int64_t step, const Metrics& metrics) {
   out_ << metrics_json_line(step, metrics) << '\n';
   out_.flush();
   if (!out_) throw UserError(cat(path_, ": cannot write the metrics of step ", step));
+}
+
+void keep_metrics_through(const std::string& path, int64_t step) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return;
+  std::string kept, line;
+  while (std::getline(in, line)) {
+    // Every line starts with {"step":N (metrics_json_line); a torn last line
+    // of a killed run has no step and is dropped.
+    constexpr std::string_view prefix = "{\"step\": ";
+    if (line.rfind(prefix, 0) != 0) continue;
+    int64_t s = -1;
+    const char* b = line.data() + prefix.size();
+    const auto r = std::from_chars(b, line.data() + line.size(), s);
+    if (r.ec != std::errc() || s > step || line.back() != '}') continue;
+    kept += line;
+    kept += '\n';
+  }
+  in.close();
+  const std::string partial = path + ".partial";
+  {
+    std::ofstream out(partial, std::ios::binary | std::ios::trunc);
+    if (!(out << kept) || !out.flush()) throw UserError(cat(partial, ": cannot write"));
+  }
+  std::error_code ec;
+  std::filesystem::rename(partial, path, ec);
+  if (ec) throw UserError(cat(path, ": cannot replace it with ", partial, ": ", ec.message()));
 }
 
 }  // namespace dapo::trainer

@@ -11,6 +11,7 @@
 #include "dapo/core/log.h"
 #include "dapo/data/dataset.h"
 #include "dapo/io/checkpoint.h"
+#include "dapo/trainer/checkpointing.h"
 #include "dapo/trainer/dapo_trainer.h"
 #include "dapo/trainer/model_init.h"
 #include "dapo/trainer/prompt_set.h"
@@ -95,18 +96,42 @@ TrainSummary run_train_job(const Config& config, const parallel::Grid& grid) {
             grid.world_size(), " = tp ", grid.tp_size, " x dp ", grid.dp_size);
 
   std::optional<DapoTrainer> trainer;
-  std::optional<MetricsWriter> metrics;
   try {
     trainer.emplace(params, std::move(reference), grid, config, *tokenizer, *train);
-    metrics.emplace((fs::path(config.log.dir) / "metrics.jsonl").string(), root);
   } catch (const UserError& e) {
     error = e.what();
   }
   io::agree_on_error(grid.world, error);
+
+  // Resume: weights and optimizer state from the checkpoint, then the step
+  // count and the prompt order; metrics.jsonl continues from that step.
+  const std::string metrics_path = (fs::path(config.log.dir) / "metrics.jsonl").string();
+  const std::optional<ResumePoint> resumed = resume_training(config, grid, params, trainer->optimizer());
+  std::optional<MetricsWriter> metrics;
+  try {
+    if (resumed) {
+      trainer->restore(resumed->step, resumed->order, resumed->path);
+      if (root) keep_metrics_through(metrics_path, resumed->step);
+    }
+    metrics.emplace(metrics_path, root, resumed ? MetricsWriter::Mode::append : MetricsWriter::Mode::truncate);
+  } catch (const UserError& e) {
+    error = e.what();
+  }
+  io::agree_on_error(grid.world, error);
+  if (resumed)
+    DAPO_INFO("train: resumed from ", resumed->path, " at step ", resumed->step, " (prompt order epoch ",
+              resumed->order.cursor.epoch, ", position ", resumed->order.cursor.position, ")");
+  else
+    DAPO_INFO("train: starting at step 0 from ", initial.source.path,
+              config.checkpoint.resume == "auto" ? cat(" (no checkpoint in ", config.checkpoint.dir, ")") : "");
   trainer->set_progress(progress_lines("generate", 5.0));
 
   TrainSummary summary;
   summary.validated = val.has_value();
+  if (resumed) {
+    summary.resumed_from = resumed->path;
+    summary.first_step = resumed->step;
+  }
   auto validate = [&](int64_t step, Metrics& m) {
     const rollout::SamplingOptions sampling =
         rollout::validation_sampling_options(config, trainer->eos_ids(), 0);
@@ -126,7 +151,7 @@ TrainSummary run_train_job(const Config& config, const parallel::Grid& grid) {
   const int64_t total = config.train.total_steps;
   const int64_t shown_total = total > 0 ? total : (train->size() + config.rollout.gen_batch_size - 1) /
                                                       config.rollout.gen_batch_size;
-  if (val && config.train.val_before_train) {
+  if (val && config.train.val_before_train && !resumed) {
     Metrics m;
     validate(0, m);
     metrics->write(0, m);
@@ -144,16 +169,22 @@ TrainSummary run_train_job(const Config& config, const parallel::Grid& grid) {
     const bool due = config.train.val_every > 0 && r.step % config.train.val_every == 0;
     if (val && (due || last)) validate(r.step, r.metrics);
     metrics->write(r.step, r.metrics);
-    if (r.step == 1) summary.first_acc = r.metrics.get("gen/acc/mean");
+    if (r.step == summary.first_step + 1) summary.first_acc = r.metrics.get("gen/acc/mean");
     summary.last_acc = r.metrics.get("gen/acc/mean");
-    summary.steps = r.step;
     if (config.log.every > 0 && (r.step % config.log.every == 0 || last))
       DAPO_INFO(dapo_step_line(r.step, std::max(shown_total, r.step), r.metrics));
+    if (config.checkpoint.save_every > 0 && r.step % config.checkpoint.save_every == 0 && !last) {
+      summary.checkpoint = save_training_state(config, grid, params, trainer->optimizer(), trainer->order(), r.step);
+      DAPO_INFO("checkpoint: ", summary.checkpoint);
+    }
   }
-
-  char name[64];
-  std::snprintf(name, sizeof name, "step_%08lld.h5", (long long)summary.steps);
-  summary.checkpoint = save_model_snapshot(config, grid, params, summary.steps, name);
+  summary.steps = trainer->steps_done();
+  if (summary.steps > summary.first_step) {
+    summary.checkpoint = save_training_state(config, grid, params, trainer->optimizer(), trainer->order(), summary.steps);
+    DAPO_INFO("checkpoint: ", summary.checkpoint);
+  } else {
+    DAPO_INFO("train: nothing to do: the checkpoint is at step ", summary.steps, " and train.total_steps is ", total);
+  }
   summary.seconds = since(start);
   return summary;
 }

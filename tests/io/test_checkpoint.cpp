@@ -48,7 +48,7 @@ TEST(Checkpoint, RootAttributesAndExactRoundTrip) {
     {
       const H5File f = H5File::open(path, world);
       EXPECT_EQ(f.attr_string("/", "format"), "dapo-checkpoint");
-      EXPECT_EQ(f.attr_int("/", "format_version"), 1);
+      EXPECT_EQ(f.attr_int("/", "format_version"), 2);
       EXPECT_EQ(f.attr_int("/", "step"), 17);
       EXPECT_EQ(f.attr_string("/", "config"), "[rollout]\nn = 4\n");
       EXPECT_EQ(f.attr_string("/", "model_config"), model::qwen2_config_to_json(info.model));
@@ -65,7 +65,7 @@ TEST(Checkpoint, RootAttributesAndExactRoundTrip) {
     });
     EXPECT_EQ(back.step, 17);
     EXPECT_EQ(back.config_ini, info.config_ini);
-    EXPECT_EQ(back.format_version, 1);
+    EXPECT_EQ(back.format_version, 2);
     EXPECT_EQ(back.model.tie_word_embeddings, tied);
     EXPECT_EQ(model::qwen2_config_to_json(back.model), model::qwen2_config_to_json(info.model));
     const auto specs = model::qwen2_param_specs(info.model);
@@ -185,8 +185,8 @@ TEST(Checkpoint, BadFilesAreRefusedWithTheFileAndTensor) {
             dir.file("fmt.h5") + ": not a dapo checkpoint (format 'rollout-dump', expected 'dapo-checkpoint')");
   EXPECT_EQ(variant("fmt_int.h5", [](H5File& f) { f.set_attr("/", "format", int64_t(1)); }),
             dir.file("fmt_int.h5") + ": /: attribute 'format' is not a string");
-  EXPECT_EQ(variant("new.h5", [](H5File& f) { f.set_attr("/", "format_version", int64_t(2)); }),
-            dir.file("new.h5") + ": format_version 2 is newer than this dapo reads (up to 1): use a newer dapo");
+  EXPECT_EQ(variant("new.h5", [](H5File& f) { f.set_attr("/", "format_version", int64_t(3)); }),
+            dir.file("new.h5") + ": format_version 3 is newer than this dapo reads (up to 2): use a newer dapo");
   EXPECT_EQ(variant("zero.h5", [](H5File& f) { f.set_attr("/", "format_version", int64_t(0)); }),
             dir.file("zero.h5") + ": invalid format_version 0");
   // A model_config with another vocabulary: the stored tensors no longer fit.

@@ -1,12 +1,25 @@
-// dapo checkpoints, model part (DESIGN.md section 4; the step-0 layout that
-// `import-hf` writes; the full checkpoint of issue #6 adds optimizer, RNG
-// and data-loader groups to the same file):
+// dapo checkpoints (DESIGN.md section 4): the model alone (what `import-hf`
+// and `dapo sft` write) or a training checkpoint, which adds the optimizer
+// state, the random-number key and the data loader's position:
 //
-//   <path>.h5                       (written as <path>.h5.partial, then renamed)
-//     root attributes: format = "dapo-checkpoint", format_version = 1, step,
+//   <path>.h5                       (written as <path>.h5.partial, synced, then renamed)
+//     root attributes: format = "dapo-checkpoint", format_version = 2, step,
 //       config (INI text, may be empty), model_config (config.json text),
 //       world_size, tp, dp (of the run that saved it)
-//     /model/<hf name>              fp32, full logical shape, chunked
+//     /model/<hf name>              fp32 master weights, full logical shape
+//     /optimizer/exp_avg/<hf name>, /optimizer/exp_avg_sq/<hf name>
+//                                   AdamW moments, same shapes (training only);
+//                                   root attribute optimizer_steps (bias correction)
+//     /rng/seed                     i64 (world_size): every rank's generator key.
+//                                   dapo's randomness is counter-based (Philox keyed
+//                                   by the seed; streams named by step, round, prompt
+//                                   uid, sample): the key is the whole state.
+//     /data/position                i64 (4): seed, prompts, epoch, position of the
+//                                   prompt order (data/prompt_order.h)
+// Every dataset is chunked with HDF5's Fletcher-32 checksum (verified by
+// HDF5 on every read) and carries a `digest` attribute (tensor_digest.h),
+// verified on load whatever tp reads it. format_version 1 files (model only,
+// no digests) still load.
 //
 // Tensors are stored whole whatever the tp of the writer; each rank writes
 // (or reads) the block it holds per model::local_slice(), so a checkpoint
@@ -33,15 +46,27 @@
 namespace dapo::io {
 
 inline constexpr const char* kCheckpointFormat = "dapo-checkpoint";
-inline constexpr int64_t kCheckpointFormatVersion = 1;
+inline constexpr int64_t kCheckpointFormatVersion = 2;
 
-// The root attributes.
+// What a training checkpoint holds beyond the model.
+struct TrainingState {
+  int64_t optimizer_steps = 0;  // AdamW steps taken
+  uint64_t rng_seed = 0;        // train.seed: the sampler's Philox key
+  // The prompt order (data::PromptOrderState as integers).
+  uint64_t data_seed = 0;
+  int64_t data_size = 0, data_epoch = 0, data_position = 0;
+  bool operator==(const TrainingState&) const = default;
+};
+
+// The root attributes (and, for a training checkpoint, its state).
 struct CheckpointInfo {
   int64_t format_version = kCheckpointFormatVersion;  // what the file says (writers write the current one)
   int64_t step = 0;
   std::string config_ini;  // the run's resolved configuration; empty for an import
   model::Qwen2Config model;
   int64_t world_size = 1, tp = 1, dp = 1;
+  bool training = false;   // has /optimizer, /rng, /data
+  TrainingState state;     // when training
 };
 
 // Where a rank sits in the tp x dp grid: which slice of each tensor it holds.
@@ -52,6 +77,9 @@ struct ShardPlace {
 
 // "/model/<hf name>"
 std::string model_dataset(const std::string& hf_name);
+// "/optimizer/exp_avg/<hf name>", "/optimizer/exp_avg_sq/<hf name>"
+std::string exp_avg_dataset(const std::string& hf_name);
+std::string exp_avg_sq_dataset(const std::string& hf_name);
 // The block of the full tensor that `slice` describes.
 Hyperslab slab_of(const model::ParamSpec& spec, const model::SliceSpec& slice);
 // Whether the rank at `place` writes its slice of `spec`: only dp rank 0's
@@ -63,8 +91,11 @@ class CheckpointWriter {
  public:
   // Creates `path`.partial (truncating a stale one), writes the root
   // attributes (format_version: the current one) and creates /model/<name>
-  // for every parameter of info.model. Collective over `comm`, which must
-  // outlive the writer. UserError if the file cannot be created.
+  // for every parameter of info.model - and with info.training the
+  // optimizer datasets, /rng/seed (every rank writes its own entry: pass
+  // this rank's key) and /data/position. Datasets get Fletcher-32 whatever
+  // `options` says. Collective over `comm`, which must outlive the writer.
+  // UserError if the file cannot be created.
   CheckpointWriter(std::string path, const parallel::Comm& comm, const CheckpointInfo& info,
                    const DatasetOptions& options = {});
   // Without commit(): closes the file (collective) and removes the .partial.
@@ -78,17 +109,29 @@ class CheckpointWriter {
   // every rank calls it for the same tensor in the same order; blocks of
   // different ranks must not overlap.
   void write_model(const std::string& name, const Hyperslab& slab, const float* data);
-  // Closes the file, syncs it and renames it to `path`. Collective.
-  // UserError (on every rank) if the rename fails.
+  // Training checkpoints: /rng/seed (each rank writes its own key) and
+  // /data/position (from info.state). Collective.
+  void write_training_state(uint64_t rng_key);
+  // The same as write_model for /optimizer/exp_avg/<name> and
+  // /optimizer/exp_avg_sq/<name> (training checkpoints).
+  void write_moments(const std::string& name, const Hyperslab& slab, const float* exp_avg, const float* exp_avg_sq);
+  // Writes every dataset's digest, closes the file, syncs it and renames it
+  // to `path`. Collective. UserError (on every rank) if the rename fails.
   void commit();
 
   const std::string& path() const { return path_; }
 
  private:
+  void write_digested(const std::string& dataset, const std::vector<int64_t>& shape, const Hyperslab& slab,
+                      const float* data);
+
   std::string path_, partial_;
   const parallel::Comm* comm_;
   H5File file_;
   std::vector<model::ParamSpec> specs_;
+  std::vector<std::string> datasets_;  // every tensor dataset, in creation order
+  std::vector<uint64_t> digests_;      // this rank's digest parts, by datasets_
+  CheckpointInfo info_;
   bool committed_ = false;
 };
 
@@ -107,6 +150,10 @@ class CheckpointReader {
   // Reads a block of /model/<name> (independent: any rank, any block).
   // UserError if the read fails (damaged data).
   void read_model(const std::string& name, const Hyperslab& slab, float* out) const;
+  // Reads a block of any tensor dataset (e.g. exp_avg_dataset(name)).
+  void read_tensor(const std::string& dataset, const Hyperslab& slab, float* out) const;
+  // The stored digest of a tensor dataset; false for files without digests.
+  bool stored_digest(const std::string& dataset, uint64_t* digest) const;
   // Collective; also done by the destructor.
   void close() { file_.close(); }
 
@@ -132,9 +179,26 @@ void save_model_checkpoint(const std::string& path, const parallel::Comm& comm, 
 // caller runs with, whatever the checkpoint was saved with) into the buffers
 // `sink` returns. Collective over `comm`; a failure on any rank is thrown on
 // every rank. Returns the root attributes. UserError also if the model
-// cannot be split over `tp` (model::check_tp_compatible).
+// cannot be split over `tp` (model::check_tp_compatible), and if a stored
+// digest does not match the data read ("damaged"). Digests are verified
+// when the ranks of `comm` together hold every tp rank's slices (as a grid
+// does), from one holder of each slice.
 CheckpointInfo load_model_checkpoint(const std::string& path, const parallel::Comm& comm, int64_t tp_rank, int64_t tp,
                                      const SliceSink& sink);
+
+// Saves weights and AdamW moments (training checkpoint; info.training must
+// be set, info.state filled) as save_model_checkpoint does; `rng_key` is
+// this rank's generator key (/rng/seed).
+void save_training_checkpoint(const std::string& path, const parallel::Comm& comm, const ShardPlace& place,
+                              const CheckpointInfo& info, uint64_t rng_key, const SliceSource& params,
+                              const SliceSource& exp_avg, const SliceSource& exp_avg_sq);
+
+// Loads weights and moments of a training checkpoint as
+// load_model_checkpoint does (digests verified). UserError naming the file
+// if it holds no optimizer state (a model-only checkpoint).
+CheckpointInfo load_training_checkpoint(const std::string& path, const parallel::Comm& comm, int64_t tp_rank,
+                                        int64_t tp, const SliceSink& params, const SliceSink& exp_avg,
+                                        const SliceSink& exp_avg_sq);
 
 // Throws the same UserError on every rank of `comm` if `error` is non-empty
 // on any rank (the lowest such rank's message), else returns. Collective.

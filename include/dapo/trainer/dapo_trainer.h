@@ -53,6 +53,12 @@ class DapoTrainer {
   DapoStepResult step();
 
   int64_t steps_done() const { return steps_done_; }
+  // Continues after a checkpoint (checkpointing.h): `steps_done` steps
+  // taken, the prompt order at `order` (UserError naming `origin` when it
+  // does not fit this run's data and seed). Weights and optimizer state are
+  // restored by resume_training.
+  void restore(int64_t steps_done, const data::PromptOrderState& order, const std::string& origin);
+  model::ParamStore& params() { return model_.params(); }
   data::PromptOrder& order() { return order_; }
   optim::AdamW& optimizer() { return optimizer_; }
   rollout::GenerationEngine& engine() { return engine_; }

@@ -7,10 +7,11 @@
 //   log.dir/metrics.jsonl           one line per step (step_metrics.h; validation
 //                                   metrics join the line of the step they follow;
 //                                   step 0 holds the validation before training)
-//   checkpoint.dir/step_%08d.h5     the final model (io/checkpoint.h layout,
-//                                   weights only until the checkpoint issue
-//                                   adds optimizer state and resume), then
-//                                   checkpoint.dir/latest naming it
+//   checkpoint.dir/step_%08d.h5     training checkpoints every checkpoint.save_every
+//                                   steps and at the end (checkpointing.h), each
+//                                   followed by checkpoint.dir/latest naming it
+// The run resumes per checkpoint.resume (checkpointing.h) and then runs
+// until train.total_steps steps are done in all.
 // Console (world rank 0): a line per step, a progress line every few
 // seconds during generation, validation results.
 //
@@ -28,8 +29,10 @@
 namespace dapo::trainer {
 
 struct TrainSummary {
-  int64_t steps = 0;
-  double first_acc = 0, last_acc = 0;  // gen/acc/mean of the first and the last step
+  std::string resumed_from;            // the checkpoint resumed from; empty: a fresh start
+  int64_t first_step = 0;              // steps done before this run (the resumed checkpoint's step)
+  int64_t steps = 0;                   // steps done at the end
+  double first_acc = 0, last_acc = 0;  // gen/acc/mean of this run's first and last step
   bool validated = false;              // data.val_files given: val_* below are set
   int64_t val_k = 0;
   double val_first = 0, val_last = 0;  // avg@k over every validation problem: first and last validation

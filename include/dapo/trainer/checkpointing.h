@@ -1,0 +1,67 @@
+// Training checkpoints of `dapo train` (DESIGN.md section 4, io/checkpoint.h
+// for the file): what is saved, when, where, and where a run resumes from.
+//
+// Saved: the fp32 master weights, both AdamW moments and its step count,
+// the generator key (train.seed: all of dapo's randomness is counter-based,
+// keyed by (seed, step, round, prompt uid, sample)), the prompt order's
+// position, the step, and the resolved configuration. Everything else a
+// step depends on is a function of these, so N steps in one run and N/2 +
+// restart + N/2 end in bitwise identical weights and metrics on the CPU
+// backend (tests/apps/test_resume_cli.cpp).
+//
+// Files: checkpoint.dir/step_%08d.h5 (atomic: .partial, fsync, rename),
+// then checkpoint.dir/latest names it (atomic too); then checkpoints beyond
+// the newest checkpoint.keep_last are deleted - only after the new one is
+// complete, so an interrupted save leaves the previous ones loadable.
+//
+// Resume (checkpoint.resume):
+//   auto   the checkpoint `latest` names, else the newest step_*.h5; one
+//          that fails to load (damaged, truncated, digest mismatch) is
+//          reported with a warning and the previous one is tried; if every
+//          candidate fails, the run stops (UserError) rather than silently
+//          starting over; no checkpoint at all: a fresh start from model.path
+//   never  a fresh start from model.path
+//   PATH   that file; failing to load it is a UserError
+// The checkpoint's model must be the model.path model's architecture (its
+// weights are replaced). Resharding is loading: a checkpoint saved with any
+// tp and dp resumes with any other. The prompt order is global (every rank
+// computes the same batches and takes its dp share), so it carries over to
+// any dp; responses depend on no rank count either, so a resumed run with
+// another dp continues the same trajectory up to float rounding of the
+// reductions.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "dapo/core/config.h"
+#include "dapo/data/prompt_order.h"
+#include "dapo/model/param_store.h"
+#include "dapo/optim/adamw.h"
+#include "dapo/parallel/grid.h"
+
+namespace dapo::trainer {
+
+// "step_00000042.h5"
+std::string checkpoint_name(int64_t step);
+
+struct ResumePoint {
+  std::string path;
+  int64_t step = 0;                 // steps done at the save
+  int64_t optimizer_steps = 0;      // already restored into the optimizer
+  data::PromptOrderState order;     // restore into the trainer's PromptOrder
+};
+
+// Chooses and loads the checkpoint to resume from (see above) into `params`
+// and `optimizer`. nullopt: a fresh start. Collective over grid.world;
+// UserErrors are raised on every rank alike.
+std::optional<ResumePoint> resume_training(const Config& config, const parallel::Grid& grid,
+                                           model::ParamStore& params, optim::AdamW& optimizer);
+
+// Saves the training state after `step` steps, points `latest` at it and
+// prunes old checkpoints. Returns the file's path. Collective over grid.world.
+std::string save_training_state(const Config& config, const parallel::Grid& grid, const model::ParamStore& params,
+                                const optim::AdamW& optimizer, const data::PromptOrder& order, int64_t step);
+
+}  // namespace dapo::trainer

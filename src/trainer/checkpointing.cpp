@@ -1,0 +1,192 @@
+// resume_training / save_training_state (checkpointing.h).
+#include "dapo/trainer/checkpointing.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+
+#include "dapo/core/error.h"
+#include "dapo/core/log.h"
+#include "dapo/io/checkpoint.h"
+#include "dapo/trainer/run_files.h"
+
+namespace dapo::trainer {
+namespace fs = std::filesystem;
+namespace {
+
+int64_t elements(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (const int64_t d : shape) n *= d;
+  return n;
+}
+
+// step_*.h5 files of `dir` by step, newest first.
+std::vector<std::pair<int64_t, std::string>> checkpoints_in(const std::string& dir) {
+  static const std::regex name_re(R"(step_(\d+)\.h5)");
+  std::vector<std::pair<int64_t, std::string>> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    std::smatch m;
+    const std::string name = e.path().filename().string();
+    if (std::regex_match(name, m, name_re)) out.emplace_back(std::stoll(m[1].str()), e.path().string());
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  return out;
+}
+
+// The candidates of resume = auto, in the order to try them.
+std::vector<std::string> auto_candidates(const std::string& dir) {
+  std::vector<std::string> out;
+  std::ifstream latest((fs::path(dir) / "latest").string());
+  std::string name;
+  if (latest && std::getline(latest, name) && !name.empty()) {
+    const std::string path = (fs::path(dir) / name).string();
+    if (fs::exists(path)) out.push_back(path);
+  }
+  for (const auto& [step, path] : checkpoints_in(dir))
+    if (std::find(out.begin(), out.end(), path) == out.end()) out.push_back(path);
+  return out;
+}
+
+// Loads `path` into params and optimizer. UserError (on every rank) on failure.
+ResumePoint load_into(const std::string& path, const parallel::Grid& grid, model::ParamStore& params,
+                      optim::AdamW& optimizer) {
+  {
+    const io::CheckpointReader reader(path, grid.world);
+    std::string error;
+    if (model::qwen2_config_to_json(reader.info().model) != model::qwen2_config_to_json(params.config()))
+      error = cat(path, ": its model_config differs from the model of model.path (a checkpoint of another model?)");
+    io::agree_on_error(grid.world, error);
+  }
+  std::map<std::string, std::vector<float>> m, v;
+  auto staging = [](std::map<std::string, std::vector<float>>& map) -> io::SliceSink {
+    return [&map](const model::ParamSpec& spec, const model::SliceSpec& slice) {
+      std::vector<float>& buf = map[spec.name];
+      buf.assign(size_t(elements(slice.local_shape)), 0.0f);
+      return buf.data();
+    };
+  };
+  const io::CheckpointInfo info = io::load_training_checkpoint(
+      path, grid.world, grid.tp_rank, grid.tp_size,
+      [&](const model::ParamSpec& spec, const model::SliceSpec&) { return params.param(spec.name).ptr<float>(); },
+      staging(m), staging(v));
+  for (const auto& [name, buf] : m) optimizer.load_local(name, buf.data(), v.at(name).data(), int64_t(buf.size()));
+  optimizer.set_steps_taken(info.state.optimizer_steps);
+  ResumePoint p;
+  p.path = path;
+  p.step = info.step;
+  p.optimizer_steps = info.state.optimizer_steps;
+  p.order.seed = info.state.data_seed;
+  p.order.size = info.state.data_size;
+  p.order.cursor = {info.state.data_epoch, info.state.data_position};
+  return p;
+}
+
+}  // namespace
+
+std::string checkpoint_name(int64_t step) {
+  char name[64];
+  std::snprintf(name, sizeof name, "step_%08lld.h5", (long long)step);
+  return name;
+}
+
+std::optional<ResumePoint> resume_training(const Config& config, const parallel::Grid& grid,
+                                           model::ParamStore& params, optim::AdamW& optimizer) {
+  const std::string& mode = config.checkpoint.resume;
+  if (mode == "never") return std::nullopt;
+  if (mode != "auto") {
+    if (!fs::exists(mode))
+      throw UserError(cat(config.origin_of("checkpoint.resume"), ": checkpoint.resume = ", mode, ": no such file"));
+    return load_into(mode, grid, params, optimizer);
+  }
+  // Every rank lists the directory; rank 0's list is the one tried, so a
+  // file system that shows ranks different views cannot split them.
+  std::vector<std::string> candidates = auto_candidates(config.checkpoint.dir);
+  std::vector<int64_t> count{int64_t(candidates.size())};
+  grid.world.all_reduce_i64(count, parallel::ReduceOp::min);
+  std::vector<std::string> failures;
+  for (size_t i = 0; i < size_t(count[0]); ++i) {
+    try {
+      return load_into(candidates[i], grid, params, optimizer);
+    } catch (const UserError& e) {
+      DAPO_WARN("resume: cannot use ", candidates[i], ": ", e.what(),
+                i + 1 < size_t(count[0]) ? "; trying the previous checkpoint" : "");
+      failures.push_back(e.what());
+    }
+  }
+  if (!failures.empty())
+    throw UserError(cat("checkpoint.resume = auto: none of the ", failures.size(), " checkpoints in ",
+                        config.checkpoint.dir, " loads (newest: ", failures.front(),
+                        "); move them away to start afresh, or name one with checkpoint.resume = PATH"));
+  return std::nullopt;
+}
+
+std::string save_training_state(const Config& config, const parallel::Grid& grid, const model::ParamStore& params,
+                                const optim::AdamW& optimizer, const data::PromptOrder& order, int64_t step) {
+  const bool root = grid.world_rank() == 0;
+  std::string error;
+  if (root) {
+    try {
+      make_dir(config.checkpoint.dir, "checkpoint.dir");
+    } catch (const UserError& e) {
+      error = e.what();
+    }
+  }
+  io::agree_on_error(grid.world, error);
+  const std::string name = checkpoint_name(step);
+  const std::string path = (fs::path(config.checkpoint.dir) / name).string();
+  io::CheckpointInfo info;
+  info.step = step;
+  info.config_ini = config_to_ini(config);
+  info.model = params.config();
+  info.world_size = grid.world_size();
+  info.tp = grid.tp_size;
+  info.dp = grid.dp_size;
+  info.training = true;
+  info.state.optimizer_steps = optimizer.steps_taken();
+  info.state.rng_seed = uint64_t(config.train.seed);
+  const data::PromptOrderState os = order.state();
+  info.state.data_seed = os.seed;
+  info.state.data_size = os.size;
+  info.state.data_epoch = os.cursor.epoch;
+  info.state.data_position = os.cursor.position;
+  std::vector<float> m, v;  // one tensor's moments at a time
+  auto moments = [&](bool first) -> io::SliceSource {
+    return [&, first](const model::ParamSpec& spec, const model::SliceSpec& slice) -> const float* {
+      const int64_t n = elements(slice.local_shape);
+      m.resize(size_t(n));
+      v.resize(size_t(n));
+      optimizer.read_local(spec.name, m.data(), v.data(), n);
+      return first ? m.data() : v.data();
+    };
+  };
+  io::save_training_checkpoint(
+      path, grid.world, io::ShardPlace::of(grid), info, uint64_t(config.train.seed),
+      [&](const model::ParamSpec& spec, const model::SliceSpec&) -> const float* {
+        return params.param(spec.name).ptr<float>();
+      },
+      moments(true), moments(false));
+  error.clear();
+  if (root) {
+    try {
+      write_latest(config.checkpoint.dir, name);
+      if (config.checkpoint.keep_last > 0) {
+        const auto all = checkpoints_in(config.checkpoint.dir);
+        for (size_t i = size_t(config.checkpoint.keep_last); i < all.size(); ++i) {
+          std::error_code ec;
+          fs::remove(all[i].second, ec);
+          if (ec) DAPO_WARN("checkpoint: cannot remove ", all[i].second, " (keep_last): ", ec.message());
+        }
+      }
+    } catch (const UserError& e) {
+      error = e.what();
+    }
+  }
+  io::agree_on_error(grid.world, error);
+  return path;
+}
+
+}  // namespace dapo::trainer

@@ -1,0 +1,132 @@
+// Exact restart on the CPU backend: 4 DAPO steps in one run and 2 steps +
+// checkpoint + a new trainer that resumes + 2 steps end in bitwise
+// identical weights, Adam moments, optimizer step count and prompt order,
+// and identical metrics (times aside). The demo task and tokenizer with a
+// fresh random model (dynamic sampling off: a random model solves nothing).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "dapo/data/dataset.h"
+#include "dapo/trainer/checkpointing.h"
+#include "dapo/trainer/dapo_trainer.h"
+#include "dapo/trainer/model_init.h"
+#include "io/io_test_util.h"
+#include "model/model_test_util.h"
+
+namespace dapo::trainer {
+namespace {
+
+std::string src(const std::string& rel) { return std::string(DAPO_SOURCE_DIR) + "/" + rel; }
+
+Config tiny_run(const std::string& dir) {
+  return load_config(src("inputs/demo.ini"),
+                     {"model.path=" + src("inputs/demo/model"), "model.tokenizer=" + src("inputs/demo/tokenizer.json"),
+                      "data.train_files=" + src("inputs/demo/train.jsonl"), "data.val_files=",
+                      "algorithm.dynamic_sampling=false", "rollout.n=3", "rollout.gen_batch_size=4",
+                      "rollout.max_response_length=12", "algorithm.overlong_buffer_len=4",
+                      "train.train_batch_size=4", "train.ppo_mini_batch_size=2", "train.ppo_epochs=2",
+                      "optim.lr=1e-3", "optim.warmup_steps=1", "optim.weight_decay=0.01",
+                      "checkpoint.dir=" + dir, "log.dir=" + dir});
+}
+
+struct TrainingRun {
+  InitialModel initial;
+  data::Tokenizer tokenizer;
+  data::PromptDataset data;
+  PromptSet prompts;
+  DapoTrainer trainer;
+
+  TrainingRun(const Config& c, const parallel::Grid& grid)
+      : initial(load_initial_model(c, grid)),
+        tokenizer(data::Tokenizer::load(c.model.tokenizer)),
+        data(data::PromptDataset::load_list(c.data.train_files, "data.train_files")),
+        prompts(data, tokenizer, prompt_set_options(c, initial.params->config().vocab_size)),
+        trainer(*initial.params, nullptr, grid, c, tokenizer, prompts) {}
+};
+
+// Metrics without wall times (which differ from run to run).
+std::vector<std::pair<std::string, MetricValue>> timeless(const Metrics& m) {
+  std::vector<std::pair<std::string, MetricValue>> out;
+  for (const auto& [k, v] : m.items())
+    if (k.rfind("timing_s/", 0) != 0 && k != "perf/throughput" && k != "perf/gen_throughput") out.emplace_back(k, v);
+  return out;
+}
+
+std::vector<float> moments(const optim::AdamW& opt, const model::ParamStore& params) {
+  std::vector<float> out;
+  for (const model::ParamEntry& e : params.entries()) {
+    std::vector<float> m(size_t(e.param.numel())), v(m.size());
+    opt.read_local(e.spec.name, m.data(), v.data(), e.param.numel());
+    out.insert(out.end(), m.begin(), m.end());
+    out.insert(out.end(), v.begin(), v.end());
+  }
+  return out;
+}
+
+TEST(Resume, TwoPlusTwoStepsEqualFourBitForBit) {
+  test::TempDir dir;
+  const parallel::Grid grid = parallel::make_grid(1);
+  const Config one = tiny_run(dir.file("one"));
+  TrainingRun straight(one, grid);
+  std::vector<Metrics> want;
+  for (int s = 0; s < 4; ++s) want.push_back(straight.trainer.step().metrics);
+
+  const Config two = tiny_run(dir.file("two"));
+  {
+    TrainingRun first(two, grid);
+    for (int s = 0; s < 2; ++s) EXPECT_EQ(timeless(first.trainer.step().metrics), timeless(want[size_t(s)]));
+    save_training_state(two, grid, first.trainer.params(), first.trainer.optimizer(), first.trainer.order(), 2);
+  }
+  TrainingRun second(two, grid);  // a fresh process would start here: model.path's random init
+  const std::optional<ResumePoint> p = resume_training(two, grid, second.trainer.params(), second.trainer.optimizer());
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->path, dir.file("two/step_00000002.h5"));
+  EXPECT_EQ(p->step, 2);
+  second.trainer.restore(p->step, p->order, p->path);
+  for (int s = 2; s < 4; ++s) {
+    const DapoStepResult r = second.trainer.step();
+    EXPECT_EQ(r.step, s + 1);
+    EXPECT_EQ(timeless(r.metrics), timeless(want[size_t(s)])) << "step " << s + 1;
+  }
+  EXPECT_EQ(test::host_copy(second.trainer.params().parameters()), test::host_copy(straight.trainer.params().parameters()));
+  EXPECT_EQ(moments(second.trainer.optimizer(), second.trainer.params()),
+            moments(straight.trainer.optimizer(), straight.trainer.params()));
+  EXPECT_EQ(second.trainer.optimizer().steps_taken(), straight.trainer.optimizer().steps_taken());
+  EXPECT_EQ(second.trainer.order().state(), straight.trainer.order().state());
+}
+
+// keep_last prunes only after the new checkpoint and `latest` are written;
+// resume = auto skips a damaged newest checkpoint and a stale .partial.
+TEST(Resume, KeepLastAndFallbackToThePreviousCheckpoint) {
+  test::TempDir dir;
+  const parallel::Grid grid = parallel::make_grid(1);
+  Config c = tiny_run(dir.file("ck"));
+  c.checkpoint.keep_last = 2;
+  TrainingRun run(c, grid);
+  for (int s = 1; s <= 3; ++s) {
+    run.trainer.step();
+    save_training_state(c, grid, run.trainer.params(), run.trainer.optimizer(), run.trainer.order(), s);
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.file("ck/step_00000001.h5")));
+  EXPECT_TRUE(std::filesystem::exists(dir.file("ck/step_00000002.h5")));
+  EXPECT_EQ(test::read_text(dir.file("ck/latest")), "step_00000003.h5\n");
+  // An interrupted save of step 4 and a damaged step 3.
+  test::write_text(dir.file("ck/step_00000004.h5.partial"), "half a file");
+  std::filesystem::resize_file(dir.file("ck/step_00000003.h5"), 1000);
+  TrainingRun again(c, grid);
+  const std::optional<ResumePoint> p = resume_training(c, grid, again.trainer.params(), again.trainer.optimizer());
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->step, 2);
+  // Every candidate damaged: an error, not a silent fresh start.
+  std::filesystem::resize_file(dir.file("ck/step_00000002.h5"), 1000);
+  EXPECT_NE(test::error_of([&] { resume_training(c, grid, again.trainer.params(), again.trainer.optimizer()); })
+                .find("checkpoint.resume = auto: none of the 2 checkpoints in " + dir.file("ck") + " loads"),
+            std::string::npos);
+  // resume = never starts fresh whatever the directory holds.
+  c.checkpoint.resume = "never";
+  EXPECT_FALSE(resume_training(c, grid, again.trainer.params(), again.trainer.optimizer()).has_value());
+}
+
+}  // namespace
+}  // namespace dapo::trainer
