@@ -1,14 +1,20 @@
 // Helpers of the MPI tests: typed host buffers addressed as doubles (every
-// value used is exact in each dtype), and the tp sizes a world size allows.
+// value used is exact in each dtype), the tp sizes a world size allows, and a
+// directory shared by the ranks.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
+#include <string>
 #include <vector>
 
 #include "dapo/core/tensor.h"
+#include "dapo/parallel/comm.h"
 
 namespace dapo::test {
 
@@ -69,5 +75,33 @@ inline std::vector<int> tp_choices(int n) {
     if (n % tp == 0 && (out.empty() || out.back() < tp)) out.push_back(tp);
   return out;
 }
+
+// A directory every rank sees (same host), made by rank 0 and removed by it
+// after all ranks are done with it.
+class SharedDir {
+ public:
+  explicit SharedDir(const parallel::Comm& comm) : comm_(comm) {
+    const int64_t pid = comm.all_gather_i64(int64_t(::getpid()))[0];
+    path_ = std::filesystem::temp_directory_path() / ("dapo_mpi_io_" + std::to_string(pid));
+    if (comm.rank() == 0) {
+      std::filesystem::remove_all(path_);
+      std::filesystem::create_directories(path_);
+    }
+    comm.barrier();
+  }
+  ~SharedDir() {
+    comm_.barrier();
+    std::error_code ec;
+    if (comm_.rank() == 0) std::filesystem::remove_all(path_, ec);
+  }
+  SharedDir(const SharedDir&) = delete;
+  SharedDir& operator=(const SharedDir&) = delete;
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  const parallel::Comm& comm_;
+  std::filesystem::path path_;
+};
 
 }  // namespace dapo::test

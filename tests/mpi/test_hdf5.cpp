@@ -22,31 +22,7 @@ namespace {
 namespace fs = std::filesystem;
 using parallel::Comm;
 
-// A directory every rank sees (same host), made by rank 0 and removed by it
-// after all ranks are done with it.
-class SharedDir {
- public:
-  explicit SharedDir(const Comm& comm) : comm_(comm) {
-    const int64_t pid = comm.all_gather_i64(int64_t(::getpid()))[0];
-    path_ = fs::temp_directory_path() / ("dapo_mpi_io_" + std::to_string(pid));
-    if (comm.rank() == 0) {
-      fs::remove_all(path_);
-      fs::create_directories(path_);
-    }
-    comm.barrier();
-  }
-  ~SharedDir() {
-    comm_.barrier();
-    std::error_code ec;
-    if (comm_.rank() == 0) fs::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  const fs::path& path() const { return path_; }
-
- private:
-  const Comm& comm_;
-  fs::path path_;
-};
+using test::SharedDir;
 
 float element(int64_t i) { return float(i) * 0.25f - 7.0f; }
 
