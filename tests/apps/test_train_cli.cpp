@@ -176,3 +176,77 @@ TEST_F(TrainCli, BadInputEndsWithExitCode2) {
 }
 
 }  // namespace
+
+namespace {
+
+// A fresh random model on the demo task with dynamic sampling off (it
+// solves nothing), small batches: cheap steps for the resume tests.
+std::string resume_args(const TempDir& dir, const std::string& run) {
+  return "train --config " + source("inputs/demo.ini") + demo_paths() + " --model.path=" + source("inputs/demo/model") +
+         " --algorithm.dynamic_sampling=false --rollout.n=3 --rollout.gen_batch_size=4 --train.train_batch_size=4"
+         " --train.ppo_mini_batch_size=2 --rollout.max_response_length=12 --algorithm.overlong_buffer_len=4"
+         " --rollout.val_n=1 --train.val_every=0 --train.val_before_train=false --log.dir=" +
+         dir.file(run) + " --checkpoint.dir=" + dir.file(run + "/ckpt");
+}
+
+// metrics.jsonl without wall times and validation (which runs at the last
+// step of each invocation).
+std::vector<Json> timeless_metrics(const std::string& path) {
+  std::vector<Json> out = read_jsonl(path);
+  for (Json& j : out)
+    for (auto it = j.begin(); it != j.end();) {
+      const std::string& k = it.key();
+      if (k.rfind("timing_s/", 0) == 0 || k.rfind("val-", 0) == 0 || k == "perf/throughput" ||
+          k == "perf/gen_throughput")
+        it = j.erase(it);
+      else ++it;
+    }
+  return out;
+}
+
+// 4 steps straight, and 2 + resume + 2 (after a killed run left a line of
+// step 3 behind): the same metrics; a truncated newest checkpoint is
+// reported and the previous one resumed.
+TEST(ResumeCli, RestartContinuesTheSameRunAndSkipsADamagedCheckpoint) {
+  TempDir dir;
+  Result r = run_command(dapo() + resume_args(dir, "a") + " --train.total_steps=4 --checkpoint.save_every=2");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("starting at step 0"), std::string::npos) << r.output;
+  r = run_command(dapo() + resume_args(dir, "b") + " --train.total_steps=2");
+  ASSERT_EQ(r.code, 0) << r.output;
+  {
+    std::ofstream torn(dir.file("b/metrics.jsonl"), std::ios::app);
+    torn << "{\"step\": 3, \"gen/acc/mean\": 0.5}\n{\"step\": 4, \"gen/a";
+  }
+  r = run_command(dapo() + resume_args(dir, "b") + " --train.total_steps=4");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("resumed from " + dir.file("b/ckpt/step_00000002.h5") + " at step 2"), std::string::npos)
+      << r.output;
+  const std::vector<Json> a = timeless_metrics(dir.file("a/metrics.jsonl"));
+  ASSERT_EQ(a.size(), 4u);
+  EXPECT_EQ(timeless_metrics(dir.file("b/metrics.jsonl")), a);
+  // Nothing left to do: exit 0, nothing written.
+  r = run_command(dapo() + resume_args(dir, "b") + " --train.total_steps=4");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("nothing to do"), std::string::npos) << r.output;
+  EXPECT_EQ(timeless_metrics(dir.file("b/metrics.jsonl")), a);
+
+  // Run a's newest checkpoint (step 4) cut short: resume from step 2 and
+  // redo steps 3 and 4 - the same metrics again.
+  fs::resize_file(dir.file("a/ckpt/step_00000004.h5"), 4096);
+  r = run_command(dapo() + resume_args(dir, "a") + " --train.total_steps=5");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("resume: cannot use " + dir.file("a/ckpt/step_00000004.h5")), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("resumed from " + dir.file("a/ckpt/step_00000002.h5")), std::string::npos) << r.output;
+  const std::vector<Json> again = timeless_metrics(dir.file("a/metrics.jsonl"));
+  ASSERT_EQ(again.size(), 5u);
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(again[i], a[i]) << "step " << i + 1;
+  EXPECT_EQ(dapo::test::read_text(dir.file("a/ckpt/latest")), "step_00000005.h5\n");
+  // A resume point that does not exist is refused (a model-only one: tests/io).
+  r = run_command(dapo() + resume_args(dir, "c") + " --train.total_steps=1 --checkpoint.resume=" + dir.file("sft.h5"));
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("checkpoint.resume = " + dir.file("sft.h5") + ": no such file"), std::string::npos)
+      << r.output;
+}
+
+}  // namespace
