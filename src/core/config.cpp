@@ -365,8 +365,19 @@ Config load_config(const std::string& ini_path, const std::vector<std::string>& 
   // The last of several overrides of one key wins, as on any command line:
   // Boost keeps the first value stored, so they are stored last to first.
   for (auto it = overrides.rbegin(); it != overrides.rend(); ++it) assignments.push_back(parse_override(*it));
-  if (!ini_path.empty())
-    for (auto& a : read_ini(ini_path)) assignments.push_back(std::move(a));
+  // Several files (comma-separated, e.g. a base recipe and a job's
+  // overrides): a later file wins over an earlier one, so they are stored
+  // last to first too.
+  std::vector<std::string> files;
+  for (size_t begin = 0; begin <= ini_path.size() && !ini_path.empty();) {
+    const size_t comma = std::min(ini_path.find(',', begin), ini_path.size());
+    const std::string f = trim(ini_path.substr(begin, comma - begin));
+    if (f.empty()) throw UserError(cat("command line: --config '", ini_path, "' has an empty file name"));
+    files.push_back(f);
+    begin = comma + 1;
+  }
+  for (auto it = files.rbegin(); it != files.rend(); ++it)
+    for (auto& a : read_ini(*it)) assignments.push_back(std::move(a));
   for (const auto& a : assignments) {
     store(schema, vm, a);
     config.origins.emplace(a.key, a.origin);  // first (highest-precedence) origin wins

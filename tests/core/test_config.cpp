@@ -92,6 +92,21 @@ TEST_F(ConfigTest, OverridesWinOverTheFile) {
   EXPECT_EQ(load_config(path, {"--rollout.n=4", "--rollout.n=6"}).rollout.n, 6);
 }
 
+// A base recipe and a job's overrides: the later file wins, the command line
+// wins over both, and each key's origin names the file that set it.
+TEST_F(ConfigTest, SeveralFilesLaterOneWins) {
+  const auto base = (dir_ / "base.ini").string(), job = (dir_ / "job.ini").string();
+  std::ofstream(base) << "[rollout]\nn = 8\ntemperature = 0.7\n[optim]\nlr = 1e-6\n";
+  std::ofstream(job) << "[rollout]\nn = 16\n";
+  const Config c = load_config(base + ", " + job, {"--optim.lr=3e-6"});
+  EXPECT_EQ(c.rollout.n, 16);
+  EXPECT_DOUBLE_EQ(c.rollout.temperature, 0.7);
+  EXPECT_DOUBLE_EQ(c.optim.lr, 3e-6);
+  EXPECT_EQ(c.origin_of("rollout.n"), job + ":2");
+  EXPECT_EQ(c.origin_of("rollout.temperature"), base + ":3");
+  EXPECT_EQ(error_of(base + ",," + job), "command line: --config '" + base + ",," + job + "' has an empty file name");
+}
+
 TEST_F(ConfigTest, UnknownKeyNamesFileLineAndKey) {
   const auto path = write("[rollout]\nn = 8\ntemprature = 0.7\n");
   const std::string e = error_of(path);

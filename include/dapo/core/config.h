@@ -138,9 +138,11 @@ struct Config {
   std::string origin_of(const std::string& key) const;
 };
 
-// Reads `ini_path` (empty: none) and applies `overrides` ("--section.key=value"
-// or "section.key=value"), then checks ranges and cross-key constraints.
-// Throws UserError.
+// Reads `ini_path` (empty: none; a comma-separated list: each file in turn,
+// a later file's keys winning over an earlier one's, e.g.
+// "inputs/dapo_base.ini,inputs/dapo_32b.ini") and applies `overrides`
+// ("--section.key=value" or "section.key=value"), then checks ranges and
+// cross-key constraints. Throws UserError.
 Config load_config(const std::string& ini_path, const std::vector<std::string>& overrides);
 
 // The checks that concern training only (`dapo train`), so that `generate`
