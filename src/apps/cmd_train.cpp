@@ -8,6 +8,7 @@
 #include "dapo/core/log.h"
 #include "dapo/parallel/grid.h"
 #include "dapo/parallel/runtime.h"
+#include "dapo/trainer/stop_signals.h"
 #include "dapo/trainer/train_job.h"
 
 namespace dapo::apps {
@@ -20,6 +21,7 @@ int run_train(const Invocation& inv) {
     const parallel::Grid grid = parallel::make_grid(int(config.parallel.tp));
     const trainer::TrainSummary s = trainer::run_train_job(config, grid);
     // The summary's first words are what jobs/demo.sh reads.
+    if (s.stop_signal) return trainer::kPreemptedExit;
     if (s.steps == s.first_step) return kOk;  // resumed at the end: nothing was run
     if (s.validated)
       DAPO_INFO("train: accuracy ", s.val_first, " -> ", s.val_last, " over ", s.val_last_step - s.val_first_step,

@@ -164,6 +164,8 @@ class Schema {
         "recompute activations in the backward pass");
     add("train", "val_every", &C::train, &TrainConfig::val_every, "steps between validations; 0: at the end only");
     add("train", "val_before_train", &C::train, &TrainConfig::val_before_train, "validate the starting model");
+    add("train", "phase_timeout_s", &C::train, &TrainConfig::phase_timeout_s,
+        "watchdog: end the job when a phase runs longer (seconds); 0: off");
     add("parallel", "backend", &C::parallel, &ParallelConfig::backend, "auto | cpu | cuda");
     add("parallel", "tp", &C::parallel, &ParallelConfig::tp, "tensor-parallel size (dp = world / tp)");
     add("checkpoint", "dir", &C::checkpoint, &CheckpointConfig::dir, "checkpoint directory");
@@ -315,6 +317,7 @@ void validate(const Config& c) {
   if (t.max_token_len_per_gpu < 1) fail("train.max_token_len_per_gpu", "must be at least 1");
   if (t.total_steps < 0) fail("train.total_steps", "must be >= 0 (0 means one epoch)");
   if (t.val_every < 0) fail("train.val_every", "must be >= 0 (0 means at the end only)");
+  if (!(t.phase_timeout_s >= 0)) fail("train.phase_timeout_s", "must be >= 0 (0 means no watchdog)");
   if (c.parallel.tp < 1) fail("parallel.tp", "must be at least 1");
   if (c.checkpoint.save_every < 0) fail("checkpoint.save_every", "must be >= 0");
   if (c.checkpoint.keep_last < 0) fail("checkpoint.keep_last", "must be >= 0");

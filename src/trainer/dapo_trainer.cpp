@@ -56,7 +56,9 @@ DapoStepResult DapoTrainer::step() {
   gen.mini_batch_groups = config_.train.ppo_mini_batch_size;
   gen.dynamic_sampling = rl::dynamic_sampling_options(config_);
   gen.progress = progress_;
+  if (watchdog_) watchdog_->enter("generate", res.step);
   res.generation = run_generation_phase(gen, grid_, res.step);
+  if (watchdog_) watchdog_->enter("update", res.step);
 
   std::vector<int64_t> mini_batch;
   for (const int64_t i : res.generation.selection_index) mini_batch.push_back(res.generation.plan.mini_batch[size_t(i)]);

@@ -17,6 +17,7 @@
 #include "dapo/trainer/prompt_set.h"
 #include "dapo/trainer/run_files.h"
 #include "dapo/trainer/step_metrics.h"
+#include "dapo/trainer/stop_signals.h"
 #include "dapo/trainer/validation.h"
 
 namespace dapo::trainer {
@@ -49,6 +50,9 @@ void log_validation(const ValidationResult& v, int64_t step) {
 
 TrainSummary run_train_job(const Config& config, const parallel::Grid& grid) {
   const auto start = std::chrono::steady_clock::now();
+  // SIGUSR1/SIGTERM from here on stop the run at the next step boundary
+  // (during set-up: before the first step) instead of killing it.
+  StopSignals signals;
   const bool root = grid.world_rank() == 0;
   if (config.parallel.backend == BackendChoice::cuda)
     throw UserError(cat(config.origin_of("parallel.backend"),
@@ -132,7 +136,16 @@ TrainSummary run_train_job(const Config& config, const parallel::Grid& grid) {
     summary.resumed_from = resumed->path;
     summary.first_step = resumed->step;
   }
+  // From here on a phase that runs past train.phase_timeout_s ends the job.
+  Watchdog watchdog(config.train.phase_timeout_s, grid.world_rank());
+  trainer->set_watchdog(&watchdog);
+  auto save = [&](int64_t step) {
+    watchdog.enter("checkpoint", step);
+    summary.checkpoint = save_training_state(config, grid, params, trainer->optimizer(), trainer->order(), step);
+    DAPO_INFO("checkpoint: ", summary.checkpoint);
+  };
   auto validate = [&](int64_t step, Metrics& m) {
+    watchdog.enter("validate", step);
     const rollout::SamplingOptions sampling =
         rollout::validation_sampling_options(config, trainer->eos_ids(), 0);
     const ValidationResult v =
@@ -157,6 +170,11 @@ TrainSummary run_train_job(const Config& config, const parallel::Grid& grid) {
     metrics->write(0, m);
   }
   while (total > 0 ? trainer->steps_done() < total : trainer->order().cursor().epoch == 0) {
+    watchdog.enter("agree", trainer->steps_done());
+    if (const int sig = agree_on_stop(grid.world, signals)) {
+      summary.stop_signal = sig;
+      break;
+    }
     DapoStepResult r;
     error.clear();
     try {
@@ -173,18 +191,22 @@ TrainSummary run_train_job(const Config& config, const parallel::Grid& grid) {
     summary.last_acc = r.metrics.get("gen/acc/mean");
     if (config.log.every > 0 && (r.step % config.log.every == 0 || last))
       DAPO_INFO(dapo_step_line(r.step, std::max(shown_total, r.step), r.metrics));
-    if (config.checkpoint.save_every > 0 && r.step % config.checkpoint.save_every == 0 && !last) {
-      summary.checkpoint = save_training_state(config, grid, params, trainer->optimizer(), trainer->order(), r.step);
-      DAPO_INFO("checkpoint: ", summary.checkpoint);
-    }
+    if (config.checkpoint.save_every > 0 && r.step % config.checkpoint.save_every == 0 && !last) save(r.step);
   }
   summary.steps = trainer->steps_done();
-  if (summary.steps > summary.first_step) {
-    summary.checkpoint = save_training_state(config, grid, params, trainer->optimizer(), trainer->order(), summary.steps);
-    DAPO_INFO("checkpoint: ", summary.checkpoint);
-  } else {
+  const bool saved = summary.checkpoint.find(checkpoint_name(summary.steps)) != std::string::npos;
+  if (summary.steps > summary.first_step && !saved) save(summary.steps);
+  // Why the run stops, in one line.
+  if (summary.stop_signal)
+    DAPO_INFO("train: stopping after step ", summary.steps, " on ", stop_signal_name(summary.stop_signal),
+              summary.checkpoint.empty() ? std::string(" (nothing saved: no step was run)")
+                                         : cat(": checkpoint ", summary.checkpoint),
+              "; exit code ", kPreemptedExit, " (requeue to continue)");
+  else if (summary.steps == summary.first_step)
     DAPO_INFO("train: nothing to do: the checkpoint is at step ", summary.steps, " and train.total_steps is ", total);
-  }
+  else
+    DAPO_INFO("train: done: ", summary.steps, total > 0 ? cat(" of train.total_steps = ", total) : std::string(" steps, one epoch"),
+              "; final checkpoint ", summary.checkpoint);
   summary.seconds = since(start);
   return summary;
 }

@@ -94,6 +94,10 @@ struct TrainConfig {
   bool activation_recompute = true;
   int64_t val_every = 5;                // steps between validations on data.val_files; 0: only at the end
   bool val_before_train = true;         // validate the starting model (step 0)
+  // Watchdog: a phase (generation, update, validation, checkpoint) that
+  // runs longer than this ends the job with a line naming rank, host, phase
+  // and step - a dead or stuck rank must not hang it. 0: off.
+  double phase_timeout_s = 7200;
 };
 
 struct ParallelConfig {

@@ -27,6 +27,7 @@
 #include "dapo/trainer/rollout_groups.h"
 #include "dapo/trainer/update_phase.h"
 #include "dapo/trainer/update_step.h"
+#include "dapo/trainer/watchdog.h"
 
 namespace dapo::trainer {
 
@@ -66,6 +67,8 @@ class DapoTrainer {
   const std::vector<int32_t>& eos_ids() const { return eos_ids_; }
   // Called after every engine step of generation (progress lines).
   void set_progress(rollout::ProgressCallback progress) { progress_ = std::move(progress); }
+  // Told when the generation and update phases start (may be null).
+  void set_watchdog(Watchdog* watchdog) { watchdog_ = watchdog; }
 
  private:
   const parallel::Grid& grid_;
@@ -82,6 +85,7 @@ class DapoTrainer {
   std::vector<int32_t> eos_ids_;
   RewardSettings rewards_;
   rollout::ProgressCallback progress_;
+  Watchdog* watchdog_ = nullptr;
   int64_t steps_done_ = 0;
 };
 

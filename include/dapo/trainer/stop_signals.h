@@ -1,0 +1,42 @@
+// Preemption and time limits (Slurm's `--signal=B:USR1@300`, then SIGTERM at
+// the end): SIGUSR1 or SIGTERM asks the run to stop. The handler only
+// records the signal (async-signal-safe); the trainer polls at every step
+// boundary, where the ranks agree with one all-reduce (a signal that reached
+// some ranks only stops them all, together), write a checkpoint and exit
+// with kPreemptedExit so the batch script requeues the job. A second signal
+// during the save changes nothing: the save completes (it is atomic
+// anyway, .partial + rename). SIGKILL cannot be caught: the previous
+// checkpoint is what a restart then finds.
+//
+// The recorded signal is process-wide state, as a signal handler needs;
+// StopSignals owns the handlers' lifetime (installed in the constructor,
+// the previous ones restored in the destructor; one instance at a time).
+#pragma once
+
+#include "dapo/parallel/comm.h"
+
+namespace dapo::trainer {
+
+// The exit code of a run stopped by a signal after saving its checkpoint:
+// "requeue me" (README, exit codes).
+inline constexpr int kPreemptedExit = 4;
+
+class StopSignals {
+ public:
+  StopSignals();
+  ~StopSignals();
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+
+  // The first signal received (SIGUSR1 or SIGTERM), 0 if none.
+  int pending() const;
+};
+
+// Collective over `comm`: the signal any rank received (the largest
+// number if several), 0 if none.
+int agree_on_stop(const parallel::Comm& comm, const StopSignals& signals);
+
+// "SIGUSR1", "SIGTERM", or "signal N".
+const char* stop_signal_name(int sig);
+
+}  // namespace dapo::trainer

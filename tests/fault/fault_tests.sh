@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Faults during `dapo train` on the CPU backend under mpirun -np 2 (ctest
+# `fault`): a preemption signal stops the run at a step boundary with a
+# checkpoint and exit code 4, and the next run resumes from it; a rank killed
+# with SIGKILL mid-step, and a rank that stops responding (DAPO_FAULT_STALL,
+# caught by the watchdog), end the whole job non-zero within 60 s - no hang.
+#   fault_tests.sh DAPO_BINARY SOURCE_DIR
+set -uo pipefail
+dapo=$1
+src=$2
+work=$(mktemp -d /tmp/dapo_fault_XXXXXX)
+trap 'rm -rf "$work"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+# A fresh random model with dynamic sampling off (it solves nothing): cheap,
+# steady steps of the demo's shapes.
+args=(train --config "$src/inputs/demo.ini" --model.path="$src/inputs/demo/model"
+      --model.tokenizer="$src/inputs/demo/tokenizer.json" --data.train_files="$src/inputs/demo/train.jsonl"
+      --data.val_files="$src/inputs/demo/val.jsonl" --rollout.val_n=1 --train.val_before_train=false
+      --train.val_every=0 --algorithm.dynamic_sampling=false --rollout.gen_batch_size=16)
+
+# Waits (up to $2 s) until file $1 matches pattern $3.
+wait_for() {
+  local deadline=$((SECONDS + $2))
+  until grep -q "$3" "$1" 2>/dev/null; do
+    [ $SECONDS -lt $deadline ] || return 1
+    sleep 0.2
+  done
+}
+
+# ---- 1. SIGUSR1 (Slurm's warning signal): checkpoint, exit 4, resume. ----
+log=$work/preempt.log
+mpirun -np 2 --oversubscribe "$dapo" "${args[@]}" --train.total_steps=40 --log.dir="$work/p" \
+  --checkpoint.dir="$work/p/ck" >"$log" 2>&1 &
+pid=$!
+if wait_for "$log" 60 "step 2/40"; then
+  kill -USR1 $pid  # mpirun forwards SIGUSR1 to every rank
+  wait $pid
+  rc=$?
+  [ $rc -eq 4 ] || fail "preempted run exited with $rc, expected 4 ($(tail -3 "$log"))"
+  grep -q "stopping after step [0-9]* on SIGUSR1: checkpoint" "$log" || fail "no stop line in $log"
+  stopped=$(sed -n 's/.*stopping after step \([0-9]*\) on SIGUSR1.*/\1/p' "$log" | head -1)
+  [ -n "$stopped" ] && [ "$stopped" -lt 40 ] || fail "stopped at step '$stopped'"
+  mpirun -np 2 --oversubscribe "$dapo" "${args[@]}" --train.total_steps=$((stopped + 1)) --log.dir="$work/p" \
+    --checkpoint.dir="$work/p/ck" >"$work/resume.log" 2>&1
+  rc=$?
+  [ $rc -eq 0 ] || fail "resumed run exited with $rc ($(tail -3 "$work/resume.log"))"
+  grep -q "resumed from $work/p/ck/step_$(printf %08d "$stopped").h5 at step $stopped" "$work/resume.log" ||
+    fail "the resumed run did not start from step $stopped"
+  lines=$(wc -l <"$work/p/metrics.jsonl")
+  [ "$lines" -eq $((stopped + 1)) ] || fail "metrics.jsonl has $lines lines, expected $((stopped + 1))"
+else
+  kill -9 $pid 2>/dev/null
+  fail "the run never reached step 2 ($(tail -3 "$log"))"
+fi
+
+# ---- 2. One rank killed with SIGKILL mid-step: the job ends, non-zero. ----
+log=$work/kill.log
+mpirun -np 2 --oversubscribe "$dapo" "${args[@]}" --train.total_steps=400 --log.dir="$work/k" \
+  --checkpoint.dir="$work/k/ck" >"$log" 2>&1 &
+pid=$!
+if wait_for "$log" 60 "step 1/400"; then
+  ranks=$(pgrep -f -- "--log.dir=$work/k " | grep -v "^$pid\$" || true)
+  victim=$(echo "$ranks" | tail -1)
+  if [ -z "$victim" ]; then
+    fail "no rank process found"
+    kill -9 $pid
+  else
+    t0=$SECONDS
+    kill -9 "$victim"
+    ( sleep 60; kill -9 $pid 2>/dev/null ) &
+    guard=$!
+    wait $pid
+    rc=$?
+    kill $guard 2>/dev/null
+    took=$((SECONDS - t0))
+    [ $rc -ne 0 ] || fail "job with a killed rank exited 0"
+    [ $took -lt 60 ] || fail "job with a killed rank took ${took}s to end"
+    echo "kill: the job ended ${took}s after SIGKILL of one rank, exit code $rc"
+  fi
+else
+  kill -9 $pid 2>/dev/null
+  fail "the run never reached step 1 ($(tail -3 "$log"))"
+fi
+
+# ---- 3. One rank stuck (no exit, no progress): the watchdog ends the job. ----
+log=$work/stall.log
+t0=$SECONDS
+DAPO_FAULT_STALL=1:update timeout 90 mpirun -np 2 --oversubscribe -x DAPO_FAULT_STALL "$dapo" "${args[@]}" \
+  --train.total_steps=40 --train.phase_timeout_s=5 --log.dir="$work/s" --checkpoint.dir="$work/s/ck" >"$log" 2>&1
+rc=$?
+took=$((SECONDS - t0))
+[ $rc -ne 0 ] || fail "stalled job exited 0"
+[ $rc -ne 124 ] || fail "stalled job hung until timeout(1) killed it"
+[ $took -lt 60 ] || fail "stalled job took ${took}s to end"
+grep -q "dapo: watchdog: rank 1 on .*: phase 'update' of step 1 has run" "$log" || fail "no watchdog line for rank 1"
+echo "stall: the job ended ${took}s after start, exit code $rc"
+
+if [ $failures -ne 0 ]; then
+  echo "$failures fault test(s) failed"
+  exit 1
+fi
+echo "fault tests passed"
