@@ -82,6 +82,8 @@ ResumePoint load_into(const std::string& path, const parallel::Grid& grid, model
   p.order.seed = info.state.data_seed;
   p.order.size = info.state.data_size;
   p.order.cursor = {info.state.data_epoch, info.state.data_position};
+  p.saved_tp = info.tp;
+  p.saved_dp = info.dp;
   return p;
 }
 

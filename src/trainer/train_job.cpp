@@ -122,9 +122,14 @@ TrainSummary run_train_job(const Config& config, const parallel::Grid& grid) {
     error = e.what();
   }
   io::agree_on_error(grid.world, error);
-  if (resumed)
+  if (resumed) {
     DAPO_INFO("train: resumed from ", resumed->path, " at step ", resumed->step, " (prompt order epoch ",
               resumed->order.cursor.epoch, ", position ", resumed->order.cursor.position, ")");
+    if (resumed->saved_tp != grid.tp_size || resumed->saved_dp != grid.dp_size)
+      DAPO_INFO("train: resharded: saved with tp ", resumed->saved_tp, " x dp ", resumed->saved_dp,
+                ", running with tp ", grid.tp_size, " x dp ", grid.dp_size,
+                "; the prompt order is global and carries over, results match up to float rounding");
+  }
   else
     DAPO_INFO("train: starting at step 0 from ", initial.source.path,
               config.checkpoint.resume == "auto" ? cat(" (no checkpoint in ", config.checkpoint.dir, ")") : "");

@@ -51,6 +51,7 @@ struct ResumePoint {
   int64_t step = 0;                 // steps done at the save
   int64_t optimizer_steps = 0;      // already restored into the optimizer
   data::PromptOrderState order;     // restore into the trainer's PromptOrder
+  int64_t saved_tp = 1, saved_dp = 1;  // the layout that wrote it
 };
 
 // Chooses and loads the checkpoint to resume from (see above) into `params`
