@@ -11,6 +11,9 @@ bash jobs/build.sh
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 np=${DAPO_DEMO_RANKS:-2}
 run() { mpirun -np "$np" --oversubscribe "$@"; }
+# A fresh demo each time: inputs/demo.ini resumes from runs/demo/checkpoints
+# (checkpoint.resume = auto), which after a finished demo has nothing left to do.
+rm -rf runs/demo
 run build/dapo info --config inputs/demo.ini
 run build/dapo sft --config inputs/demo_sft.ini
 log=runs/demo/train.log
