@@ -52,5 +52,6 @@ int run_demo_data(const Invocation& inv);
 int run_sft(const Invocation& inv);
 int run_train(const Invocation& inv);
 int run_eval(const Invocation& inv);
+int run_inspect(const Invocation& inv);
 
 }  // namespace dapo::apps

@@ -71,11 +71,11 @@ const std::vector<Command>& commands() {
       {"inspect", "summarise an HDF5 rollout dump, or show samples of it", false,
        [](po::options_description& d, po::positional_options_description& p) {
          d.add_options()("dump", po::value<std::string>(), "rollout dump .h5 (positional)")(
-             "show", po::value<int>()->default_value(0), "print K samples")(
-             "jsonl", po::bool_switch(), "export rows as JSONL");
+             "show", po::value<int>()->default_value(0), "after the summary, print K samples in full")(
+             "jsonl", po::bool_switch(), "instead, write every response as one JSON object per line");
          p.add("dump", 1);
        },
-       nullptr, "inspect lands with issue #6 (checkpoints and rollout dumps)"},
+       run_inspect, ""},
       {"info", "show the build, the rank grid and the resolved configuration (under mpirun)", true,
        [](po::options_description& d, po::positional_options_description&) {
          d.add_options()("save", po::value<std::string>(), "also write the resolved configuration to this INI file");

@@ -429,3 +429,126 @@ void H5File::read(const std::string& ds, const Hyperslab& s, int32_t* p) const {
 void H5File::read(const std::string& ds, const Hyperslab& s, int64_t* p) const { read_raw(ds, s, DType::i64, p); }
 
 }  // namespace dapo::io
+
+// ---- bytes and doubles (rollout dumps) --------------------------------------------
+
+namespace dapo::io {
+
+namespace {
+
+// create_dataset's layout rules for a type outside DType.
+void create_typed(hid_t file, const std::string& path, hid_t ftype, size_t esize, const std::vector<int64_t>& shape,
+                  const DatasetOptions& options) {
+  DAPO_CHECK(!shape.empty(), "H5File::create_dataset ", path, ": datasets have at least one dimension");
+  int64_t numel = 1;
+  for (const int64_t d : shape) {
+    DAPO_CHECK(d >= 0, "H5File::create_dataset ", path, ": shape ", shape_string(shape));
+    numel *= d;
+  }
+  const std::vector<hsize_t> dims = to_hsize(shape);
+  H5Id space(DAPO_H5_CHECK(H5Screate_simple(int(dims.size()), dims.data(), nullptr)), H5Sclose);
+  H5Id lcpl(DAPO_H5_CHECK(H5Pcreate(H5P_LINK_CREATE)), H5Pclose);
+  DAPO_H5_CHECK(H5Pset_create_intermediate_group(lcpl, 1));
+  H5Id dcpl(DAPO_H5_CHECK(H5Pcreate(H5P_DATASET_CREATE)), H5Pclose);
+  if (numel > 0) {
+    const std::vector<hsize_t> chunk = chunk_dims(shape, esize, options.chunk_bytes);
+    DAPO_H5_CHECK(H5Pset_chunk(dcpl, int(chunk.size()), chunk.data()));
+    if (options.fletcher32) DAPO_H5_CHECK(H5Pset_fletcher32(dcpl));
+    else DAPO_H5_CHECK(H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER));
+  }
+  H5Id d(DAPO_H5_CHECK(H5Dcreate2(file, path.c_str(), ftype, space, lcpl, dcpl, H5P_DEFAULT)), H5Dclose);
+}
+
+// write_raw for a memory type outside DType.
+void write_typed(hid_t file, const std::string& where, const std::string& dataset, const Hyperslab& slab,
+                 hid_t mtype, H5T_class_t cls, const void* data) {
+  H5Id d(DAPO_H5_CHECK(H5Dopen2(file, dataset.c_str(), H5P_DEFAULT)), H5Dclose);
+  {
+    H5Id type(DAPO_H5_CHECK(H5Dget_type(d)), H5Tclose);
+    DAPO_CHECK(DAPO_H5_CHECK(H5Tget_class(type)) == cls, where, ": writing into a dataset of another type class");
+  }
+  H5Id fspace(DAPO_H5_CHECK(H5Dget_space(d)), H5Sclose);
+  if (DAPO_H5_CHECK(H5Sget_simple_extent_npoints(fspace)) == 0) return;  // every rank alike, as in write_raw
+  H5Id mspace;
+  select(where, fspace, slab, &mspace);
+  H5Id dxpl(DAPO_H5_CHECK(H5Pcreate(H5P_DATASET_XFER)), H5Pclose);
+  DAPO_H5_CHECK(H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE));
+  const int64_t dummy = 0;
+  DAPO_CHECK(data != nullptr || slab.selects_nothing(), where, ": no data to write");
+  DAPO_H5_CHECK(H5Dwrite(d, mtype, mspace, fspace, dxpl, data ? data : &dummy));
+}
+
+// read_raw for a memory type outside DType.
+void read_typed(hid_t file, const std::string& where, const std::string& dataset, const Hyperslab& slab,
+                hid_t mtype, H5T_class_t cls, const char* what, void* out) {
+  H5Id d(h5_or_throw(H5Dopen2(file, dataset.c_str(), H5P_DEFAULT), where), H5Dclose);
+  {
+    H5Id type(h5_or_throw(H5Dget_type(d), where), H5Tclose);
+    if (h5_or_throw(H5Tget_class(type), where) != cls) throw UserError(cat(where, ": is not ", what, " data"));
+  }
+  if (slab.selects_nothing()) return;
+  H5Id fspace(h5_or_throw(H5Dget_space(d), where), H5Sclose);
+  H5Id mspace;
+  select(where, fspace, slab, &mspace);
+  h5_or_throw(H5Dread(d, mtype, mspace, fspace, H5P_DEFAULT, out), cat(where, ": cannot read"));
+}
+
+}  // namespace
+
+void H5File::create_bytes_dataset(const std::string& path, const std::vector<int64_t>& shape,
+                                  const DatasetOptions& options) {
+  DAPO_CHECK(writable_, path_, " is not open for writing");
+  create_typed(id_, path, H5T_STD_U8LE, 1, shape, options);
+}
+
+void H5File::create_f64_dataset(const std::string& path, const std::vector<int64_t>& shape,
+                                const DatasetOptions& options) {
+  DAPO_CHECK(writable_, path_, " is not open for writing");
+  create_typed(id_, path, H5T_IEEE_F64LE, 8, shape, options);
+}
+
+void H5File::write_bytes(const std::string& dataset, const Hyperslab& slab, const uint8_t* data) {
+  DAPO_CHECK(writable_, path_, " is not open for writing");
+  write_typed(id_, where(dataset), dataset, slab, H5T_NATIVE_UINT8, H5T_INTEGER, data);
+}
+
+void H5File::write_f64(const std::string& dataset, const Hyperslab& slab, const double* data) {
+  DAPO_CHECK(writable_, path_, " is not open for writing");
+  write_typed(id_, where(dataset), dataset, slab, H5T_NATIVE_DOUBLE, H5T_FLOAT, data);
+}
+
+void H5File::read_bytes(const std::string& dataset, const Hyperslab& slab, uint8_t* out) const {
+  DAPO_CHECK(id_ >= 0, "H5File: not open");
+  if (!is_dataset(dataset)) throw UserError(cat(where(dataset), ": no such dataset"));
+  read_typed(id_, where(dataset), dataset, slab, H5T_NATIVE_UINT8, H5T_INTEGER, "integer", out);
+}
+
+void H5File::read_f64(const std::string& dataset, const Hyperslab& slab, double* out) const {
+  DAPO_CHECK(id_ >= 0, "H5File: not open");
+  if (!is_dataset(dataset)) throw UserError(cat(where(dataset), ": no such dataset"));
+  read_typed(id_, where(dataset), dataset, slab, H5T_NATIVE_DOUBLE, H5T_FLOAT, "floating-point", out);
+}
+
+H5File H5File::open_local(const std::string& path) {
+  detail::h5_quiet();
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) throw UserError(cat(path, ": no such file"));
+#if H5_VERSION_GE(1, 12, 0)
+  const htri_t is_hdf5 = H5Fis_accessible(path.c_str(), H5P_DEFAULT);
+#else
+  const htri_t is_hdf5 = H5Fis_hdf5(path.c_str());
+#endif
+  if (is_hdf5 <= 0) {
+    h5_error_stack();  // clear it
+    throw UserError(cat(path, ": not an HDF5 file"));
+  }
+  const hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (id < 0) throw UserError(cat(path, ": cannot open the HDF5 file: ", h5_error_stack()));
+  H5File f;
+  f.id_ = id;
+  f.path_ = path;
+  f.writable_ = false;
+  return f;
+}
+
+}  // namespace dapo::io

@@ -16,6 +16,7 @@
 #include "dapo/trainer/model_init.h"
 #include "dapo/trainer/prompt_set.h"
 #include "dapo/trainer/run_files.h"
+#include "dapo/trainer/step_dump.h"
 #include "dapo/trainer/step_metrics.h"
 #include "dapo/trainer/stop_signals.h"
 #include "dapo/trainer/validation.h"
@@ -191,6 +192,13 @@ TrainSummary run_train_job(const Config& config, const parallel::Grid& grid) {
     const bool last = total > 0 ? r.step == total : trainer->order().cursor().epoch > 0;
     const bool due = config.train.val_every > 0 && r.step % config.train.val_every == 0;
     if (val && (due || last)) validate(r.step, r.metrics);
+    if (dump_due(config, r.step)) {
+      watchdog.enter("dump", r.step);
+      const auto t0 = std::chrono::steady_clock::now();
+      const std::string dump = write_step_dump(config, grid, trainer->rewards(), r.generation, r.step);
+      r.metrics.add("timing_s/dump", since(t0));
+      DAPO_INFO("dump: ", dump);
+    }
     metrics->write(r.step, r.metrics);
     if (r.step == summary.first_step + 1) summary.first_acc = r.metrics.get("gen/acc/mean");
     summary.last_acc = r.metrics.get("gen/acc/mean");

@@ -43,10 +43,10 @@ TEST(Cli, EveryCommandHasHelpWithItsOptions) {
   }
 }
 
-TEST(Cli, PendingCommandsSaySoAndFail) {
+TEST(Cli, InspectOfAMissingFileFails) {
   const Result r = run("inspect nothing.h5");
-  EXPECT_EQ(r.code, 3);
-  EXPECT_NE(r.output.find("not implemented yet"), std::string::npos) << r.output;
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.output.find("nothing.h5: no such file"), std::string::npos) << r.output;
 }
 
 TEST(Cli, ConfigErrorsNameFileLineAndKey) {

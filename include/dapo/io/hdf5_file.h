@@ -24,7 +24,8 @@
 // or non-HDF5 file, reading a missing attribute or dataset, or data of an
 // unexpected type is a UserError naming the file and the object.
 //
-// Types: datasets are f32, i32 or i64 (little-endian in the file); dapo's
+// Types: datasets are f32, i32 or i64 (little-endian in the file; u8 and
+// f64 through the byte and double calls below); dapo's
 // bf16 is not an HDF5 type (convert to f32 first). Not thread-safe: one
 // thread per rank uses an H5File.
 #pragma once
@@ -122,6 +123,28 @@ class H5File {
   void read(const std::string& dataset, const Hyperslab& slab, float* out) const;
   void read(const std::string& dataset, const Hyperslab& slab, int32_t* out) const;
   void read(const std::string& dataset, const Hyperslab& slab, int64_t* out) const;
+
+  // ---- bytes and doubles (rollout dumps) -------------------------------------
+  // Outside DType on purpose (they are not tensor types): uint8 datasets
+  // (H5T_STD_U8LE; UTF-8 text stored as bytes + offsets, flags and small
+  // codes; h5py reads numpy uint8) and float64 ones (H5T_IEEE_F64LE; scores,
+  // rewards and advantages kept exactly). Same collective rules as
+  // create_dataset / write / read above; chunking and options likewise.
+  void create_bytes_dataset(const std::string& path, const std::vector<int64_t>& shape,
+                            const DatasetOptions& options = {});
+  void create_f64_dataset(const std::string& path, const std::vector<int64_t>& shape,
+                          const DatasetOptions& options = {});
+  void write_bytes(const std::string& dataset, const Hyperslab& slab, const uint8_t* data);
+  void write_f64(const std::string& dataset, const Hyperslab& slab, const double* data);
+  // Integer datasets read as bytes (values converted, out-of-range ones
+  // clamped by HDF5), float datasets as doubles; another class is a UserError.
+  void read_bytes(const std::string& dataset, const Hyperslab& slab, uint8_t* out) const;
+  void read_f64(const std::string& dataset, const Hyperslab& slab, double* out) const;
+
+  // Opens an existing file read-only in this process alone, through HDF5's
+  // default POSIX driver: no Comm, no MPI, no collectives (a tool or one
+  // rank reading a file by itself). UserError if missing or not HDF5.
+  static H5File open_local(const std::string& path);
 
  private:
   void write_raw(const std::string& dataset, const Hyperslab& slab, DType dtype, const void* data);

@@ -12,6 +12,7 @@
 //                                   followed by checkpoint.dir/latest naming it
 // The run resumes per checkpoint.resume (checkpointing.h) and then runs
 // until train.total_steps steps are done in all.
+//   dump.dir/step_%08d.h5           rollout dumps every dump.every steps (step_dump.h)
 // Console (world rank 0): a line per step, a progress line every few
 // seconds during generation, validation results.
 //
