@@ -2,10 +2,7 @@
 // reader; the file layout is in rollout_dump.h.
 #include "dapo/dump/rollout_dump.h"
 
-#include <fcntl.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -13,6 +10,7 @@
 
 #include "dapo/core/error.h"
 #include "dapo/io/checkpoint.h"
+#include "dapo/io/file_sync.h"
 
 namespace dapo::dump {
 
@@ -224,14 +222,6 @@ class DumpWriter {
   Extent extent_[kFields];
 };
 
-void sync_path(const std::string& path, bool directory) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (directory ? O_DIRECTORY : 0));
-  if (fd < 0) throw UserError(cat(path, ": cannot open to sync: ", std::strerror(errno)));
-  const int rc = ::fsync(fd);
-  const int err = errno;
-  ::close(fd);
-  if (rc != 0 && !(directory && err == EINVAL)) throw UserError(cat(path, ": cannot sync: ", std::strerror(err)));
-}
 
 }  // namespace
 
@@ -284,12 +274,7 @@ void write_rollout_dump(const std::string& path, const parallel::Comm& comm, std
   std::string error;
   if (comm.rank() == 0) {
     try {
-      sync_path(partial, false);
-      std::error_code ec;
-      fs::rename(partial, path, ec);
-      if (ec) throw UserError(cat(path, ": cannot rename ", partial, " to it: ", ec.message()));
-      const fs::path dir = fs::path(path).parent_path();
-      sync_path(dir.empty() ? "." : dir.string(), true);
+      io::commit_file(partial, path);
     } catch (const UserError& e) {
       error = e.what();
     }

@@ -2,17 +2,15 @@
 // shape, written and read per tp slice; see checkpoint.h.
 #include "dapo/io/checkpoint.h"
 
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <set>
 
 #include "dapo/core/error.h"
 #include "dapo/core/log.h"
+#include "dapo/io/file_sync.h"
 #include "dapo/io/tensor_digest.h"
 
 namespace dapo::io {
@@ -74,21 +72,6 @@ void agree_on_error(const parallel::Comm& comm, const std::string& error) {
 }
 
 // ---- writing --------------------------------------------------------------------
-
-namespace {
-
-// The file's data and then its new name reach the disk before we say "saved".
-void sync_path(const std::string& path, bool directory) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (directory ? O_DIRECTORY : 0));
-  if (fd < 0) throw UserError(cat(path, ": cannot open to sync: ", std::strerror(errno)));
-  const int rc = ::fsync(fd);
-  const int err = errno;
-  ::close(fd);
-  // Some file systems cannot sync a directory (EINVAL); the rename stands.
-  if (rc != 0 && !(directory && err == EINVAL)) throw UserError(cat(path, ": cannot sync: ", std::strerror(err)));
-}
-
-}  // namespace
 
 CheckpointWriter::CheckpointWriter(std::string path, const parallel::Comm& comm, const CheckpointInfo& info,
                                    const DatasetOptions& options)
@@ -173,12 +156,7 @@ void CheckpointWriter::commit() {
   std::string error;
   if (comm_->rank() == 0) {
     try {
-      sync_path(partial_, false);
-      std::error_code ec;
-      fs::rename(partial_, path_, ec);
-      if (ec) throw UserError(cat(path_, ": cannot rename ", partial_, " to it: ", ec.message()));
-      const fs::path dir = fs::path(path_).parent_path();
-      sync_path(dir.empty() ? "." : dir.string(), true);
+      commit_file(partial_, path_);
     } catch (const UserError& e) {
       error = e.what();
     }
