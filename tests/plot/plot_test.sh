@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# jobs/plot_training.py on a real run (ctest `plot`): two `dapo train` steps
+# of a tiny random model with a rollout dump each, then both PNGs must be
+# written. Skips (exit 77) when Debian's python3 lacks matplotlib, pandas or
+# h5py (jobs/install_deps.sh installs them).
+#   plot_test.sh DAPO_BINARY SOURCE_DIR
+set -euo pipefail
+dapo=$1
+src=$2
+py=/usr/bin/python3
+if ! "$py" -c "import matplotlib, pandas, h5py" 2>/dev/null; then
+  echo "skipped: $py lacks matplotlib, pandas or h5py"
+  exit 77
+fi
+work=$(mktemp -d /tmp/dapo_plot_XXXXXX)
+trap 'rm -rf "$work"' EXIT
+mpirun -np 2 --oversubscribe "$dapo" train --config "$src/inputs/demo.ini" --model.path="$src/inputs/demo/model" \
+  --model.tokenizer="$src/inputs/demo/tokenizer.json" --data.train_files="$src/inputs/demo/train.jsonl" \
+  --data.val_files="$src/inputs/demo/val.jsonl" --rollout.val_n=1 --algorithm.dynamic_sampling=false \
+  --rollout.gen_batch_size=16 --train.total_steps=2 --dump.every=1 --log.dir="$work" \
+  --checkpoint.dir="$work/ck" --dump.dir="$work/rollouts" >"$work/train.log" 2>&1 || {
+  tail -20 "$work/train.log"
+  exit 1
+}
+"$py" "$src/jobs/plot_training.py" --run "$work"
+for f in training_dynamics.png rollouts.png; do
+  [ -s "$work/$f" ] || { echo "FAIL: $f not written"; exit 1; }
+done
+echo "plot test passed"
