@@ -6,6 +6,7 @@
 
 #include "dapo/core/error.h"
 #include "dapo/io/checkpoint.h"
+#include "dapo/io/file_sync.h"
 
 namespace dapo::trainer {
 namespace fs = std::filesystem;
@@ -16,9 +17,7 @@ void write_file_atomically(const std::string& path, const std::string& text, con
     std::ofstream out(partial, std::ios::binary | std::ios::trunc);
     if (!(out << text) || !(out.flush())) throw UserError(cat(path, ": cannot write the ", what));
   }
-  std::error_code ec;
-  fs::rename(partial, path, ec);
-  if (ec) throw UserError(cat(path, ": cannot rename ", partial, " to it: ", ec.message()));
+  io::commit_file(partial, path);  // synced, renamed, directory synced
 }
 
 void make_dir(const std::string& dir, const char* key) {
