@@ -12,6 +12,9 @@ packages=(
   libopenblas-dev                     # CPU GEMMs
   libutf8proc-dev libpcre2-dev        # tokenizer: NFC normalisation, Unicode regex pre-tokenizer
   nlohmann-json3-dev                  # JSONL, metrics, HF config.json
+  slurm-wlm munge                     # tests/slurm: a one-node Slurm on localhost (ctest slurm)
+  hdf5-tools                          # h5diff: that test compares final checkpoints
+  python3-matplotlib python3-pandas python3-h5py   # jobs/plot_training.py (ctest plot)
 )
 missing=()
 for p in "${packages[@]}"; do

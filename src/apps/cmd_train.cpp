@@ -15,11 +15,15 @@ namespace dapo::apps {
 
 int run_train(const Invocation& inv) {
   const Config& config = *inv.config;
+  // Before MPI starts and until after it finalises: a SIGUSR1/SIGTERM (Slurm
+  // sends them to every task, and `srun -K1` sends SIGTERM to the ranks
+  // still finishing when the first one exits) never kills a rank.
+  const trainer::StopSignals signals;
   parallel::Runtime runtime(nullptr, nullptr);
   try {
     configure_logging({runtime.world_rank(), config.log.all_ranks, parse_log_level(config.log.level)});
     const parallel::Grid grid = parallel::make_grid(int(config.parallel.tp));
-    const trainer::TrainSummary s = trainer::run_train_job(config, grid);
+    const trainer::TrainSummary s = trainer::run_train_job(config, grid, signals);
     // The summary's first words are what jobs/demo.sh reads.
     if (s.stop_signal) return trainer::kPreemptedExit;
     if (s.steps == s.first_step) return kOk;  // resumed at the end: nothing was run

@@ -49,11 +49,8 @@ void log_validation(const ValidationResult& v, int64_t step) {
 
 }  // namespace
 
-TrainSummary run_train_job(const Config& config, const parallel::Grid& grid) {
+TrainSummary run_train_job(const Config& config, const parallel::Grid& grid, const StopSignals& signals) {
   const auto start = std::chrono::steady_clock::now();
-  // SIGUSR1/SIGTERM from here on stop the run at the next step boundary
-  // (during set-up: before the first step) instead of killing it.
-  StopSignals signals;
   const bool root = grid.world_rank() == 0;
   if (config.parallel.backend == BackendChoice::cuda)
     throw UserError(cat(config.origin_of("parallel.backend"),

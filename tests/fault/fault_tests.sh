@@ -69,11 +69,12 @@ if wait_for "$log" 60 "step 1/400"; then
   else
     t0=$SECONDS
     kill -9 "$victim"
-    ( sleep 60; kill -9 $pid 2>/dev/null ) &
-    guard=$!
+    # Poll rather than a background `sleep 60` guard: a leftover sleep would
+    # hold ctest's output pipe open for its full minute.
+    while kill -0 $pid 2>/dev/null && [ $((SECONDS - t0)) -lt 60 ]; do sleep 0.2; done
+    kill -9 $pid 2>/dev/null
     wait $pid
     rc=$?
-    kill $guard 2>/dev/null
     took=$((SECONDS - t0))
     [ $rc -ne 0 ] || fail "job with a killed rank exited 0"
     [ $took -lt 60 ] || fail "job with a killed rank took ${took}s to end"

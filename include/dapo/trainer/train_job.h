@@ -26,6 +26,7 @@
 
 #include "dapo/core/config.h"
 #include "dapo/parallel/grid.h"
+#include "dapo/trainer/stop_signals.h"
 
 namespace dapo::trainer {
 
@@ -46,6 +47,9 @@ struct TrainSummary {
 // Collective over grid.world. UserError on every rank alike for bad
 // configuration, data or model, and when dynamic sampling runs out of
 // generation rounds (the steps done so far are in metrics.jsonl).
-TrainSummary run_train_job(const Config& config, const parallel::Grid& grid);
+// `signals` (installed by the caller for the whole process life, so that a
+// signal arriving during set-up or after training, while MPI finalises,
+// does not kill a rank) stops the run at the next step boundary.
+TrainSummary run_train_job(const Config& config, const parallel::Grid& grid, const StopSignals& signals);
 
 }  // namespace dapo::trainer
