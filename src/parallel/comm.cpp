@@ -80,9 +80,7 @@ MPI_Op mpi_op(ReduceOp op, bool is_bf16) {
 }
 
 void check_host(const Tensor& t, const char* what) {
-  DAPO_CHECK(t.device == Device::cpu, "Comm::", what,
-             ": tensor is on cuda; device collectives need Comm's NCCL path, which is not "
-             "implemented yet");
+  DAPO_CHECK(t.device == Device::cpu, "Comm::", what, ": tensor is not on the host");
   DAPO_CHECK(t.data != nullptr || t.numel() == 0, "Comm::", what, ": null data");
 }
 
@@ -165,9 +163,12 @@ Comm Comm::world(int64_t max_chunk) {
 }
 
 Comm::~Comm() {
+  if (impl_) NcclPath::destroy(*impl_);
   // After MPI_Finalize the handle is gone with MPI; freeing it would be an error.
   if (impl_ && impl_->comm != MPI_COMM_NULL && mpi_live()) DAPO_MPI_CHECK(MPI_Comm_free(&impl_->comm));
 }
+
+std::string Comm::nccl_async_error() const { return impl_ ? NcclPath::async_error(*this) : std::string(); }
 
 Comm::Comm(Comm&& o) noexcept
     : impl_(std::move(o.impl_)), rank_(o.rank_), size_(o.size_), max_chunk_(o.max_chunk_) {
@@ -215,21 +216,24 @@ void Comm::set_max_chunk(int64_t elements) {
 
 // ---- data plane ---------------------------------------------------------------
 
-void Comm::all_reduce(Tensor buf, ReduceOp op) const {
+void Comm::all_reduce(Tensor buf, ReduceOp op, void* stream) const {
   check_valid("all_reduce");
+  if (buf.device == Device::cuda) return NcclPath::all_reduce(*this, buf, op, stream);
   check_host(buf, "all_reduce");
   all_reduce_raw(impl_->comm, buf.data, buf.numel(), mpi_type(buf.dtype), dtype_size(buf.dtype),
                  mpi_op(op, buf.dtype == DType::bf16), max_chunk_);
 }
 
-void Comm::all_gather(Tensor out, Tensor in) const {
+void Comm::all_gather(Tensor out, Tensor in, void* stream) const {
   check_valid("all_gather");
-  check_host(out, "all_gather");
-  check_host(in, "all_gather");
+  DAPO_CHECK(out.device == in.device, "Comm::all_gather: out and in on different devices");
   DAPO_CHECK(out.dtype == in.dtype, "Comm::all_gather: out is ", dtype_name(out.dtype), ", in is ",
              dtype_name(in.dtype));
   DAPO_CHECK(rows_times(out, in, size_), "Comm::all_gather: out ", out.shape_string(), " must be in ",
              in.shape_string(), " with ", size_, "x the rows");
+  if (in.device == Device::cuda) return NcclPath::all_gather(*this, out, in, stream);
+  check_host(out, "all_gather");
+  check_host(in, "all_gather");
   const size_t es = dtype_size(in.dtype);
   const int64_t n = in.numel();
   const void* own_block = at(out.data, int64_t(rank_) * n, es);
@@ -239,16 +243,18 @@ void Comm::all_gather(Tensor out, Tensor in) const {
   all_gather_raw(impl_->comm, out.data, in.data, n, mpi_type(in.dtype), es, in_place, max_chunk_);
 }
 
-void Comm::reduce_scatter(Tensor out, Tensor in, ReduceOp op) const {
+void Comm::reduce_scatter(Tensor out, Tensor in, ReduceOp op, void* stream) const {
   check_valid("reduce_scatter");
-  check_host(out, "reduce_scatter");
-  check_host(in, "reduce_scatter");
+  DAPO_CHECK(out.device == in.device, "Comm::reduce_scatter: out and in on different devices");
   DAPO_CHECK(out.dtype == in.dtype, "Comm::reduce_scatter: out is ", dtype_name(out.dtype),
              ", in is ", dtype_name(in.dtype));
   DAPO_CHECK(rows_times(in, out, size_), "Comm::reduce_scatter: in ", in.shape_string(),
              " must be out ", out.shape_string(), " with ", size_, "x the rows");
   DAPO_CHECK(!overlap(out.data, out.nbytes(), in.data, in.nbytes()),
              "Comm::reduce_scatter: out and in overlap");
+  if (in.device == Device::cuda) return NcclPath::reduce_scatter(*this, out, in, op, stream);
+  check_host(out, "reduce_scatter");
+  check_host(in, "reduce_scatter");
   const size_t es = dtype_size(in.dtype);
   const int64_t n = out.numel();
   const MPI_Datatype type = mpi_type(in.dtype);
@@ -267,10 +273,11 @@ void Comm::reduce_scatter(Tensor out, Tensor in, ReduceOp op) const {
   }
 }
 
-void Comm::broadcast(Tensor buf, int root) const {
+void Comm::broadcast(Tensor buf, int root, void* stream) const {
   check_valid("broadcast");
-  check_host(buf, "broadcast");
   DAPO_CHECK(root >= 0 && root < size_, "Comm::broadcast: root ", root, " of ", size_, " ranks");
+  if (buf.device == Device::cuda) return NcclPath::broadcast(*this, buf, root, stream);
+  check_host(buf, "broadcast");
   const size_t es = dtype_size(buf.dtype);
   const int64_t n = buf.numel();
   for (int64_t off = 0; off < n; off += max_chunk_) {

@@ -142,6 +142,9 @@ TrainSummary run_train_job(const Config& config, const parallel::Grid& grid, con
   // From here on a phase that runs past train.phase_timeout_s ends the job.
   Watchdog watchdog(config.train.phase_timeout_s, grid.world_rank());
   trainer->set_watchdog(&watchdog);
+  watchdog.watch(&grid.world, "world");
+  watchdog.watch(&grid.tp, "tp");
+  watchdog.watch(&grid.dp, "dp");
   auto save = [&](int64_t step) {
     watchdog.enter("checkpoint", step);
     summary.checkpoint = save_training_state(config, grid, params, trainer->optimizer(), trainer->order(), step);

@@ -18,7 +18,7 @@ Watchdog::Watchdog(double timeout_s, int rank)
       stall_phase_ = colon + 1;
     }
   }
-  if (timeout_s_ > 0) thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] { run(); });
 }
 
 Watchdog::~Watchdog() {
@@ -45,13 +45,28 @@ void Watchdog::enter(const char* phase, int64_t step) {
   }
 }
 
+void Watchdog::watch(const parallel::Comm* comm, const char* name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  comms_.emplace_back(comm, name);
+}
+
 void Watchdog::run() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stop_) {
     cv_.wait_for(lock, std::chrono::milliseconds(500));
     if (stop_) break;
+    for (const auto& [comm, name] : comms_) {
+      const std::string error = comm->nccl_async_error();
+      if (error.empty()) continue;
+      std::fprintf(stderr,
+                   "dapo: watchdog: rank %d on %s: NCCL error on the %s communicator in phase '%s' of step %lld: "
+                   "%s: ending the job\n",
+                   rank_, host_name().c_str(), name, phase_, (long long)step_, error.c_str());
+      std::fflush(stderr);
+      std::_Exit(kWatchdogExit);
+    }
     const double ran = std::chrono::duration<double>(std::chrono::steady_clock::now() - since_).count();
-    if (ran > timeout_s_) {
+    if (timeout_s_ > 0 && ran > timeout_s_) {
       std::fprintf(stderr,
                    "dapo: watchdog: rank %d on %s: phase '%s' of step %lld has run %.0f s, past "
                    "train.phase_timeout_s = %g (a dead or stuck rank?): ending the job\n",

@@ -5,13 +5,15 @@
 // rollout groups between dp ranks.
 //
 // Backends. Host tensors go through MPI (the CPU backend; also how CI tests
-// tensor and data parallelism with `mpirun -np 4`). Device tensors will go
-// through an NCCL communicator kept inside the same Comm, made from an id
-// broadcast over its MPI group; until that lands a cuda tensor is a fatal
-// error naming the missing NCCL path. When it lands, the tensor collectives
-// get a trailing `void* stream = nullptr` (cudaStream_t) parameter, so
-// callers written now keep compiling. This header does not include mpi.h:
-// only the parallel module's sources do.
+// tensor and data parallelism with `mpirun -np 4`). Device tensors go
+// through an NCCL communicator kept inside the same Comm, made on the first
+// device collective from an id that rank 0 creates and broadcasts over the
+// Comm's MPI group (every rank must have bound its GPU first, e.g. with
+// ops::CudaDevice). Device collectives are enqueued on `stream`
+// (cudaStream_t; nullptr: the legacy default stream) and return before they
+// complete, as NCCL's do. A build without CUDA fails a device tensor with a
+// message. This header includes neither mpi.h nor nccl.h: only the parallel
+// module's sources do.
 //
 // Every method is collective over the ranks of the Comm (including
 // construction by split/dup and destruction): all ranks call it in the same
@@ -25,6 +27,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "dapo/core/tensor.h"
@@ -74,17 +77,25 @@ class Comm {
   // as NCCL does for bf16, so a sum over P ranks is rounded up to P-1 times
   // in an order MPI picks. Reduce gradients in f32 when that matters.
 
+  // All tensors of one call are on the same device; `stream` is used for
+  // device tensors only.
   // buf (any shape): overwritten on every rank with the reduction over ranks.
-  void all_reduce(Tensor buf, ReduceOp op) const;
+  void all_reduce(Tensor buf, ReduceOp op, void* stream = nullptr) const;
   // in (n, ...), out (size*n, ...): out[r*n : (r+1)*n] = in of rank r.
   // in may be this rank's own block of out (in-place gather); any other
   // overlap is an error.
-  void all_gather(Tensor out, Tensor in) const;
+  void all_gather(Tensor out, Tensor in, void* stream = nullptr) const;
   // in (size*m, ...), out (m, ...): out = reduction over ranks of rows
   // [rank*m, (rank+1)*m) of in. out and in must not overlap.
-  void reduce_scatter(Tensor out, Tensor in, ReduceOp op) const;
+  void reduce_scatter(Tensor out, Tensor in, ReduceOp op, void* stream = nullptr) const;
   // buf (any shape): overwritten on every rank but root with root's values.
-  void broadcast(Tensor buf, int root) const;
+  void broadcast(Tensor buf, int root, void* stream = nullptr) const;
+
+  // An asynchronous error of this Comm's NCCL communicator (a peer died, a
+  // network failure), as text; "" when there is none or no NCCL
+  // communicator was made yet. Thread-safe: the watchdog thread polls it
+  // while the main thread may be blocked inside a collective. Not collective.
+  std::string nccl_async_error() const;
 
   // Variable-sized byte payloads: to_each_rank[r] (size() entries) goes to
   // rank r (an entry may be empty; the one for this rank is copied locally).
@@ -110,8 +121,9 @@ class Comm {
   std::vector<int64_t> all_gather_i64(const std::vector<int64_t>& values) const;
 
  private:
-  struct Impl;  // the MPI communicator (later also the NCCL one); src/parallel/comm_impl.h
+  struct Impl;  // the MPI and NCCL communicators; src/parallel/comm_impl.h
   friend struct CommNative;  // mpi_handle.cpp: the MPI_Comm for parallel HDF5 (mpi_handle.h)
+  friend struct NcclPath;    // nccl_path.cpp: the device collectives
   std::unique_ptr<Impl> impl_;
   int rank_ = 0;
   int size_ = 0;

@@ -1,6 +1,8 @@
 // A watchdog per rank: a thread that ends the process when the current
 // phase of the run (generation, update, validation, checkpoint, the
-// agreement at a step boundary) has run longer than train.phase_timeout_s.
+// agreement at a step boundary) has run longer than train.phase_timeout_s,
+// or when a watched communicator reports an asynchronous NCCL error (a
+// peer or link failed: NCCL would otherwise leave this rank waiting).
 // A rank stuck in a collective whose peer died or hangs never returns to
 // check anything itself, so a separate thread must: it prints one line
 // (rank, host, phase, step, how long) and exits the process with
@@ -19,6 +21,10 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
+
+#include "dapo/parallel/comm.h"
 
 namespace dapo::trainer {
 
@@ -26,8 +32,8 @@ inline constexpr int kWatchdogExit = 5;
 
 class Watchdog {
  public:
-  // timeout_s <= 0: no deadline (the thread is not started). `rank` names
-  // the process in the line it prints.
+  // timeout_s <= 0: no deadline (the thread still polls watched
+  // communicators). `rank` names the process in the line it prints.
   Watchdog(double timeout_s, int rank);
   ~Watchdog();
   Watchdog(const Watchdog&) = delete;
@@ -36,6 +42,10 @@ class Watchdog {
   // A new phase starts now (its deadline is now + timeout). `phase` must be
   // a string literal (kept by pointer).
   void enter(const char* phase, int64_t step);
+  // Polls `comm`'s NCCL errors too (every half second) from now on; `name`
+  // (a string literal) names it in the message. `comm` must outlive the
+  // watchdog.
+  void watch(const parallel::Comm* comm, const char* name);
 
  private:
   void run();
@@ -46,6 +56,7 @@ class Watchdog {
   std::condition_variable cv_;
   bool stop_ = false;
   const char* phase_ = "start";
+  std::vector<std::pair<const parallel::Comm*, const char*>> comms_;
   int64_t step_ = 0;
   std::chrono::steady_clock::time_point since_;
   int stall_rank_ = -1;
