@@ -8,7 +8,8 @@ namespace {
 
 void check_host(const ops::Ctx& ctx, const Tensor& a, const Tensor& b, const char* what) {
   DAPO_CHECK(ctx.backend == ops::Backend::cpu && a.device == Device::cpu && b.device == Device::cpu,
-             what, ": no CUDA path yet (the mappings need device copies and the stream of ctx; Comm's NCCL collectives are there)");
+             what, ": no CUDA path yet (the mappings need device copies on ctx's stream; Comm's NCCL "
+             "collectives are there)");
   DAPO_CHECK(a.dtype == b.dtype, what, ": dtypes ", dtype_name(a.dtype), " and ", dtype_name(b.dtype));
 }
 
