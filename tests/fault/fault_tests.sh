@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Faults during `dapo train` on the CPU backend under mpirun -np 2 (ctest
 # `fault`): a preemption signal stops the run at a step boundary with a
-# checkpoint and exit code 4, and the next run resumes from it; a rank killed
+# checkpoint and exit code 4 (signals repeated during the save change
+# nothing), and the next run resumes from it; a rank killed
 # with SIGKILL mid-step, and a rank that stops responding (DAPO_FAULT_STALL,
 # caught by the watchdog), end the whole job non-zero within 60 s - no hang.
 #   fault_tests.sh DAPO_BINARY SOURCE_DIR
@@ -35,7 +36,10 @@ mpirun -np 2 --oversubscribe "$dapo" "${args[@]}" --train.total_steps=40 --log.d
   --checkpoint.dir="$work/p/ck" >"$log" 2>&1 &
 pid=$!
 if wait_for "$log" 60 "step 2/40"; then
-  kill -USR1 $pid  # mpirun forwards SIGUSR1 to every rank
+  # SIGUSR1 every 20 ms until the job ends (mpirun forwards each to every
+  # rank): the first stops the run, the later ones arrive during the
+  # checkpoint save and must change nothing.
+  while kill -USR1 $pid 2>/dev/null; do sleep 0.02; done
   wait $pid
   rc=$?
   [ $rc -eq 4 ] || fail "preempted run exited with $rc, expected 4 ($(tail -3 "$log"))"
