@@ -377,15 +377,7 @@ RolloutDump read_rollout_dump(const std::string& path) {
   const H5File f = H5File::open_local(path);
   RolloutDump d;
   d.path = path;
-  if (!f.has_attr("/", "format")) throw UserError(cat(path, ": not a dapo rollout dump (no 'format' attribute)"));
-  const std::string format = f.attr_string("/", "format");
-  if (format != kRolloutDumpFormat)
-    throw UserError(cat(path, ": not a dapo rollout dump (format '", format, "', expected '", kRolloutDumpFormat, "')"));
-  d.format_version = f.attr_int("/", "format_version");
-  if (d.format_version > kRolloutDumpFormatVersion)
-    throw UserError(cat(path, ": format_version ", d.format_version, " is newer than this dapo reads (up to ",
-                        kRolloutDumpFormatVersion, ")"));
-  if (d.format_version < 1) throw UserError(cat(path, ": invalid format_version ", d.format_version));
+  d.format_version = io::check_format(f, path, kRolloutDumpFormat, "dapo rollout dump", kRolloutDumpFormatVersion);
   d.info.step = f.attr_int("/", "step");
   d.info.config_ini = f.attr_string("/", "config");
   d.info.n = f.attr_int("/", "n");

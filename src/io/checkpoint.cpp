@@ -224,15 +224,7 @@ std::string shape_string(const std::vector<int64_t>& s) {
 
 CheckpointReader::CheckpointReader(std::string path, const parallel::Comm& comm) : path_(std::move(path)) {
   file_ = H5File::open(path_, comm);
-  if (!file_.has_attr("/", "format")) throw UserError(cat(path_, ": not a dapo checkpoint (no 'format' attribute)"));
-  const std::string format = file_.attr_string("/", "format");
-  if (format != kCheckpointFormat)
-    throw UserError(cat(path_, ": not a dapo checkpoint (format '", format, "', expected '", kCheckpointFormat, "')"));
-  info_.format_version = file_.attr_int("/", "format_version");
-  if (info_.format_version > kCheckpointFormatVersion)
-    throw UserError(cat(path_, ": format_version ", info_.format_version, " is newer than this dapo reads (up to ",
-                        kCheckpointFormatVersion, "): use a newer dapo"));
-  if (info_.format_version < 1) throw UserError(cat(path_, ": invalid format_version ", info_.format_version));
+  info_.format_version = check_format(file_, path_, kCheckpointFormat, "dapo checkpoint", kCheckpointFormatVersion);
   info_.step = file_.attr_int("/", "step");
   info_.config_ini = file_.attr_string("/", "config");
   info_.model = model::parse_qwen2_config(file_.attr_string("/", "model_config"), cat(path_, ": model_config"));

@@ -287,9 +287,13 @@ bool H5File::is_dataset(const std::string& path) const {
   return exists(path) && object_type(id_, path, where(path)) == H5I_DATASET;
 }
 
-void H5File::create_dataset(const std::string& path, DType dtype, const std::vector<int64_t>& shape,
-                            const DatasetOptions& options) {
-  DAPO_CHECK(writable_, path_, " is not open for writing");
+namespace {
+
+// A chunked dataset (Fletcher-32 if asked, else no fill values: every
+// element gets written by someone, and HDF5 refuses "never" with filters) of
+// file type `ftype`, `esize` bytes per element; missing parent groups made.
+void create_typed(hid_t file, const std::string& path, hid_t ftype, size_t esize, const std::vector<int64_t>& shape,
+                  const DatasetOptions& options) {
   DAPO_CHECK(!shape.empty(), "H5File::create_dataset ", path, ": datasets have at least one dimension");
   int64_t numel = 1;
   for (const int64_t d : shape) {
@@ -302,14 +306,20 @@ void H5File::create_dataset(const std::string& path, DType dtype, const std::vec
   DAPO_H5_CHECK(H5Pset_create_intermediate_group(lcpl, 1));
   H5Id dcpl(DAPO_H5_CHECK(H5Pcreate(H5P_DATASET_CREATE)), H5Pclose);
   if (numel > 0) {  // HDF5 cannot chunk an empty extent
-    const std::vector<hsize_t> chunk = chunk_dims(shape, dtype_size(dtype), options.chunk_bytes);
+    const std::vector<hsize_t> chunk = chunk_dims(shape, esize, options.chunk_bytes);
     DAPO_H5_CHECK(H5Pset_chunk(dcpl, int(chunk.size()), chunk.data()));
     if (options.fletcher32) DAPO_H5_CHECK(H5Pset_fletcher32(dcpl));
-    // Every element gets written by someone: skip writing fill values first
-    // (HDF5 refuses "never" together with filters).
     else DAPO_H5_CHECK(H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER));
   }
-  H5Id d(DAPO_H5_CHECK(H5Dcreate2(id_, path.c_str(), file_type(dtype), space, lcpl, dcpl, H5P_DEFAULT)), H5Dclose);
+  H5Id d(DAPO_H5_CHECK(H5Dcreate2(file, path.c_str(), ftype, space, lcpl, dcpl, H5P_DEFAULT)), H5Dclose);
+}
+
+}  // namespace
+
+void H5File::create_dataset(const std::string& path, DType dtype, const std::vector<int64_t>& shape,
+                            const DatasetOptions& options) {
+  DAPO_CHECK(writable_, path_, " is not open for writing");
+  create_typed(id_, path, file_type(dtype), dtype_size(dtype), shape, options);
 }
 
 std::vector<int64_t> H5File::dataset_shape(const std::string& path) const {
@@ -436,29 +446,6 @@ namespace dapo::io {
 
 namespace {
 
-// create_dataset's layout rules for a type outside DType.
-void create_typed(hid_t file, const std::string& path, hid_t ftype, size_t esize, const std::vector<int64_t>& shape,
-                  const DatasetOptions& options) {
-  DAPO_CHECK(!shape.empty(), "H5File::create_dataset ", path, ": datasets have at least one dimension");
-  int64_t numel = 1;
-  for (const int64_t d : shape) {
-    DAPO_CHECK(d >= 0, "H5File::create_dataset ", path, ": shape ", shape_string(shape));
-    numel *= d;
-  }
-  const std::vector<hsize_t> dims = to_hsize(shape);
-  H5Id space(DAPO_H5_CHECK(H5Screate_simple(int(dims.size()), dims.data(), nullptr)), H5Sclose);
-  H5Id lcpl(DAPO_H5_CHECK(H5Pcreate(H5P_LINK_CREATE)), H5Pclose);
-  DAPO_H5_CHECK(H5Pset_create_intermediate_group(lcpl, 1));
-  H5Id dcpl(DAPO_H5_CHECK(H5Pcreate(H5P_DATASET_CREATE)), H5Pclose);
-  if (numel > 0) {
-    const std::vector<hsize_t> chunk = chunk_dims(shape, esize, options.chunk_bytes);
-    DAPO_H5_CHECK(H5Pset_chunk(dcpl, int(chunk.size()), chunk.data()));
-    if (options.fletcher32) DAPO_H5_CHECK(H5Pset_fletcher32(dcpl));
-    else DAPO_H5_CHECK(H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER));
-  }
-  H5Id d(DAPO_H5_CHECK(H5Dcreate2(file, path.c_str(), ftype, space, lcpl, dcpl, H5P_DEFAULT)), H5Dclose);
-}
-
 // write_raw for a memory type outside DType.
 void write_typed(hid_t file, const std::string& where, const std::string& dataset, const Hyperslab& slab,
                  hid_t mtype, H5T_class_t cls, const void* data) {
@@ -549,6 +536,20 @@ H5File H5File::open_local(const std::string& path) {
   f.path_ = path;
   f.writable_ = false;
   return f;
+}
+
+int64_t check_format(const H5File& file, const std::string& path, const std::string& expected, const char* what,
+                     int64_t newest) {
+  if (!file.has_attr("/", "format")) throw UserError(cat(path, ": not a ", what, " (no 'format' attribute)"));
+  const std::string format = file.attr_string("/", "format");
+  if (format != expected)
+    throw UserError(cat(path, ": not a ", what, " (format '", format, "', expected '", expected, "')"));
+  const int64_t version = file.attr_int("/", "format_version");
+  if (version > newest)
+    throw UserError(cat(path, ": format_version ", version, " is newer than this dapo reads (up to ", newest,
+                        "): use a newer dapo"));
+  if (version < 1) throw UserError(cat(path, ": invalid format_version ", version));
+  return version;
 }
 
 }  // namespace dapo::io

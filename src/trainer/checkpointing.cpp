@@ -128,25 +128,10 @@ std::optional<ResumePoint> resume_training(const Config& config, const parallel:
 
 std::string save_training_state(const Config& config, const parallel::Grid& grid, const model::ParamStore& params,
                                 const optim::AdamW& optimizer, const data::PromptOrder& order, int64_t step) {
-  const bool root = grid.world_rank() == 0;
-  std::string error;
-  if (root) {
-    try {
-      make_dir(config.checkpoint.dir, "checkpoint.dir");
-    } catch (const UserError& e) {
-      error = e.what();
-    }
-  }
-  io::agree_on_error(grid.world, error);
+  make_shared_dir(config.checkpoint.dir, "checkpoint.dir", grid);
   const std::string name = checkpoint_name(step);
   const std::string path = (fs::path(config.checkpoint.dir) / name).string();
-  io::CheckpointInfo info;
-  info.step = step;
-  info.config_ini = config_to_ini(config);
-  info.model = params.config();
-  info.world_size = grid.world_size();
-  info.tp = grid.tp_size;
-  info.dp = grid.dp_size;
+  io::CheckpointInfo info = checkpoint_info(config, grid, params.config(), step);
   info.training = true;
   info.state.optimizer_steps = optimizer.steps_taken();
   info.state.rng_seed = uint64_t(config.train.seed);
@@ -171,23 +156,15 @@ std::string save_training_state(const Config& config, const parallel::Grid& grid
         return params.param(spec.name).ptr<float>();
       },
       moments(true), moments(false));
-  error.clear();
-  if (root) {
-    try {
-      write_latest(config.checkpoint.dir, name);
-      if (config.checkpoint.keep_last > 0) {
-        const auto all = checkpoints_in(config.checkpoint.dir);
-        for (size_t i = size_t(config.checkpoint.keep_last); i < all.size(); ++i) {
-          std::error_code ec;
-          fs::remove(all[i].second, ec);
-          if (ec) DAPO_WARN("checkpoint: cannot remove ", all[i].second, " (keep_last): ", ec.message());
-        }
-      }
-    } catch (const UserError& e) {
-      error = e.what();
+  point_latest(config, grid, name, [&] {
+    if (config.checkpoint.keep_last <= 0) return;
+    const auto all = checkpoints_in(config.checkpoint.dir);
+    for (size_t i = size_t(config.checkpoint.keep_last); i < all.size(); ++i) {
+      std::error_code ec;
+      fs::remove(all[i].second, ec);
+      if (ec) DAPO_WARN("checkpoint: cannot remove ", all[i].second, " (keep_last): ", ec.message());
     }
-  }
-  io::agree_on_error(grid.world, error);
+  });
   return path;
 }
 

@@ -26,13 +26,51 @@ void make_dir(const std::string& dir, const char* key) {
   if (ec) throw UserError(cat(dir, ": cannot create the directory (", key, "): ", ec.message()));
 }
 
-void write_run_config(const Config& config, const parallel::Grid& grid) {
+void make_shared_dir(const std::string& dir, const char* key, const parallel::Grid& grid) {
   std::string error;
   if (grid.world_rank() == 0) {
     try {
-      make_dir(config.log.dir, "log.dir");
+      make_dir(dir, key);
+    } catch (const UserError& e) {
+      error = e.what();
+    }
+  }
+  io::agree_on_error(grid.world, error);
+}
+
+void write_run_config(const Config& config, const parallel::Grid& grid) {
+  make_shared_dir(config.log.dir, "log.dir", grid);
+  std::string error;
+  if (grid.world_rank() == 0) {
+    try {
       write_file_atomically((fs::path(config.log.dir) / "config.ini").string(), config_to_ini(config),
                             "resolved configuration");
+    } catch (const UserError& e) {
+      error = e.what();
+    }
+  }
+  io::agree_on_error(grid.world, error);
+}
+
+io::CheckpointInfo checkpoint_info(const Config& config, const parallel::Grid& grid, const model::Qwen2Config& model,
+                                   int64_t step) {
+  io::CheckpointInfo info;
+  info.step = step;
+  info.config_ini = config_to_ini(config);
+  info.model = model;
+  info.world_size = grid.world_size();
+  info.tp = grid.tp_size;
+  info.dp = grid.dp_size;
+  return info;
+}
+
+void point_latest(const Config& config, const parallel::Grid& grid, const std::string& file_name,
+                  const std::function<void()>& after) {
+  std::string error;
+  if (grid.world_rank() == 0) {
+    try {
+      write_latest(config.checkpoint.dir, file_name);
+      if (after) after();
     } catch (const UserError& e) {
       error = e.what();
     }
@@ -46,37 +84,13 @@ void write_latest(const std::string& dir, const std::string& file_name) {
 
 std::string save_model_snapshot(const Config& config, const parallel::Grid& grid, const model::ParamStore& params,
                                 int64_t step, const std::string& file_name) {
-  const bool root = grid.world_rank() == 0;
-  std::string error;
-  if (root) {
-    try {
-      make_dir(config.checkpoint.dir, "checkpoint.dir");
-    } catch (const UserError& e) {
-      error = e.what();
-    }
-  }
-  io::agree_on_error(grid.world, error);
+  make_shared_dir(config.checkpoint.dir, "checkpoint.dir", grid);
   const std::string path = (fs::path(config.checkpoint.dir) / file_name).string();
-  io::CheckpointInfo info;
-  info.step = step;
-  info.config_ini = config_to_ini(config);
-  info.model = params.config();
-  info.world_size = grid.world_size();
-  info.tp = grid.tp_size;
-  info.dp = grid.dp_size;
-  io::save_model_checkpoint(path, grid.world, io::ShardPlace::of(grid), info,
+  io::save_model_checkpoint(path, grid.world, io::ShardPlace::of(grid), checkpoint_info(config, grid, params.config(), step),
                             [&](const model::ParamSpec& spec, const model::SliceSpec&) -> const float* {
                               return params.param(spec.name).ptr<float>();
                             });
-  error.clear();
-  if (root) {
-    try {
-      write_latest(config.checkpoint.dir, file_name);
-    } catch (const UserError& e) {
-      error = e.what();
-    }
-  }
-  io::agree_on_error(grid.world, error);
+  point_latest(config, grid, file_name);
   return path;
 }
 

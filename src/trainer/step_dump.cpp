@@ -17,15 +17,7 @@ bool dump_due(const Config& config, int64_t step) { return config.dump.every > 0
 
 std::string write_step_dump(const Config& config, const parallel::Grid& grid, const RewardSettings& rewards,
                             const GenerationResult& gen, int64_t step) {
-  std::string error;
-  if (grid.world_rank() == 0) {
-    try {
-      make_dir(config.dump.dir, "dump.dir");
-    } catch (const UserError& e) {
-      error = e.what();
-    }
-  }
-  io::agree_on_error(grid.world, error);
+  make_shared_dir(config.dump.dir, "dump.dir", grid);
 
   RewardSettings classify = rewards;
   classify.dynamic_sampling = true;  // the real class, also when every group is trained on

@@ -248,7 +248,7 @@ TEST(RolloutDump, BadFilesNameTheFileAndWhatIsWrong) {
     f.set_attr("/", "format_version", int64_t(2));
   }
   EXPECT_EQ(error_of([&] { read_rollout_dump(newer); }),
-            newer + ": format_version 2 is newer than this dapo reads (up to 1)");
+            newer + ": format_version 2 is newer than this dapo reads (up to 1): use a newer dapo");
 
   // The right attributes, a dataset of the wrong length.
   const std::string partial = dir.file("partial.h5");

@@ -156,4 +156,11 @@ class H5File {
   bool writable_ = false;
 };
 
+// The `format` and `format_version` root attributes of a dapo file: the
+// version, after checking that `format` is `expected` and the version is
+// between 1 and `newest`. UserError "PATH: not a WHAT (...)", "...is newer
+// than this dapo reads (up to N): use a newer dapo", "invalid format_version".
+int64_t check_format(const H5File& file, const std::string& path, const std::string& expected, const char* what,
+                     int64_t newest);
+
 }  // namespace dapo::io
