@@ -125,7 +125,10 @@ H5File H5File::create(const std::string& path, const parallel::Comm& comm) {
   return f;
 }
 
-H5File H5File::open(const std::string& path, const parallel::Comm& comm, H5Access access) {
+namespace {
+
+// A UserError unless `path` is an existing HDF5 file.
+void check_hdf5_file(const std::string& path) {
   detail::h5_quiet();
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) throw UserError(cat(path, ": no such file"));
@@ -138,6 +141,12 @@ H5File H5File::open(const std::string& path, const parallel::Comm& comm, H5Acces
     h5_error_stack();  // clear it
     throw UserError(cat(path, ": not an HDF5 file"));
   }
+}
+
+}  // namespace
+
+H5File H5File::open(const std::string& path, const parallel::Comm& comm, H5Access access) {
+  check_hdf5_file(path);
   const bool writing = access == H5Access::read_write;
   const H5Id fapl = file_access(comm, writing);
   const hid_t id = H5Fopen(path.c_str(), writing ? H5F_ACC_RDWR : H5F_ACC_RDONLY, fapl);
@@ -517,18 +526,7 @@ void H5File::read_f64(const std::string& dataset, const Hyperslab& slab, double*
 }
 
 H5File H5File::open_local(const std::string& path) {
-  detail::h5_quiet();
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) throw UserError(cat(path, ": no such file"));
-#if H5_VERSION_GE(1, 12, 0)
-  const htri_t is_hdf5 = H5Fis_accessible(path.c_str(), H5P_DEFAULT);
-#else
-  const htri_t is_hdf5 = H5Fis_hdf5(path.c_str());
-#endif
-  if (is_hdf5 <= 0) {
-    h5_error_stack();  // clear it
-    throw UserError(cat(path, ": not an HDF5 file"));
-  }
+  check_hdf5_file(path);
   const hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   if (id < 0) throw UserError(cat(path, ": cannot open the HDF5 file: ", h5_error_stack()));
   H5File f;
