@@ -7,6 +7,7 @@
 #include "dapo/optim/lr_schedule.h"
 #include "dapo/rollout/model_source.h"
 #include "dapo/trainer/step_metrics.h"
+#include "dapo/trainer/timing.h"
 
 namespace dapo::trainer {
 
@@ -68,10 +69,7 @@ DapoStepResult DapoTrainer::step() {
                                 res.generation.plan.num_mini_batches(), lr);
   ++steps_done_;
 
-  // Rank 0's clock for everyone: the metrics are identical on every rank.
-  const double seconds =
-      grid_.world_rank() == 0 ? std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() : 0.0;
-  res.seconds = grid_.world.all_reduce_f64(seconds, parallel::ReduceOp::sum);
+  res.seconds = root_seconds_since(grid_.world, start);
   res.metrics = dapo_step_metrics(config_, grid_, res.generation, res.update, res.seconds);
   return res;
 }

@@ -5,6 +5,7 @@
 
 #include "dapo/core/error.h"
 #include "dapo/core/rng.h"
+#include "dapo/trainer/timing.h"
 
 namespace dapo::trainer {
 namespace {
@@ -12,9 +13,6 @@ namespace {
 // "rolloutk" in ASCII: keeps these keys apart from other users of stream_id.
 constexpr uint64_t kRolloutStepTag = 0x726F6C6C6F75746Bull;
 
-double since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
 
 }  // namespace
 
@@ -44,7 +42,7 @@ GenerationResult run_generation_phase(GenerationContext& ctx, const parallel::Gr
     sampling.step = rollout_step_key(step, round);
     auto t0 = std::chrono::steady_clock::now();
     const rollout::RolloutBatch out = ctx.engine->generate(inputs, sampling, ctx.progress);
-    res.generated.generation_s += since(t0);
+    res.generated.generation_s += seconds_since(t0);
 
     t0 = std::chrono::steady_clock::now();
     std::vector<rl::GroupData> groups = score_rollouts(out, prompts, round, ctx.rewards);
@@ -60,7 +58,7 @@ GenerationResult run_generation_phase(GenerationContext& ctx, const parallel::Gr
         res.generated.truncated += g.finish_reason[size_t(k)] == uint8_t(rollout::FinishReason::length) ? 1 : 0;
       }
     }
-    res.generated.verify_s += since(t0);
+    res.generated.verify_s += seconds_since(t0);
     res.sampler.add_round(grid.dp, candidates);
     rounds.push_back(std::move(groups));
   }
@@ -81,7 +79,7 @@ GenerationResult run_generation_phase(GenerationContext& ctx, const parallel::Gr
     res.selection_index.push_back(b.index);
     res.groups.push_back(rl::deserialize_group(b.bytes));
   }
-  res.balance_s = since(t0);
+  res.balance_s = seconds_since(t0);
   return res;
 }
 

@@ -9,6 +9,7 @@
 #include <unordered_set>
 
 #include "dapo/core/error.h"
+#include "dapo/trainer/run_files.h"
 
 namespace dapo::trainer {
 namespace {
@@ -120,14 +121,7 @@ void keep_metrics_through(const std::string& path, int64_t step) {
     kept += '\n';
   }
   in.close();
-  const std::string partial = path + ".partial";
-  {
-    std::ofstream out(partial, std::ios::binary | std::ios::trunc);
-    if (!(out << kept) || !out.flush()) throw UserError(cat(partial, ": cannot write"));
-  }
-  std::error_code ec;
-  std::filesystem::rename(partial, path, ec);
-  if (ec) throw UserError(cat(path, ": cannot replace it with ", partial, ": ", ec.message()));
+  write_file_atomically(path, kept, "metrics");
 }
 
 }  // namespace dapo::trainer

@@ -7,6 +7,7 @@
 #include "dapo/core/error.h"
 #include "dapo/optim/lr_schedule.h"
 #include "dapo/rl/response_tokens.h"
+#include "dapo/trainer/timing.h"
 
 namespace dapo::trainer {
 
@@ -87,12 +88,7 @@ SftStepResult SftTrainer::step() {
   // The tp ranks of a dp group computed the same loss: sum over dp only.
   res.loss = grid_.dp.all_reduce_f64(loss, parallel::ReduceOp::sum);
   ++steps_done_;
-  // Rank 0's clock for everyone: the metrics are identical on every rank.
-  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  parallel::Comm const& world = grid_.world;
-  std::vector<double> t{grid_.world_rank() == 0 ? seconds : 0.0};
-  world.all_reduce_f64(t, parallel::ReduceOp::sum);
-  res.seconds = t[0];
+  res.seconds = root_seconds_since(grid_.world, start);
   return res;
 }
 

@@ -18,6 +18,7 @@
 #include "dapo/trainer/run_files.h"
 #include "dapo/trainer/step_dump.h"
 #include "dapo/trainer/step_metrics.h"
+#include "dapo/trainer/timing.h"
 #include "dapo/trainer/stop_signals.h"
 #include "dapo/trainer/validation.h"
 
@@ -25,15 +26,12 @@ namespace dapo::trainer {
 namespace fs = std::filesystem;
 namespace {
 
-double since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
 
 // A progress line at most every `period` seconds while generating.
 rollout::ProgressCallback progress_lines(const char* what, double period) {
   auto last = std::make_shared<std::chrono::steady_clock::time_point>(std::chrono::steady_clock::now());
   return [what, period, last](const rollout::GenerationProgress& p) {
-    if (since(*last) < period) return;
+    if (seconds_since(*last) < period) return;
     *last = std::chrono::steady_clock::now();
     DAPO_INFO(what, ": ", p.finished, "/", p.total, " responses, ", p.running, " running, ", p.waiting, " waiting, ",
               int64_t(p.tokens_per_s), " tokens/s");
@@ -196,7 +194,7 @@ TrainSummary run_train_job(const Config& config, const parallel::Grid& grid, con
       watchdog.enter("dump", r.step);
       const auto t0 = std::chrono::steady_clock::now();
       const std::string dump = write_step_dump(config, grid, trainer->rewards(), r.generation, r.step);
-      r.metrics.add("timing_s/dump", since(t0));
+      r.metrics.add("timing_s/dump", seconds_since(t0));
       DAPO_INFO("dump: ", dump);
     }
     metrics->write(r.step, r.metrics);
@@ -220,7 +218,7 @@ TrainSummary run_train_job(const Config& config, const parallel::Grid& grid, con
   else
     DAPO_INFO("train: done: ", summary.steps, total > 0 ? cat(" of train.total_steps = ", total) : std::string(" steps, one epoch"),
               "; final checkpoint ", summary.checkpoint);
-  summary.seconds = since(start);
+  summary.seconds = seconds_since(start);
   return summary;
 }
 

@@ -9,6 +9,7 @@
 #include "dapo/core/error.h"
 #include "dapo/rl/advantages.h"
 #include "dapo/rl/response_tokens.h"
+#include "dapo/trainer/timing.h"
 
 namespace dapo::trainer {
 namespace {
@@ -16,9 +17,6 @@ namespace {
 // Channels of the packed sequences.
 enum Channel : int { kAdvantage = 0, kOldLogprob = 1, kRefLogprob = 2, kChannels = 3 };
 
-double since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
 
 // Where packed sequence i of a mini-batch came from.
 struct SequenceSource {
@@ -124,11 +122,11 @@ UpdatePhaseResult run_update_phase(const UpdatePhaseContext& ctx, const parallel
     score_into(*ctx.actor, ctx.inv_temperature, mbs[size_t(m)], kOldLogprob);
     store_old_logprobs(mbs[size_t(m)], groups);
   }
-  res.old_logprob_s = since(t0);
+  res.old_logprob_s = seconds_since(t0);
   if (kl) {
     t0 = std::chrono::steady_clock::now();
     for (MiniBatch& mb : mbs) score_into(*ctx.reference, ctx.inv_temperature, mb, kRefLogprob);
-    res.ref_s = since(t0);
+    res.ref_s = seconds_since(t0);
   }
 
   // The update (phase 8).
@@ -167,7 +165,7 @@ UpdatePhaseResult run_update_phase(const UpdatePhaseContext& ctx, const parallel
       }
     }
   }
-  res.update_s = since(t0);
+  res.update_s = seconds_since(t0);
   // Every tp rank of a dp group computed the same sums: reduce over dp only.
   std::array<double, rl::PolicyLossMetrics::kFields> a = local.to_array();
   grid.dp.all_reduce_f64(a, parallel::ReduceOp::sum);

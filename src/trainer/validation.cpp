@@ -7,6 +7,7 @@
 
 #include "dapo/core/error.h"
 #include "dapo/core/rng.h"
+#include "dapo/trainer/timing.h"
 
 namespace dapo::trainer {
 namespace {
@@ -90,9 +91,7 @@ ValidationResult run_validation(rollout::GenerationEngine& engine, const PromptS
   }
   res.acc_mean = responses > 0 ? acc / responses : 0;
   res.acc_pass = res.problems > 0 ? pass / double(res.problems) : 0;
-  // Rank 0's clock for everyone.
-  double seconds = grid.world_rank() == 0 ? std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() : 0.0;
-  res.seconds = grid.world.all_reduce_f64(seconds, parallel::ReduceOp::sum);
+  res.seconds = root_seconds_since(grid.world, start);
   return res;
 }
 

@@ -43,8 +43,8 @@ std::string metrics_json_line(int64_t step, const Metrics& metrics);
 
 // A resumed run continues the file of the run it resumes: the lines of
 // steps after `step` (written by the interrupted run after its last
-// checkpoint) are dropped, atomically (rewrite to .partial, rename). A
-// missing file is left missing. UserError naming the file on failure.
+// checkpoint) are dropped, atomically (run_files.h's write_file_atomically).
+// A missing file is left missing. UserError naming the file on failure.
 void keep_metrics_through(const std::string& path, int64_t step);
 
 class MetricsWriter {

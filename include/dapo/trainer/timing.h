@@ -1,0 +1,23 @@
+// Wall-clock helpers of the trainer's phases and metrics.
+#pragma once
+
+#include <chrono>
+
+#include "dapo/parallel/comm.h"
+
+namespace dapo::trainer {
+
+using Clock = std::chrono::steady_clock;
+
+// Seconds from `start` to now.
+inline double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// World rank 0's seconds since `start`, on every rank of `world`: metrics
+// that carry a time are then identical on every rank. Collective.
+inline double root_seconds_since(const parallel::Comm& world, Clock::time_point start) {
+  return world.all_reduce_f64(world.rank() == 0 ? seconds_since(start) : 0.0, parallel::ReduceOp::sum);
+}
+
+}  // namespace dapo::trainer
