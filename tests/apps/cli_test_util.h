@@ -1,12 +1,17 @@
 // Runs a shell command (usually the built `dapo` binary) and captures what
-// it writes to stdout and its exit code, for the CLI tests.
+// it writes to stdout and its exit code, for the CLI tests; reads the JSONL
+// files the commands write.
 #pragma once
 
 #include <sys/wait.h>
 
 #include <array>
 #include <cstdio>
+#include <fstream>
 #include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 namespace dapo::test {
 
@@ -25,6 +30,20 @@ inline CliResult run_shell(const std::string& cmd) {
   const int status = pclose(p);
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
+}
+
+// run_shell with stderr folded into the output.
+inline CliResult run_command(const std::string& cmd) { return run_shell(cmd + " 2>&1"); }
+
+// The built binary, followed by a space: dapo_binary() + "train ...".
+inline std::string dapo_binary() { return std::string(DAPO_BINARY_DIR) + "/dapo "; }
+
+// Every line of a JSONL file, parsed (keys in file order).
+inline std::vector<nlohmann::ordered_json> read_jsonl(const std::string& path) {
+  std::vector<nlohmann::ordered_json> out;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) out.push_back(nlohmann::ordered_json::parse(line));
+  return out;
 }
 
 }  // namespace dapo::test

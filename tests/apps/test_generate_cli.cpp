@@ -29,23 +29,13 @@ using dapo::test::write_text;
 using Json = nlohmann::ordered_json;
 
 using Result = dapo::test::CliResult;
+using dapo::test::read_jsonl;
+using dapo::test::run_command;
 
-Result run_command(const std::string& cmd) {
-  return dapo::test::run_shell(cmd + " 2>&1");
-}
-
-std::string dapo() { return std::string(DAPO_BINARY_DIR) + "/dapo "; }
+std::string dapo() { return dapo::test::dapo_binary(); }
 Result run(const std::string& args) { return run_command(dapo() + args); }
 Result mpirun(int np, const std::string& args) {
   return run_command("mpirun -np " + std::to_string(np) + " --oversubscribe " + dapo() + args);
-}
-
-std::vector<Json> read_jsonl(const std::string& path) {
-  std::vector<Json> out;
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) out.push_back(Json::parse(line));
-  return out;
 }
 
 std::string fixture(const std::string& name) { return std::string(DAPO_SOURCE_DIR) + "/tests/fixtures/model/" + name; }

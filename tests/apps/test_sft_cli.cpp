@@ -28,20 +28,11 @@ using dapo::test::write_text;
 using Json = nlohmann::ordered_json;
 
 using Result = dapo::test::CliResult;
+using dapo::test::read_jsonl;
+using dapo::test::run_command;
 
-Result run_command(const std::string& cmd) {
-  return dapo::test::run_shell(cmd + " 2>&1");
-}
-
-std::string dapo() { return std::string(DAPO_BINARY_DIR) + "/dapo "; }
+std::string dapo() { return dapo::test::dapo_binary(); }
 std::string demo(const std::string& name) { return std::string(DAPO_SOURCE_DIR) + "/inputs/demo/" + name; }
-
-std::vector<Json> read_jsonl(const std::string& path) {
-  std::vector<Json> out;
-  std::ifstream in(path);
-  for (std::string line; std::getline(in, line);) out.push_back(Json::parse(line));
-  return out;
-}
 
 // n chat pairs in the demo's words (the demo tokenizer covers them).
 std::string pairs(int n) {

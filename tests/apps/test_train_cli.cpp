@@ -30,18 +30,12 @@ namespace fs = std::filesystem;
 using dapo::test::TempDir;
 using Json = nlohmann::ordered_json;
 using Result = dapo::test::CliResult;
+using dapo::test::read_jsonl;
+using dapo::test::run_command;
 
-Result run_command(const std::string& cmd) { return dapo::test::run_shell(cmd + " 2>&1"); }
-std::string dapo() { return std::string(DAPO_BINARY_DIR) + "/dapo "; }
+std::string dapo() { return dapo::test::dapo_binary(); }
 std::string source(const std::string& name) { return std::string(DAPO_SOURCE_DIR) + "/" + name; }
 std::string mpirun(int np) { return "mpirun -np " + std::to_string(np) + " --oversubscribe "; }
-
-std::vector<Json> read_jsonl(const std::string& path) {
-  std::vector<Json> out;
-  std::ifstream in(path);
-  for (std::string line; std::getline(in, line);) out.push_back(Json::parse(line));
-  return out;
-}
 
 // The demo's files by absolute path (the tests do not run from the source tree).
 std::string demo_paths() {
