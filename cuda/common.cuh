@@ -9,6 +9,7 @@
 
 #include "dapo/core/error.h"
 #include "dapo/ops/context.h"
+#include "dapo/ops/device_flags.h"
 
 #define DAPO_CUDA_CHECK(call)                                                                  \
   do {                                                                                         \
@@ -27,6 +28,18 @@
 
 // After a kernel launch: catches bad launch configurations at the call site.
 #define DAPO_CUDA_CHECK_LAUNCH() DAPO_CUDA_CHECK(cudaGetLastError())
+
+namespace dapo::ops::cuda {
+// Per-device caches owned by CudaDevice and reached through Ctx (no global
+// state): cuBLASLt descriptors and heuristics per GEMM shape (matmul.cu's
+// file gemm_plan_cache.cu), attention graphs per shape (attention_plan_cache.cu).
+struct GemmPlanCache;
+GemmPlanCache* gemm_plan_cache_create();
+void gemm_plan_cache_destroy(GemmPlanCache* cache);
+struct AttentionPlanCache;
+AttentionPlanCache* attention_plan_cache_create();
+void attention_plan_cache_destroy(AttentionPlanCache* cache);
+}  // namespace dapo::ops::cuda
 
 namespace dapo::ops::cuda_detail {
 
@@ -47,5 +60,22 @@ __device__ __forceinline__ float load_f32(const float* p, int64_t i) { return p[
 __device__ __forceinline__ float load_f32(const __nv_bfloat16* p, int64_t i) { return __bfloat162float(p[i]); }
 __device__ __forceinline__ void store_f32(float* p, int64_t i, float v) { p[i] = v; }
 __device__ __forceinline__ void store_f32(__nv_bfloat16* p, int64_t i, float v) { p[i] = __float2bfloat16_rn(v); }
+
+// Device flags (device_flags.h): a bad id or a non-finite value is counted,
+// and the first one's site, row (and id) kept for the host's report. `f` may
+// be null (a Ctx without flags): then nothing is recorded.
+__device__ __forceinline__ void flag_bad_id(DeviceFlags* f, FlagSite site, int64_t row, int64_t id) {
+  if (f == nullptr) return;
+  atomicAdd(&f->bad_id_count, 1);
+  if (atomicCAS(&f->bad_id_site, 0, int32_t(site)) == 0) {
+    f->bad_id_row = row;
+    f->bad_id_value = id;
+  }
+}
+__device__ __forceinline__ void flag_non_finite(DeviceFlags* f, FlagSite site, int64_t row) {
+  if (f == nullptr) return;
+  atomicAdd(&f->non_finite_count, 1);
+  if (atomicCAS(&f->non_finite_site, 0, int32_t(site)) == 0) f->non_finite_row = row;
+}
 
 }  // namespace dapo::ops::cuda_detail

@@ -1,4 +1,6 @@
 // The per-rank GPU: device selection, stream, cuBLASLt handle, workspace.
+#include <cudnn.h>
+
 #include "common.cuh"
 #include "dapo/ops/cuda_device.h"
 
@@ -20,11 +22,26 @@ CudaDevice::CudaDevice(int index, size_t workspace_bytes) : index_(index), works
   DAPO_CUBLAS_CHECK(cublasLtCreate(&lt));
   cublaslt_ = lt;
   DAPO_CUDA_CHECK(cudaMalloc(&workspace_, workspace_bytes_));
+  DAPO_CUDA_CHECK(cudaMalloc(&flags_, sizeof(DeviceFlags)));
+  DAPO_CUDA_CHECK(cudaMemsetAsync(flags_, 0, sizeof(DeviceFlags), stream));
+  cudnnHandle_t dnn;
+  const cudnnStatus_t st = cudnnCreate(&dnn);
+  DAPO_CHECK(st == CUDNN_STATUS_SUCCESS, "cudnnCreate: ", cudnnGetErrorString(st));
+  cudnn_ = dnn;
+  const cudnnStatus_t st2 = cudnnSetStream(dnn, stream);
+  DAPO_CHECK(st2 == CUDNN_STATUS_SUCCESS, "cudnnSetStream: ", cudnnGetErrorString(st2));
+  gemm_plans_ = cuda::gemm_plan_cache_create();
+  attention_plans_ = cuda::attention_plan_cache_create();
+  synchronize();
 }
 
 CudaDevice::~CudaDevice() {
   // Errors here are ignored on purpose: a destructor during error unwinding
   // must not abort a job that is already reporting its real failure.
+  if (attention_plans_) cuda::attention_plan_cache_destroy(static_cast<cuda::AttentionPlanCache*>(attention_plans_));
+  if (gemm_plans_) cuda::gemm_plan_cache_destroy(static_cast<cuda::GemmPlanCache*>(gemm_plans_));
+  if (cudnn_) cudnnDestroy(static_cast<cudnnHandle_t>(cudnn_));
+  if (flags_) cudaFree(flags_);
   if (workspace_) cudaFree(workspace_);
   if (cublaslt_) cublasLtDestroy(static_cast<cublasLtHandle_t>(cublaslt_));
   if (stream_) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
@@ -39,11 +56,37 @@ Ctx CudaDevice::ctx(Arena* scratch) const {
   c.workspace = workspace_;
   c.workspace_bytes = workspace_bytes_;
   c.scratch = scratch;
+  c.flags = flags_;
+  c.cudnn = cudnn_;
+  c.gemm_plans = gemm_plans_;
+  c.attention_plans = attention_plans_;
   return c;
 }
 
 void CudaDevice::synchronize() const {
   DAPO_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream_)));
+}
+
+DeviceFlags CudaDevice::read_flags() const {
+  DeviceFlags f;
+  DAPO_CUDA_CHECK(cudaMemcpyAsync(&f, flags_, sizeof(f), cudaMemcpyDeviceToHost, static_cast<cudaStream_t>(stream_)));
+  synchronize();
+  return f;
+}
+
+void CudaDevice::clear_flags() const {
+  DAPO_CUDA_CHECK(cudaMemsetAsync(flags_, 0, sizeof(DeviceFlags), static_cast<cudaStream_t>(stream_)));
+}
+
+void CudaDevice::check_flags(const char* phase) const {
+  const DeviceFlags f = read_flags();
+  if (f.bad_id_count != 0)
+    DAPO_FAIL(phase, ": ", f.bad_id_count, " token id(s) out of range on GPU ", index_, ", first in ",
+              flag_site_name(FlagSite(f.bad_id_site)), " at row ", f.bad_id_row, ": id ", f.bad_id_value);
+  if (f.non_finite_count != 0)
+    DAPO_FAIL(phase, ": ", f.non_finite_count, " non-finite value(s) on GPU ", index_, ", first in ",
+              flag_site_name(FlagSite(f.non_finite_site)), " at row ", f.non_finite_row,
+              " (diverged? lower optim.lr, or check the inputs)");
 }
 
 std::string CudaDevice::name() const {

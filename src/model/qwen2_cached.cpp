@@ -72,7 +72,7 @@ void Qwen2Model::forward_cached(const ops::Ctx& ctx, Arena& act, const KvCache& 
                                  batch.block_table,   batch.context_lens, batch.cu_seqlens_q};
     b.layer.x = b.x;
     detail::layer_forward(ctx, tp_, dims_, weights_[size_t(l)], b.layer, b.x, b.partial, batch.positions,
-                          batch.cu_seqlens_q, &step);
+                          batch.cu_seqlens_q, 0, &step);
   }
   // Only the last new token of each sequence is sampled from: pick its row
   // (embedding_forward is a row gather, here from the (N, C) hidden states)

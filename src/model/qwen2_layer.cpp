@@ -82,7 +82,7 @@ void residual_add(const ops::Ctx& ctx, Tensor out, Tensor a, Tensor b) {
 
 void layer_forward(const ops::Ctx& ctx, const parallel::Comm& tp, const Dims& d, const LayerParams& w,
                    LayerActivations& a, Tensor x_out, Tensor partial, Tensor positions, Tensor cu_seqlens,
-                   const CacheStep* cache) {
+                   int64_t max_seqlen, const CacheStep* cache) {
   const int64_t T = a.x.size(0);
   // Attention block. copy_to_tp is the identity forward; its backward is
   // the all-reduce that sums the column-parallel input gradients.
@@ -94,7 +94,7 @@ void layer_forward(const ops::Ctx& ctx, const parallel::Comm& tp, const Dims& d,
   ops::rope_forward(ctx, a.q, a.q, positions, d.theta);
   ops::rope_forward(ctx, a.k, a.k, positions, d.theta);
   if (cache == nullptr) {
-    ops::attention_forward(ctx, a.attn, a.lse, a.q, a.k, a.v, cu_seqlens, d.scale);
+    ops::attention_forward(ctx, a.attn, a.lse, a.q, a.k, a.v, cu_seqlens, max_seqlen, d.scale);
   } else {
     ops::kv_cache_write(ctx, cache->k_cache, cache->v_cache, a.k, a.v, cache->slot_mapping);
     ops::paged_attention(ctx, a.attn, a.q, cache->k_cache, cache->v_cache, cache->block_table,
@@ -123,7 +123,8 @@ void layer_forward(const ops::Ctx& ctx, const parallel::Comm& tp, const Dims& d,
 // norm-weight gradient by itself; summing over tp would count it tp times.
 void layer_backward(const ops::Ctx& ctx, const parallel::Comm& tp, const parallel::Comm* kv_group,
                     const Dims& d, const LayerParams& w, const LayerParams& g, const LayerActivations& a,
-                    Tensor dx, const LayerGradBuffers& b, Tensor cu_seqlens, Tensor positions) {
+                    Tensor dx, const LayerGradBuffers& b, Tensor cu_seqlens, int64_t max_seqlen,
+                    Tensor positions) {
   const int64_t T = dx.size(0);
   const auto F = false;
 
@@ -142,7 +143,8 @@ void layer_backward(const ops::Ctx& ctx, const parallel::Comm& tp, const paralle
   // Attention: x_mid = x + reduce(o_proj(attn)).
   ops::linear_backward(ctx, b.dattn.reshape({T, d.hq * d.D}), g.wo, Tensor{}, dx,
                        a.attn.reshape({T, d.hq * d.D}), w.wo);
-  ops::attention_backward(ctx, b.dq, b.dk, b.dv, b.dattn, a.q, a.k, a.v, a.attn, a.lse, cu_seqlens, d.scale);
+  ops::attention_backward(ctx, b.dq, b.dk, b.dv, b.dattn, a.q, a.k, a.v, a.attn, a.lse, cu_seqlens, max_seqlen,
+                          d.scale);
   ops::rope_backward(ctx, b.dq, b.dq, positions, d.theta);
   ops::rope_backward(ctx, b.dk, b.dk, positions, d.theta);
   const Tensor dq2 = b.dq.reshape({T, d.hq * d.D});

@@ -73,7 +73,7 @@ struct CacheStep {
 // partial: (T, C) temporary for the row-parallel outputs before reduction.
 void layer_forward(const ops::Ctx& ctx, const parallel::Comm& tp, const Dims& d, const LayerParams& w,
                    LayerActivations& a, Tensor x_out, Tensor partial, Tensor positions, Tensor cu_seqlens,
-                   const CacheStep* cache);
+                   int64_t max_seqlen, const CacheStep* cache);
 
 // Backward of one layer. dx: (T, C), on entry the gradient of the layer's
 // output, on return the gradient of its input (in place). Gradients of the
@@ -81,6 +81,7 @@ void layer_forward(const ops::Ctx& ctx, const parallel::Comm& tp, const Dims& d,
 // group, or nullptr when KV heads are not replicated.
 void layer_backward(const ops::Ctx& ctx, const parallel::Comm& tp, const parallel::Comm* kv_group,
                     const Dims& d, const LayerParams& w, const LayerParams& g, const LayerActivations& a,
-                    Tensor dx, const LayerGradBuffers& b, Tensor cu_seqlens, Tensor positions);
+                    Tensor dx, const LayerGradBuffers& b, Tensor cu_seqlens, int64_t max_seqlen,
+                    Tensor positions);
 
 }  // namespace dapo::model::detail

@@ -4,6 +4,7 @@
 // qwen2_plan.cpp.
 #include "dapo/model/qwen2_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -38,6 +39,16 @@ int64_t check_batch(const PackedBatch& b, bool need_targets) {
   DAPO_CHECK(b.cu_seqlens.shape[0] >= 1, "batch.cu_seqlens needs B+1 >= 1 entries");
   if (need_targets) check_i32_vector(b.targets, T, "batch.targets");
   return T;
+}
+
+// The batch's max_seqlen, or the longest sequence of a host cu_seqlens.
+int64_t max_seqlen_of(const PackedBatch& b) {
+  if (b.max_seqlen > 0) return b.max_seqlen;
+  DAPO_CHECK(b.cu_seqlens.device == Device::cpu, "a device batch must set max_seqlen");
+  const int32_t* cu = b.cu_seqlens.ptr<int32_t>();
+  int64_t m = 0;
+  for (int64_t i = 0; i + 1 < b.cu_seqlens.shape[0]; ++i) m = std::max<int64_t>(m, cu[i + 1] - cu[i]);
+  return m;
 }
 
 }  // namespace
@@ -130,6 +141,7 @@ void Qwen2Model::head_forward(const ops::Ctx& ctx, Carver& c, Tensor x_final, Te
 void Qwen2Model::forward_train(const ops::Ctx& ctx, Arena& act, const PackedBatch& batch, float inv_temperature,
                                Tensor logprob, Tensor entropy, Activations& saved) const {
   const int64_t T = check_batch(batch, true);
+  const int64_t max_seqlen = max_seqlen_of(batch);
   DAPO_CHECK_SHAPE(logprob, {T});
   DAPO_CHECK_SHAPE(entropy, {T});
   DAPO_CHECK(inv_temperature > 0, "inv_temperature ", inv_temperature);
@@ -151,10 +163,10 @@ void Qwen2Model::forward_train(const ops::Ctx& ctx, Arena& act, const PackedBatc
       LayerActivations a = tmp.layer;
       a.x = keep.x;
       detail::layer_forward(ctx, tp_, dims_, weights_[size_t(l)], a, x_out, tmp.partial, batch.positions,
-                            batch.cu_seqlens, nullptr);
+                            batch.cu_seqlens, max_seqlen, nullptr);
     } else {
       detail::layer_forward(ctx, tp_, dims_, weights_[size_t(l)], keep, x_out, tmp.partial, batch.positions,
-                            batch.cu_seqlens, nullptr);
+                            batch.cu_seqlens, max_seqlen, nullptr);
     }
   }
   head_forward(ctx, c, saved.x_final, saved.rstd_final, saved.xn_final, saved.logits, batch.targets,
@@ -167,6 +179,7 @@ void Qwen2Model::backward(const ops::Ctx& ctx, Arena& act, const Activations& sa
                           Tensor dentropy) {
   const PackedBatch& batch = saved.batch;
   const int64_t T = batch.tokens.shape[0];
+  const int64_t max_seqlen = max_seqlen_of(batch);
   DAPO_CHECK(saved.layers.size() == size_t(dims_.L) && saved.logits.data != nullptr,
              "backward without a forward_train of this model");
   DAPO_CHECK(act.mark() >= saved.arena_mark, "the activation arena was reset since the forward");
@@ -196,12 +209,12 @@ void Qwen2Model::backward(const ops::Ctx& ctx, Arena& act, const Activations& sa
       LayerActivations a = tmp.layer;
       a.x = saved.layers[size_t(l)].x;
       detail::layer_forward(ctx, tp_, dims_, w, a, Tensor{}, tmp.partial, batch.positions, batch.cu_seqlens,
-                            nullptr);
+                            max_seqlen, nullptr);
       detail::layer_backward(ctx, tp_, kv_group(), dims_, w, grads_[size_t(l)], a, dx, tmp.grads,
-                             batch.cu_seqlens, batch.positions);
+                             batch.cu_seqlens, max_seqlen, batch.positions);
     } else {
       detail::layer_backward(ctx, tp_, kv_group(), dims_, w, grads_[size_t(l)], saved.layers[size_t(l)], dx,
-                             tmp.grads, batch.cu_seqlens, batch.positions);
+                             tmp.grads, batch.cu_seqlens, max_seqlen, batch.positions);
     }
   }
   // embed_tokens: reduce_from_tp's backward is the identity; each rank
@@ -213,6 +226,7 @@ void Qwen2Model::backward(const ops::Ctx& ctx, Arena& act, const Activations& sa
 void Qwen2Model::forward_logprob(const ops::Ctx& ctx, Arena& act, const PackedBatch& batch, float inv_temperature,
                                  Tensor logprob, Tensor entropy) const {
   const int64_t T = check_batch(batch, true);
+  const int64_t max_seqlen = max_seqlen_of(batch);
   DAPO_CHECK_SHAPE(logprob, {T});
   DAPO_CHECK_SHAPE(entropy, {T});
   DAPO_CHECK(inv_temperature > 0, "inv_temperature ", inv_temperature);
@@ -223,13 +237,14 @@ void Qwen2Model::forward_logprob(const ops::Ctx& ctx, Arena& act, const PackedBa
   for (int64_t l = 0; l < dims_.L; ++l) {
     b.layer.x = b.x;
     detail::layer_forward(ctx, tp_, dims_, weights_[size_t(l)], b.layer, b.x, b.partial, batch.positions,
-                          batch.cu_seqlens, nullptr);
+                          batch.cu_seqlens, max_seqlen, nullptr);
   }
   head_forward(ctx, c, b.x, b.rstd, b.xn, b.logits, batch.targets, inv_temperature, b.lse, logprob, entropy);
 }
 
 void Qwen2Model::forward_logits(const ops::Ctx& ctx, Arena& act, const PackedBatch& batch, Tensor logits) const {
   const int64_t T = check_batch(batch, false);
+  const int64_t max_seqlen = max_seqlen_of(batch);
   DAPO_CHECK_SHAPE(logits, {T, dims_.V});
   ArenaScope scope(act);
   Carver c(&act);
@@ -238,7 +253,7 @@ void Qwen2Model::forward_logits(const ops::Ctx& ctx, Arena& act, const PackedBat
   for (int64_t l = 0; l < dims_.L; ++l) {
     b.layer.x = b.x;
     detail::layer_forward(ctx, tp_, dims_, weights_[size_t(l)], b.layer, b.x, b.partial, batch.positions,
-                          batch.cu_seqlens, nullptr);
+                          batch.cu_seqlens, max_seqlen, nullptr);
   }
   ops::rmsnorm_forward(ctx, b.xn, b.rstd, b.x, params_.param("model.norm.weight"), dims_.eps);
   parallel::copy_to_tp_forward(ctx, tp_, b.xn, b.xn);

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <memory>
 #include <random>
 #include <vector>
@@ -52,6 +53,37 @@ class GpuTest : public ::testing::Test {
   }
   Tensor device_empty(DType dtype, std::initializer_list<int64_t> dims) { return arena_->alloc(dtype, dims); }
 
+  // An output tensor with guard regions: kGuardBytes of a fixed pattern on
+  // both sides, and its own bytes set to 0xFF (NaN in f32 and bf16, so an op
+  // that must overwrite but leaves elements alone shows up as NaN).
+  // check_guards() fails the test when a kernel wrote into any guard.
+  static constexpr size_t kGuardBytes = 4096;
+  static constexpr unsigned char kGuardByte = 0xA5;
+  Tensor guarded(DType dtype, std::initializer_list<int64_t> dims) {
+    Tensor t(nullptr, dtype, dims, Device::cuda);
+    const size_t n = t.nbytes();
+    char* base = static_cast<char*>(arena_->alloc_bytes(n + 2 * kGuardBytes));
+    std::vector<unsigned char> host(n + 2 * kGuardBytes, kGuardByte);
+    std::memset(host.data() + kGuardBytes, 0xFF, n);
+    device_->copy_to_device(Tensor(base, DType::bf16, {int64_t(host.size() / 2)}, Device::cuda),
+                            Tensor(host.data(), DType::bf16, {int64_t(host.size() / 2)}));
+    t.data = base + kGuardBytes;
+    guards_.push_back({base, n});
+    return t;
+  }
+  void check_guards() {
+    device_->synchronize();
+    for (const auto& g : guards_) {
+      std::vector<unsigned char> host(g.bytes + 2 * kGuardBytes);
+      device_->copy_to_host(Tensor(host.data(), DType::bf16, {int64_t(host.size() / 2)}),
+                            Tensor(g.base, DType::bf16, {int64_t(host.size() / 2)}, Device::cuda));
+      for (size_t i = 0; i < kGuardBytes; ++i) {
+        ASSERT_EQ(host[i], kGuardByte) << "write before an output, " << (kGuardBytes - i) << " bytes ahead";
+        ASSERT_EQ(host[kGuardBytes + g.bytes + i], kGuardByte) << "write past an output, at byte " << i;
+      }
+    }
+  }
+
   // Host f32 copy of a device tensor (bf16 widened).
   std::vector<float> download(const Tensor& t) {
     std::vector<float> out(size_t(t.numel()));
@@ -91,6 +123,11 @@ class GpuTest : public ::testing::Test {
       }
   }
 
+  struct Guard {
+    char* base;
+    size_t bytes;  // the tensor's bytes
+  };
+  std::vector<Guard> guards_;
   std::unique_ptr<ops::CudaDevice> device_;
   std::unique_ptr<Arena> arena_, scratch_, host_scratch_;
 };

@@ -76,7 +76,7 @@ struct Result {
 Result forward(const ops::Ctx& ctx, Packed& p) {
   Result r{std::vector<float>(size_t(p.T * p.Hq * p.D), NAN), std::vector<float>(size_t(p.Hq * p.T), NAN)};
   ops::attention_forward(ctx, tensor_f32(r.out.data(), {p.T, p.Hq, p.D}),
-                         tensor_f32(r.lse.data(), {p.Hq, p.T}), p.tq(), p.tk(), p.tv(), p.tcu(), p.scale);
+                         tensor_f32(r.lse.data(), {p.Hq, p.T}), p.tq(), p.tk(), p.tv(), p.tcu(), p.T, p.scale);
   return r;
 }
 
@@ -93,7 +93,7 @@ Grads backward(const ops::Ctx& ctx, Packed& p, Result& r, std::vector<float>& do
                           tensor_f32(g.dv.data(), {p.T, p.Hkv, p.D}),
                           tensor_f32(dout.data(), {p.T, p.Hq, p.D}), p.tq(), p.tk(), p.tv(),
                           tensor_f32(r.out.data(), {p.T, p.Hq, p.D}),
-                          tensor_f32(r.lse.data(), {p.Hq, p.T}), p.tcu(), p.scale);
+                          tensor_f32(r.lse.data(), {p.Hq, p.T}), p.tcu(), p.T, p.scale);
   return g;
 }
 

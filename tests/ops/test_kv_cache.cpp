@@ -55,7 +55,7 @@ struct Paged {
     ops::attention_forward(ctx_with(scratch), tensor_f32(ref_out.data(), {T, Hq, D}),
                            tensor_f32(ref_lse.data(), {Hq, T}), tensor_f32(q.data(), {T, Hq, D}),
                            tensor_f32(k.data(), {T, Hkv, D}), tensor_f32(v.data(), {T, Hkv, D}),
-                           tensor_i32(cu.data(), {B + 1}), scale);
+                           tensor_i32(cu.data(), {B + 1}), T, scale);
 
     // Physical blocks in shuffled order; unused table entries hold a block
     // id that does not exist, to show they are never read.

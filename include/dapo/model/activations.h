@@ -26,6 +26,8 @@ struct PackedBatch {
   Tensor targets;     // (T) i32 the token whose log-probability is scored at each position,
                       //     in [0, V) (the next token; positions that do not count get a
                       //     zero upstream gradient, their target only has to be a valid id)
+  int64_t max_seqlen = 0;  // >= the longest sequence; 0: the model reads it from cu_seqlens,
+                           //     which must then be on the host (device batches must set it)
 };
 
 // One decoder layer's saved tensors. With activation recomputation only x

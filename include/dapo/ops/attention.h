@@ -27,11 +27,15 @@ namespace dapo::ops {
 //             the keys each query sees (natural log, scaled scores, same
 //             layout as flash-attention's varlen softmax_lse). Kept for backward.
 // q:          (T, Hq, D) f32.   k, v: (T, Hkv, D) f32.
-// cu_seqlens: (B+1) i32 cumulative sequence offsets (see above).
+// cu_seqlens: (B+1) i32 cumulative sequence offsets (see above), on the
+//             backend's device.
+// max_seqlen: >= the longest sequence, max_b(cu_seqlens[b+1] - cu_seqlens[b]),
+//             given by the caller (who packed the batch on the host) so that a
+//             GPU launch never reads cu_seqlens back; the CPU op checks it.
 // scale:      multiplies q . k; usually 1 / sqrt(D).
 // Needs ctx.scratch (nthreads * max_seqlen floats).
 void attention_forward(const Ctx& ctx, Tensor out, Tensor lse, Tensor q, Tensor k, Tensor v,
-                       Tensor cu_seqlens, float scale);
+                       Tensor cu_seqlens, int64_t max_seqlen, float scale);
 
 // Gradients of attention_forward, flash-attention style: probabilities are
 // recomputed from q, k and lse (nothing of size T^2 was saved).
@@ -39,18 +43,20 @@ void attention_forward(const Ctx& ctx, Tensor out, Tensor lse, Tensor q, Tensor 
 // dk:   (T, Hkv, D) f32, OVERWRITTEN (summed over the query heads of each group).
 // dv:   (T, Hkv, D) f32, OVERWRITTEN (summed over the query heads of each group).
 // dout: (T, Hq, D) f32, the gradient of out.
-// q, k, v, cu_seqlens, scale: as given to attention_forward;
+// q, k, v, cu_seqlens, max_seqlen, scale: as given to attention_forward;
 // out:  (T, Hq, D) and lse: (Hq, T), what attention_forward returned.
 // Deterministic: the result does not depend on the number of threads.
 // Needs ctx.scratch (Hq * T floats).
 void attention_backward(const Ctx& ctx, Tensor dq, Tensor dk, Tensor dv, Tensor dout, Tensor q,
-                        Tensor k, Tensor v, Tensor out, Tensor lse, Tensor cu_seqlens, float scale);
+                        Tensor k, Tensor v, Tensor out, Tensor lse, Tensor cu_seqlens, int64_t max_seqlen,
+                        float scale);
 
 namespace cpu {
 void attention_forward(const Ctx& ctx, Tensor out, Tensor lse, Tensor q, Tensor k, Tensor v,
-                       Tensor cu_seqlens, float scale);
+                       Tensor cu_seqlens, int64_t max_seqlen, float scale);
 void attention_backward(const Ctx& ctx, Tensor dq, Tensor dk, Tensor dv, Tensor dout, Tensor q,
-                        Tensor k, Tensor v, Tensor out, Tensor lse, Tensor cu_seqlens, float scale);
+                        Tensor k, Tensor v, Tensor out, Tensor lse, Tensor cu_seqlens, int64_t max_seqlen,
+                        float scale);
 }  // namespace cpu
 
 }  // namespace dapo::ops

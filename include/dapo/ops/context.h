@@ -7,6 +7,7 @@
 
 #include "dapo/core/arena.h"
 #include "dapo/core/tensor.h"
+#include "dapo/ops/device_flags.h"
 
 namespace dapo::ops {
 
@@ -19,6 +20,11 @@ struct Ctx {
   void* workspace = nullptr;      // cuBLASLt workspace (device), workspace_bytes long
   size_t workspace_bytes = 0;
   Arena* scratch = nullptr;       // temporaries on the backend's device
+  // CUDA backend only (nullptr on the CPU), all owned by ops::CudaDevice:
+  DeviceFlags* flags = nullptr;   // device memory: input problems found by kernels (device_flags.h)
+  void* cudnn = nullptr;          // cudnnHandle_t bound to `stream`
+  void* gemm_plans = nullptr;     // cuda::GemmPlanCache*: cuBLASLt descriptors + heuristics per shape
+  void* attention_plans = nullptr;  // cuda::AttentionPlanCache*: attention graphs/plans per shape
 };
 
 inline Device backend_device(Backend b) { return b == Backend::cpu ? Device::cpu : Device::cuda; }

@@ -15,7 +15,11 @@ int cuda_device_count();  // 0 when the driver sees none
 class CudaDevice {
  public:
   // Binds this thread to GPU `index` and creates a non-blocking stream, a
-  // cuBLASLt handle and a workspace of `workspace_bytes` for it.
+  // cuBLASLt handle and a workspace of `workspace_bytes` for it, a cuDNN
+  // handle on that stream, the GEMM and attention plan caches, and the
+  // device flags (zeroed). Every op, copy and memset of the rank goes on
+  // this stream: nothing uses the legacy default stream, which a
+  // non-blocking stream does not order with.
   explicit CudaDevice(int index, size_t workspace_bytes = size_t(32) << 20);
   ~CudaDevice();
   CudaDevice(const CudaDevice&) = delete;
@@ -24,6 +28,16 @@ class CudaDevice {
   // A Ctx for ops on this device; `scratch` must be a device arena.
   Ctx ctx(Arena* scratch) const;
   void synchronize() const;
+  // Waits for the stream, reads the device flags (device_flags.h) and, if a
+  // kernel recorded a bad id or a non-finite value since the last check,
+  // fails like the CPU ops' checks do: one line naming `phase`, the op, the
+  // row (and id), the count, then the job aborts. Called at phase
+  // boundaries (after a forward, after an update), not per op.
+  void check_flags(const char* phase) const;
+  // The flags as they stand (after a synchronize), and a reset to zero;
+  // tests use these to see that a kernel flags what it should.
+  DeviceFlags read_flags() const;
+  void clear_flags() const;
   int index() const { return index_; }
   std::string name() const;
 
@@ -38,6 +52,10 @@ class CudaDevice {
   void* cublaslt_ = nullptr;   // cublasLtHandle_t
   void* workspace_ = nullptr;  // device memory for cuBLASLt
   size_t workspace_bytes_ = 0;
+  DeviceFlags* flags_ = nullptr;   // device memory
+  void* cudnn_ = nullptr;          // cudnnHandle_t
+  void* gemm_plans_ = nullptr;     // cuda::GemmPlanCache*
+  void* attention_plans_ = nullptr;  // cuda::AttentionPlanCache*
 };
 
 }  // namespace dapo::ops

@@ -76,7 +76,7 @@ Dims check_attention_args(const char* op, const Tensor& q, const Tensor& k, cons
 }  // namespace
 
 void attention_forward(const Ctx& ctx, Tensor out, Tensor lse, Tensor q, Tensor k, Tensor v,
-                       Tensor cu_seqlens, float scale) {
+                       Tensor cu_seqlens, int64_t max_seqlen, float scale) {
   const Dims dm = check_attention_args("attention_forward", q, k, v, cu_seqlens);
   const int64_t T = dm.T, Hq = dm.Hq, Hkv = dm.Hkv, D = dm.D, B = dm.B, group = dm.group;
   DAPO_CHECK_DTYPE(out, DType::f32);
@@ -85,6 +85,7 @@ void attention_forward(const Ctx& ctx, Tensor out, Tensor lse, Tensor q, Tensor 
   DAPO_CHECK_SHAPE(lse, {Hq, T});
   const int32_t* cu = cu_seqlens.ptr<int32_t>();  // (B+1)
   const int64_t max_len = check_cu_seqlens("attention_forward", cu, B, T);
+  DAPO_CHECK(max_len <= max_seqlen, "attention_forward: a sequence of ", max_len, " tokens, max_seqlen = ", max_seqlen);
   if (T == 0 || Hq == 0) return;
   DAPO_CHECK(ctx.scratch != nullptr, "attention_forward needs ctx.scratch");
 
@@ -130,7 +131,7 @@ void attention_forward(const Ctx& ctx, Tensor out, Tensor lse, Tensor q, Tensor 
 }
 
 void attention_backward(const Ctx& ctx, Tensor dq, Tensor dk, Tensor dv, Tensor dout, Tensor q,
-                        Tensor k, Tensor v, Tensor out, Tensor lse, Tensor cu_seqlens, float scale) {
+                        Tensor k, Tensor v, Tensor out, Tensor lse, Tensor cu_seqlens, int64_t max_seqlen, float scale) {
   const Dims dm = check_attention_args("attention_backward", q, k, v, cu_seqlens);
   const int64_t T = dm.T, Hq = dm.Hq, Hkv = dm.Hkv, D = dm.D, B = dm.B, group = dm.group;
   DAPO_CHECK_DTYPE(dq, DType::f32);
@@ -146,7 +147,8 @@ void attention_backward(const Ctx& ctx, Tensor dq, Tensor dk, Tensor dv, Tensor 
   DAPO_CHECK_SHAPE(out, {T, Hq, D});
   DAPO_CHECK_SHAPE(lse, {Hq, T});
   const int32_t* cu = cu_seqlens.ptr<int32_t>();  // (B+1)
-  check_cu_seqlens("attention_backward", cu, B, T);
+  const int64_t max_len = check_cu_seqlens("attention_backward", cu, B, T);
+  DAPO_CHECK(max_len <= max_seqlen, "attention_backward: a sequence of ", max_len, " tokens, max_seqlen = ", max_seqlen);
   if (T == 0 || Hq == 0) return;
   DAPO_CHECK(ctx.scratch != nullptr, "attention_backward needs ctx.scratch");
 
