@@ -1,12 +1,106 @@
-// The per-device cache of cuBLASLt GEMM plans (see matmul.cu).
-// Placeholder layout until the cuBLASLt GEMM lands: an empty cache.
-#include "common.cuh"
+// The per-device cache of cuBLASLt GEMM plans (see gemm_plan_cache.cuh and
+// matmul.cu): per key, the matmul descriptor, the three layouts and the
+// heuristic's first algorithm. Building a plan costs a heuristic query (tens
+// of microseconds on the host); the model runs a few dozen distinct shapes,
+// so after the first step every GEMM is a map lookup.
+#include <map>
+
+#include "gemm_plan_cache.cuh"
 
 namespace dapo::ops::cuda {
 
-struct GemmPlanCache {};
+struct GemmPlanCache {
+  std::map<GemmKey, GemmPlan> plans;
+
+  GemmPlanCache() = default;
+  GemmPlanCache(const GemmPlanCache&) = delete;
+  GemmPlanCache& operator=(const GemmPlanCache&) = delete;
+  ~GemmPlanCache() {
+    // Statuses ignored: this runs at device teardown, possibly while a real
+    // failure is being reported.
+    for (auto& [key, p] : plans) {
+      if (p.a) cublasLtMatrixLayoutDestroy(p.a);
+      if (p.b) cublasLtMatrixLayoutDestroy(p.b);
+      if (p.c) cublasLtMatrixLayoutDestroy(p.c);
+      if (p.desc) cublasLtMatmulDescDestroy(p.desc);
+    }
+  }
+};
 
 GemmPlanCache* gemm_plan_cache_create() { return new GemmPlanCache(); }
 void gemm_plan_cache_destroy(GemmPlanCache* cache) { delete cache; }
+
+namespace {
+
+// RAII for the heuristic's preference descriptor, which the plan does not keep.
+struct Preference {
+  cublasLtMatmulPreference_t p = nullptr;
+  Preference() { DAPO_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&p)); }
+  ~Preference() { cublasLtMatmulPreferenceDestroy(p); }
+  template <class T>
+  void set(cublasLtMatmulPreferenceAttributes_t attr, T v) {
+    DAPO_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(p, attr, &v, sizeof(v)));
+  }
+};
+
+void build_plan(GemmPlan& p, cublasLtHandle_t lt, const GemmKey& key, size_t workspace_bytes, const void* bias) {
+  // fp32 accumulation always; CUBLAS_COMPUTE_32F on f32 operands is true
+  // fp32 (TF32 would need CUBLAS_COMPUTE_32F_FAST_TF32).
+  DAPO_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const int32_t ta = key.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, tb = key.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  DAPO_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+  DAPO_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+  if (key.bias_epilogue) {
+    const uint32_t epi = CUBLASLT_EPILOGUE_BIAS;
+    DAPO_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+    DAPO_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+  }
+  // Stored (pre-transpose) shapes, dense column-major.
+  const uint64_t a_rows = key.trans_a ? key.k : key.m, a_cols = key.trans_a ? key.m : key.k;
+  const uint64_t b_rows = key.trans_b ? key.n : key.k, b_cols = key.trans_b ? key.k : key.n;
+  DAPO_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, key.ab_type, a_rows, a_cols, int64_t(a_rows)));
+  DAPO_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, key.ab_type, b_rows, b_cols, int64_t(b_rows)));
+  DAPO_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, key.cd_type, uint64_t(key.m), uint64_t(key.n), key.m));
+
+  Preference pref;
+  pref.set(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, uint64_t(workspace_bytes));
+  // Split-K only with fp32 partials reduced in a separate pass. cuBLAS
+  // documents bitwise reproducibility for every algorithm on one GPU model and
+  // one stream; what INPLACE and OUTPUT_TYPE add is rounding: they keep the
+  // partial sums in D's type, bf16 for most of our outputs.
+  pref.set(CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+           uint32_t(CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE));
+  pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, uint32_t(key.align_a));
+  pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, uint32_t(key.align_b));
+  pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, uint32_t(key.align_c));
+  pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, uint32_t(key.align_c));
+
+  cublasLtMatmulHeuristicResult_t result{};
+  int returned = 0;
+  const cublasStatus_t st =
+      cublasLtMatmulAlgoGetHeuristic(lt, p.desc, p.a, p.b, p.c, p.c, pref.p, 1, &result, &returned);
+  // No algorithm is an answer, not an error: the caller has a way around a
+  // bias epilogue cuBLASLt cannot do, and reports the rest.
+  if (st != CUBLAS_STATUS_SUCCESS || returned == 0 || result.state != CUBLAS_STATUS_SUCCESS) {
+    p.status = st != CUBLAS_STATUS_SUCCESS ? st : returned == 0 ? CUBLAS_STATUS_NOT_SUPPORTED : result.state;
+    return;
+  }
+  DAPO_CHECK(result.workspaceSize <= workspace_bytes, "cuBLASLt algorithm wants ", result.workspaceSize,
+             " bytes of workspace, ", workspace_bytes, " allowed");
+  p.algo = result.algo;
+  p.found = true;
+}
+
+}  // namespace
+
+const GemmPlan* gemm_plan_get(GemmPlanCache* cache, cublasLtHandle_t lt, const GemmKey& key,
+                              size_t workspace_bytes, const void* bias) {
+  DAPO_CHECK(cache != nullptr && lt != nullptr, "GEMM on a Ctx without a cuBLASLt handle or plan cache");
+  auto it = cache->plans.find(key);
+  if (it != cache->plans.end()) return &it->second;
+  GemmPlan& p = cache->plans[key];
+  build_plan(p, lt, key, workspace_bytes, bias);
+  return &p;
+}
 
 }  // namespace dapo::ops::cuda

@@ -7,16 +7,16 @@ namespace dapo::ops {
 
 void matmul(const Ctx& ctx, Tensor c, Tensor a, Tensor b, bool trans_a, bool trans_b, float alpha,
             float beta) {
-  DAPO_DISPATCH_CPU_ONLY(ctx, matmul, c, a, b, trans_a, trans_b, alpha, beta);
+  DAPO_DISPATCH(ctx, matmul, c, a, b, trans_a, trans_b, alpha, beta);
 }
 
 void linear_forward(const Ctx& ctx, Tensor out, Tensor in, Tensor weight, Tensor bias) {
-  DAPO_DISPATCH_CPU_ONLY(ctx, linear_forward, out, in, weight, bias);
+  DAPO_DISPATCH(ctx, linear_forward, out, in, weight, bias);
 }
 
 void linear_backward(const Ctx& ctx, Tensor din, Tensor dweight, Tensor dbias, Tensor dout,
                      Tensor in, Tensor weight) {
-  DAPO_DISPATCH_CPU_ONLY(ctx, linear_backward, din, dweight, dbias, dout, in, weight);
+  DAPO_DISPATCH(ctx, linear_backward, din, dweight, dbias, dout, in, weight);
 }
 
 }  // namespace dapo::ops

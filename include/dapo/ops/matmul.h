@@ -8,8 +8,9 @@
 //
 // Layout: row-major, contiguous. Weights use HF's nn.Linear layout
 // (out_features, in_features), so y = x @ W^T. On the CPU backend all
-// tensors are f32 and the GEMM is OpenBLAS's cblas_sgemm; the CUDA backend
-// will take the same arguments to cuBLASLt (ctx.cublaslt, ctx.workspace).
+// tensors are f32 and the GEMM is OpenBLAS's cblas_sgemm. The CUDA backend
+// runs cuBLASLt (ctx.cublaslt, ctx.workspace, plans in ctx.gemm_plans) with
+// the dtypes listed at the cuda:: declarations below.
 //
 // An optional tensor (bias, dbias, din) is passed as an empty Tensor{}
 // (no data, no dimensions) to mean "none" / "skip".
@@ -52,5 +53,30 @@ void linear_forward(const Ctx& ctx, Tensor out, Tensor in, Tensor weight, Tensor
 void linear_backward(const Ctx& ctx, Tensor din, Tensor dweight, Tensor dbias, Tensor dout,
                      Tensor in, Tensor weight);
 }  // namespace cpu
+
+// CUDA builds only. Always fp32 accumulation (CUBLAS_COMPUTE_32F); the f32
+// path is true fp32 (no TF32), bf16 outputs are rounded once at the end.
+// - matmul: a and b bf16 with c bf16 or f32, or a, b, c all f32. beta == 0
+//   ignores c's old contents (NaN included); beta == 1 accumulates, also into
+//   a bf16 c (the model sums two input gradients into one buffer that way).
+// - linear_forward: in, weight bf16 with out bf16 or f32, or all f32; bias
+//   Tensor{}, bf16 or f32. A bias of out's dtype is added in the GEMM's
+//   epilogue; another is first broadcast into out (one more pass over out).
+// - linear_backward: dout, in, weight all bf16 or all f32; din bf16 or f32
+//   (f32 for f32 inputs), OVERWRITTEN; dweight f32, ACCUMULATED by the GEMM
+//   itself (beta = 1, so fp32 weight gradients add up over micro-batches);
+//   dbias f32, ACCUMULATED with a fixed-order two-stage column sum of dout
+//   (no atomics). Needs ctx.scratch for the bias gradient's partial sums
+//   (4 * ceil(N/64) * O bytes).
+// Same shape, dtypes and pointer alignment on the same GPU => same algorithm
+// => same bits (the first heuristic choice is cached per device). Any of the
+// sizes may be 0 as on the CPU.
+namespace cuda {
+void matmul(const Ctx& ctx, Tensor c, Tensor a, Tensor b, bool trans_a, bool trans_b, float alpha,
+            float beta);
+void linear_forward(const Ctx& ctx, Tensor out, Tensor in, Tensor weight, Tensor bias);
+void linear_backward(const Ctx& ctx, Tensor din, Tensor dweight, Tensor dbias, Tensor dout,
+                     Tensor in, Tensor weight);
+}  // namespace cuda
 
 }  // namespace dapo::ops

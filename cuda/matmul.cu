@@ -1,0 +1,346 @@
+// CUDA dense matrix products through cuBLASLt: fp32 accumulation of bf16 (or
+// f32) operands, plans cached per shape (gemm_plan_cache.cu). Row-major
+// tensors go to cuBLASLt's column-major world without copies: row-major C
+// (M x N) is column-major C^T (N x M) = op(B)^T op(A)^T, so cuBLASLt's A is
+// our b and its B our a. Besides the GEMM: a fixed-order two-stage column
+// sum for the bias gradient, and two elementwise kernels for the cases the
+// GEMM cannot take (K == 0, a bias the epilogue cannot add).
+#include <cstdint>
+
+#include "dapo/ops/matmul.h"
+#include "gemm_plan_cache.cuh"
+
+namespace dapo::ops::cuda {
+namespace {
+
+using namespace cuda_detail;
+
+// ---- kernels -------------------------------------------------------------------
+
+// c = beta * c; exactly 0 when beta == 0, whatever c held (NaN included).
+template <class T>
+__global__ void scale_kernel(T* c, int64_t n, float beta) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    store_f32(c, i, beta == 0.0f ? 0.0f : beta * load_f32(c, i));
+}
+
+// out (rows, cols) = bias (cols) on every row.
+template <class TO, class TB>
+__global__ void broadcast_rows_kernel(TO* out, const TB* bias, int64_t rows, int64_t cols) {
+  const int64_t n = rows * cols;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    store_f32(out, i, load_f32(bias, i % cols));
+}
+
+// Bias gradient, stage 1: the column sums of one chunk of kSumRows rows.
+// Block (32, kSumLanes): x picks V adjacent columns, y a row lane; each lane
+// walks its rows in order, then lane sums are added in lane order. The chunking
+// is a function of the shape only, so the result does not depend on the launch.
+constexpr int kSumRows = 64;
+constexpr int kSumLanes = 8;
+constexpr int kFinalLanes = 32;
+
+template <int V>
+__device__ __forceinline__ void load_row_vec(const float* p, float (&v)[V]) {
+  if constexpr (V == 4) {
+    const float4 q = *reinterpret_cast<const float4*>(p);
+    v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+  } else {
+    static_assert(V == 1, "f32 rows load 1 or 4 values");
+    v[0] = *p;
+  }
+}
+template <int V>
+__device__ __forceinline__ void load_row_vec(const __nv_bfloat16* p, float (&v)[V]) {
+  if constexpr (V == 8) {
+    const uint4 q = *reinterpret_cast<const uint4*>(p);
+    const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&q);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const float2 f = __bfloat1622float2(h[j]);
+      v[2 * j] = f.x, v[2 * j + 1] = f.y;
+    }
+  } else {
+    static_assert(V == 1, "bf16 rows load 1 or 8 values");
+    v[0] = __bfloat162float(*p);
+  }
+}
+
+template <class T, int V>
+__global__ void __launch_bounds__(32 * kSumLanes) column_sum_partial_kernel(float* partial, const T* x, int64_t rows,
+                                                                             int64_t cols) {
+  __shared__ float lane_sums[kSumLanes][32 * V];
+  const int64_t chunk = blockIdx.x;
+  const int64_t col = (int64_t(blockIdx.y) * 32 + threadIdx.x) * V;
+  const int64_t r_end = min(rows, (chunk + 1) * kSumRows);
+  float acc[V];
+#pragma unroll
+  for (int j = 0; j < V; ++j) acc[j] = 0.0f;
+  if (col < cols) {
+    for (int64_t r = chunk * kSumRows + threadIdx.y; r < r_end; r += kSumLanes) {
+      float v[V];
+      load_row_vec<V>(x + r * cols + col, v);
+#pragma unroll
+      for (int j = 0; j < V; ++j) acc[j] += v[j];
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < V; ++j) lane_sums[threadIdx.y][threadIdx.x * V + j] = acc[j];
+  __syncthreads();
+  if (threadIdx.y == 0 && col < cols) {
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      float s = 0.0f;
+#pragma unroll
+      for (int l = 0; l < kSumLanes; ++l) s += lane_sums[l][threadIdx.x * V + j];
+      partial[chunk * cols + col + j] = s;  // V > 1 only when cols % V == 0
+    }
+  }
+}
+
+// Stage 2: dbias[c] += sum over chunks of partial[chunk][c], chunks split
+// over kFinalLanes lanes in a fixed pattern and the lanes added in order.
+__global__ void __launch_bounds__(32 * kFinalLanes) column_sum_final_kernel(float* dbias, const float* partial,
+                                                                             int64_t chunks, int64_t cols) {
+  __shared__ float lane_sums[kFinalLanes][33];
+  const int64_t col = int64_t(blockIdx.x) * 32 + threadIdx.x;
+  float acc = 0.0f;
+  if (col < cols)
+    for (int64_t ch = threadIdx.y; ch < chunks; ch += kFinalLanes) acc += partial[ch * cols + col];
+  lane_sums[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y == 0 && col < cols) {
+    float s = 0.0f;
+#pragma unroll
+    for (int l = 0; l < kFinalLanes; ++l) s += lane_sums[l][threadIdx.x];
+    dbias[col] += s;
+  }
+}
+
+// ---- launchers (raw pointers, sizes, stream; return the launch status) -------
+
+template <class T>
+cudaError_t launch_scale(T* c, int64_t n, float beta, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  scale_kernel<<<grid_for(n, 256), 256, 0, stream>>>(c, n, beta);
+  return cudaGetLastError();
+}
+
+template <class TO, class TB>
+cudaError_t launch_broadcast_rows(TO* out, const TB* bias, int64_t rows, int64_t cols, cudaStream_t stream) {
+  const int64_t n = rows * cols;
+  if (n == 0) return cudaSuccess;
+  broadcast_rows_kernel<<<grid_for(n, 256), 256, 0, stream>>>(out, bias, rows, cols);
+  return cudaGetLastError();
+}
+
+template <class T, int V>
+cudaError_t launch_column_sum(float* dbias, float* partial, const T* x, int64_t rows, int64_t cols,
+                              cudaStream_t stream) {
+  const int64_t chunks = (rows + kSumRows - 1) / kSumRows;
+  const int64_t col_tiles = (cols + 32 * V - 1) / (32 * V);
+  if (chunks == 0 || cols == 0) return cudaSuccess;
+  if (chunks > INT32_MAX || col_tiles > 65535) return cudaErrorInvalidConfiguration;
+  column_sum_partial_kernel<T, V><<<dim3(unsigned(chunks), unsigned(col_tiles)), dim3(32, kSumLanes), 0, stream>>>(
+      partial, x, rows, cols);
+  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  const int64_t final_blocks = (cols + 31) / 32;
+  if (final_blocks > INT32_MAX) return cudaErrorInvalidConfiguration;
+  column_sum_final_kernel<<<unsigned(final_blocks), dim3(32, kFinalLanes), 0, stream>>>(dbias, partial, chunks, cols);
+  return cudaGetLastError();
+}
+
+// ---- host helpers ----------------------------------------------------------------
+
+__nv_bfloat16* bf16_ptr(const Tensor& t) { return static_cast<__nv_bfloat16*>(t.data); }
+
+void check_tensor(const Ctx& ctx, const Tensor& t, const char* name) {
+  check_device(ctx, t, name);
+  DAPO_CHECK(t.data != nullptr || t.numel() == 0, name, " ", t.shape_string(), " has no data");
+  DAPO_CHECK(t.dtype == DType::bf16 || t.dtype == DType::f32, name, " is ", dtype_name(t.dtype),
+             ", expected bf16 or f32");
+}
+
+bool overlap(const Tensor& x, const Tensor& y) {
+  if (x.nbytes() == 0 || y.nbytes() == 0) return false;
+  const char* xb = static_cast<const char*>(x.data);
+  const char* yb = static_cast<const char*>(y.data);
+  return xb < yb + y.nbytes() && yb < xb + x.nbytes();
+}
+
+// The products cuBLASLt runs for us: bf16 x bf16 into bf16 or f32, f32 x f32 into f32.
+void check_product_dtypes(DType ab, DType cd, const char* op) {
+  DAPO_CHECK((ab == DType::bf16 && (cd == DType::bf16 || cd == DType::f32)) || (ab == DType::f32 && cd == DType::f32),
+             op, ": ", dtype_name(ab), " operands into a ", dtype_name(cd),
+             " output; CUDA takes bf16 x bf16 -> bf16 or f32, and f32 x f32 -> f32");
+}
+
+cudaDataType_t cuda_type(DType t) { return t == DType::bf16 ? CUDA_R_16BF : CUDA_R_32F; }
+
+// Largest power of two dividing the address, at most 16 (see GemmKey).
+uint8_t alignment(const void* p) {
+  const auto v = reinterpret_cast<uintptr_t>(p);
+  uint8_t al = 16;
+  while (al > 1 && v % al != 0) al /= 2;
+  return al;
+}
+
+void scale(const Ctx& ctx, const Tensor& c, float beta) {
+  if (c.dtype == DType::f32)
+    DAPO_CUDA_CHECK(launch_scale(c.ptr<float>(), c.numel(), beta, stream_of(ctx)));
+  else
+    DAPO_CUDA_CHECK(launch_scale(bf16_ptr(c), c.numel(), beta, stream_of(ctx)));
+}
+
+void broadcast_rows(const Ctx& ctx, const Tensor& out, const Tensor& bias) {
+  const int64_t rows = out.shape[0], cols = out.shape[1];
+  const cudaStream_t s = stream_of(ctx);
+  if (out.dtype == DType::f32 && bias.dtype == DType::f32)
+    DAPO_CUDA_CHECK(launch_broadcast_rows(out.ptr<float>(), bias.ptr<float>(), rows, cols, s));
+  else if (out.dtype == DType::f32)
+    DAPO_CUDA_CHECK(launch_broadcast_rows(out.ptr<float>(), bf16_ptr(bias), rows, cols, s));
+  else if (bias.dtype == DType::f32)
+    DAPO_CUDA_CHECK(launch_broadcast_rows(bf16_ptr(out), bias.ptr<float>(), rows, cols, s));
+  else
+    DAPO_CUDA_CHECK(launch_broadcast_rows(bf16_ptr(out), bf16_ptr(bias), rows, cols, s));
+}
+
+// c (M, N) = alpha * op(a) @ op(b) + beta * c [+ bias (N) on every row], all
+// row-major and dense, M, N, K > 0. Returns false only when a bias was asked
+// for and cuBLASLt has no algorithm with the bias epilogue for this case.
+bool gemm(const Ctx& ctx, const Tensor& c, const Tensor& a, const Tensor& b, int64_t M, int64_t N, int64_t K,
+          bool trans_a, bool trans_b, float alpha, float beta, const void* bias) {
+  GemmKey key;
+  key.m = N;
+  key.n = M;
+  key.k = K;
+  key.trans_a = trans_b;
+  key.trans_b = trans_a;
+  key.ab_type = cuda_type(a.dtype);
+  key.cd_type = cuda_type(c.dtype);
+  key.bias_epilogue = bias != nullptr;
+  key.align_a = alignment(b.data);
+  key.align_b = alignment(a.data);
+  key.align_c = alignment(c.data);
+  key.align_bias = bias != nullptr ? alignment(bias) : 16;
+  const auto lt = static_cast<cublasLtHandle_t>(ctx.cublaslt);
+  const GemmPlan* plan =
+      gemm_plan_get(static_cast<GemmPlanCache*>(ctx.gemm_plans), lt, key, ctx.workspace_bytes, bias);
+  if (!plan->found) {
+    DAPO_CHECK(bias != nullptr, "cuBLASLt has no algorithm for a ", dtype_name(a.dtype), " GEMM into ",
+               dtype_name(c.dtype), ", M ", M, " N ", N, " K ", K, " trans ", trans_a, trans_b,
+               " (heuristic status ", int(plan->status), ")");
+    return false;
+  }
+  if (bias != nullptr)
+    DAPO_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+  DAPO_CUBLAS_CHECK(cublasLtMatmul(lt, plan->desc, &alpha, b.data, plan->a, a.data, plan->b, &beta, c.data, plan->c,
+                                   c.data, plan->c, &plan->algo, ctx.workspace, ctx.workspace_bytes,
+                                   stream_of(ctx)));
+  return true;
+}
+
+template <class T>
+void column_sum(const Ctx& ctx, const Tensor& dbias, const Tensor& x) {
+  const int64_t rows = x.shape[0], cols = x.shape[1];
+  DAPO_CHECK(ctx.scratch != nullptr, "linear_backward: the bias gradient needs ctx.scratch");
+  ArenaScope scope(*ctx.scratch);
+  const int64_t chunks = (rows + kSumRows - 1) / kSumRows;
+  float* partial = ctx.scratch->alloc_array<float>(size_t(chunks * cols));
+  const T* xp = static_cast<const T*>(x.data);
+  constexpr int kVec = sizeof(T) == 2 ? 8 : 4;  // 16-byte loads
+  const bool vec = cols % kVec == 0 && reinterpret_cast<uintptr_t>(xp) % 16 == 0;
+  const cudaError_t e = vec ? launch_column_sum<T, kVec>(dbias.ptr<float>(), partial, xp, rows, cols, stream_of(ctx))
+                            : launch_column_sum<T, 1>(dbias.ptr<float>(), partial, xp, rows, cols, stream_of(ctx));
+  DAPO_CUDA_CHECK(e);
+}
+
+}  // namespace
+
+void matmul(const Ctx& ctx, Tensor c, Tensor a, Tensor b, bool trans_a, bool trans_b, float alpha, float beta) {
+  check_tensor(ctx, c, "c");
+  check_tensor(ctx, a, "a");
+  check_tensor(ctx, b, "b");
+  DAPO_CHECK(a.dtype == b.dtype, "matmul: a is ", dtype_name(a.dtype), ", b is ", dtype_name(b.dtype));
+  check_product_dtypes(a.dtype, c.dtype, "matmul");
+  DAPO_CHECK(c.ndim == 2 && a.ndim == 2 && b.ndim == 2, "matmul needs 2-D tensors, got c ", c.shape_string(), " a ",
+             a.shape_string(), " b ", b.shape_string());
+  const int64_t M = c.shape[0], N = c.shape[1];
+  const int64_t K = trans_a ? a.shape[0] : a.shape[1];
+  if (trans_a) DAPO_CHECK_SHAPE(a, {K, M});
+  else DAPO_CHECK_SHAPE(a, {M, K});
+  if (trans_b) DAPO_CHECK_SHAPE(b, {N, K});
+  else DAPO_CHECK_SHAPE(b, {K, N});
+  DAPO_CHECK(!overlap(c, a) && !overlap(c, b), "matmul output c overlaps an input");
+  if (M == 0 || N == 0) return;
+  if (K == 0) return scale(ctx, c, beta);  // an empty sum: cuBLASLt needs k >= 1
+  gemm(ctx, c, a, b, M, N, K, trans_a, trans_b, alpha, beta, nullptr);
+}
+
+void linear_forward(const Ctx& ctx, Tensor out, Tensor in, Tensor weight, Tensor bias) {
+  check_tensor(ctx, out, "out");
+  check_tensor(ctx, in, "in");
+  check_tensor(ctx, weight, "weight");
+  DAPO_CHECK(in.dtype == weight.dtype, "linear_forward: in is ", dtype_name(in.dtype), ", weight is ",
+             dtype_name(weight.dtype));
+  check_product_dtypes(in.dtype, out.dtype, "linear_forward");
+  DAPO_CHECK(in.ndim == 2 && weight.ndim == 2, "linear_forward: in ", in.shape_string(), " and weight ",
+             weight.shape_string(), " must be 2-D");
+  const int64_t N = in.shape[0], I = in.shape[1], O = weight.shape[0];
+  DAPO_CHECK_SHAPE(weight, {O, I});
+  DAPO_CHECK_SHAPE(out, {N, O});
+  DAPO_CHECK(!overlap(out, in) && !overlap(out, weight), "linear_forward: out overlaps an input");
+  const bool has_bias = bias.defined();
+  if (has_bias) {
+    check_tensor(ctx, bias, "bias");
+    DAPO_CHECK_SHAPE(bias, {O});
+    DAPO_CHECK(!overlap(out, bias), "linear_forward: out overlaps bias");
+  }
+  if (N == 0 || O == 0) return;
+  if (I == 0) return has_bias ? broadcast_rows(ctx, out, bias) : scale(ctx, out, 0.0f);
+  // The epilogue reads the bias in D's type; otherwise (or if cuBLASLt has no
+  // epilogue kernel for the case) seed out with the bias and accumulate onto it.
+  if (has_bias && bias.dtype == out.dtype &&
+      gemm(ctx, out, in, weight, N, O, I, false, true, 1.0f, 0.0f, bias.data))
+    return;
+  if (has_bias) broadcast_rows(ctx, out, bias);
+  gemm(ctx, out, in, weight, N, O, I, false, true, 1.0f, has_bias ? 1.0f : 0.0f, nullptr);
+}
+
+void linear_backward(const Ctx& ctx, Tensor din, Tensor dweight, Tensor dbias, Tensor dout, Tensor in,
+                     Tensor weight) {
+  check_tensor(ctx, dweight, "dweight");
+  check_tensor(ctx, dout, "dout");
+  check_tensor(ctx, in, "in");
+  check_tensor(ctx, weight, "weight");
+  DAPO_CHECK(dout.dtype == in.dtype && in.dtype == weight.dtype, "linear_backward: dout ", dtype_name(dout.dtype),
+             ", in ", dtype_name(in.dtype), ", weight ", dtype_name(weight.dtype), " must share a dtype");
+  DAPO_CHECK_DTYPE(dweight, DType::f32);  // fp32 master gradients, accumulated over micro-batches
+  DAPO_CHECK(in.ndim == 2 && weight.ndim == 2, "linear_backward: in ", in.shape_string(), " and weight ",
+             weight.shape_string(), " must be 2-D");
+  const int64_t N = in.shape[0], I = in.shape[1], O = weight.shape[0];
+  DAPO_CHECK_SHAPE(weight, {O, I});
+  DAPO_CHECK_SHAPE(dout, {N, O});
+  DAPO_CHECK_SHAPE(dweight, {O, I});
+  DAPO_CHECK(!overlap(dweight, dout) && !overlap(dweight, in) && !overlap(dweight, weight),
+             "linear_backward: dweight overlaps an input");
+  if (din.defined()) {
+    check_tensor(ctx, din, "din");
+    DAPO_CHECK_SHAPE(din, {N, I});
+    DAPO_CHECK(!overlap(din, dweight), "linear_backward: din overlaps dweight");
+    cuda::matmul(ctx, din, dout, weight, false, false, 1.0f, 0.0f);  // (N,O) @ (O,I)
+  }
+  cuda::matmul(ctx, dweight, dout, in, true, false, 1.0f, 1.0f);  // (O,N) @ (N,I), +=
+  if (dbias.defined()) {
+    check_tensor(ctx, dbias, "dbias");
+    DAPO_CHECK_DTYPE(dbias, DType::f32);
+    DAPO_CHECK_SHAPE(dbias, {O});
+    DAPO_CHECK(!overlap(dbias, dweight) && !overlap(dbias, dout) && (!din.defined() || !overlap(dbias, din)),
+               "linear_backward: dbias overlaps");
+    if (dout.dtype == DType::bf16) column_sum<__nv_bfloat16>(ctx, dbias, dout);
+    else column_sum<float>(ctx, dbias, dout);
+  }
+}
+
+}  // namespace dapo::ops::cuda
