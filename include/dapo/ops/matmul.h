@@ -55,7 +55,11 @@ void linear_backward(const Ctx& ctx, Tensor din, Tensor dweight, Tensor dbias, T
 }  // namespace cpu
 
 // CUDA builds only. Always fp32 accumulation (CUBLAS_COMPUTE_32F); the f32
-// path is true fp32 (no TF32), bf16 outputs are rounded once at the end.
+// path is true fp32 (no TF32). A bf16 output of a plain product (beta == 0,
+// no bias) is rounded once (2^-8 relative). With beta != 0 or a bias,
+// cuBLASLt's Hopper kernels may round alpha * AB to bf16 before adding beta*C
+// or the bias (seen on H100, CUDA 13.0; split-K kernels round once): up to
+// 2^-8 (|alpha AB| + |added term|) more, as in PyTorch's bf16 addmm.
 // - matmul: a and b bf16 with c bf16 or f32, or a, b, c all f32. beta == 0
 //   ignores c's old contents (NaN included); beta == 1 accumulates, also into
 //   a bf16 c (the model sums two input gradients into one buffer that way).
