@@ -5,6 +5,6 @@
 
 namespace dapo::ops {
 
-void cast(const Ctx& ctx, Tensor out, Tensor in) { DAPO_DISPATCH_CPU_ONLY(ctx, cast, out, in); }
+void cast(const Ctx& ctx, Tensor out, Tensor in) { DAPO_DISPATCH(ctx, cast, out, in); }
 
 }  // namespace dapo::ops

@@ -5,6 +5,6 @@
 
 namespace dapo::ops {
 
-void sum_squares(const Ctx& ctx, Tensor out, Tensor x) { DAPO_DISPATCH_CPU_ONLY(ctx, sum_squares, out, x); }
+void sum_squares(const Ctx& ctx, Tensor out, Tensor x) { DAPO_DISPATCH(ctx, sum_squares, out, x); }
 
 }  // namespace dapo::ops

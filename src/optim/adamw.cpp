@@ -101,7 +101,7 @@ StepReport AdamW::step(const ops::Ctx& ctx, const StepComms& comms, double lr) {
   p.weight_decay = float(options_.weight_decay);
   p.step = steps_ + 1;
   p.grad_scale = float(r.clip_coef);
-  ops::adamw_step(ctx, params_.parameters(), params_.gradients(), exp_avg(), exp_avg_sq(), p);
+  ops::adamw_step(ctx, params_.parameters(), params_.gradients(), exp_avg(), exp_avg_sq(), Tensor{}, p);
   steps_ += 1;
   r.steps_taken = steps_;
   return r;

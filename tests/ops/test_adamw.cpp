@@ -45,7 +45,7 @@ void run_steps(const ops::AdamWParams& base, int steps, int64_t N, uint32_t seed
     ops::AdamWParams p = base;
     p.step = step;
     ops::adamw_step(test::cpu_ctx(), tensor_f32(param.data(), {N}), tensor_f32(grad.data(), {N}),
-                    tensor_f32(m.data(), {N}), tensor_f32(v.data(), {N}), p);
+                    tensor_f32(m.data(), {N}), tensor_f32(v.data(), {N}), Tensor{}, p);
     reference_step(ref, grad, p);
     ASSERT_EQ(grad, grad_copy) << "grad must be read only";
     expect_state(param, ref.param, 2e-6, "param", step);
@@ -83,7 +83,7 @@ TEST(AdamW, FirstStepIsSignedLearningRate) {
   p.weight_decay = 0.0f;
   p.step = 1;
   ops::adamw_step(test::cpu_ctx(), tensor_f32(w.data(), {3}), tensor_f32(g.data(), {3}),
-                  tensor_f32(m.data(), {3}), tensor_f32(v.data(), {3}), p);
+                  tensor_f32(m.data(), {3}), tensor_f32(v.data(), {3}), Tensor{}, p);
   EXPECT_NEAR(w[0], 0.9f, 1e-6);
   EXPECT_NEAR(w[1], -1.9f, 1e-6);
   EXPECT_EQ(w[2], 0.5f);
@@ -93,8 +93,42 @@ TEST(AdamW, EmptyBuffer) {
   float dummy = 0;
   ops::AdamWParams p;
   ops::adamw_step(test::cpu_ctx(), tensor_f32(&dummy, {0}), tensor_f32(&dummy, {0}),
-                  tensor_f32(&dummy, {0}), tensor_f32(&dummy, {0}), p);
+                  tensor_f32(&dummy, {0}), tensor_f32(&dummy, {0}), Tensor{}, p);
   EXPECT_EQ(dummy, 0.0f);
+}
+
+TEST(AdamW, Bf16CopyIsTheRoundedUpdatedParam) {
+  // The same step with and without the copy: identical state, and the copy
+  // is to_bf16 of the updated param, element by element (any shape of N).
+  const int64_t N = 1001;
+  auto w1 = test::random_vector(N, 7, -3, 3);
+  auto g = test::random_vector(N, 8, -1, 1);
+  std::vector<float> m1(N, 0.01f), v1(N, 0.02f);
+  auto w2 = w1, m2 = m1, v2 = v1;
+  std::vector<bf16> copy(N, bf16{0x7fc0});
+  ops::AdamWParams p;
+  p.lr = 1e-2f;
+  p.step = 3;
+  p.grad_scale = 0.5f;
+  ops::adamw_step(test::cpu_ctx(), tensor_f32(w1.data(), {N}), tensor_f32(g.data(), {N}), tensor_f32(m1.data(), {N}),
+                  tensor_f32(v1.data(), {N}), Tensor{}, p);
+  ops::adamw_step(test::cpu_ctx(), tensor_f32(w2.data(), {N}), tensor_f32(g.data(), {N}), tensor_f32(m2.data(), {N}),
+                  tensor_f32(v2.data(), {N}), tensor_bf16(copy.data(), {7, 11, 13}), p);
+  EXPECT_EQ(w1, w2);
+  EXPECT_EQ(m1, m2);
+  EXPECT_EQ(v1, v2);
+  for (int64_t i = 0; i < N; ++i) ASSERT_EQ(copy[i].bits, to_bf16(w2[i]).bits) << i;
+}
+
+TEST(AdamWDeathTest, Bf16CopyOfTheWrongSizeOrDtypeFails) {
+  std::vector<float> w(4, 1.0f), g(4, 0.5f), m(4, 0.0f), v(4, 0.0f);
+  std::vector<bf16> small(3);
+  ops::AdamWParams p;
+  auto f = [](std::vector<float>& x) { return tensor_f32(x.data(), {4}); };
+  EXPECT_DEATH(ops::adamw_step(test::cpu_ctx(), f(w), f(g), f(m), f(v), tensor_bf16(small.data(), {3}), p),
+               "param_bf16");
+  std::vector<float> wrong(4);
+  EXPECT_DEATH(ops::adamw_step(test::cpu_ctx(), f(w), f(g), f(m), f(v), f(wrong), p), "param_bf16");
 }
 
 }  // namespace

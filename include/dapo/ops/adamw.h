@@ -31,12 +31,40 @@ struct AdamWParams {
 // param, exp_avg, exp_avg_sq: (N) f32, updated in place.
 // grad: (N) f32, read only.
 // All four have the same shape (any shape; they are treated as flat).
+// param_bf16: Tensor{} (no copy), or a bf16 tensor of N elements (any shape)
+// OVERWRITTEN with bf16(updated param), rounded to nearest even as
+// ops::cast does: the compute copy of the weights, written in the same pass
+// as the update instead of a second pass over the master weights. It must
+// not overlap the other four.
+// Both backends form the scalars the same way (double on the host, then
+// fp32, detail::adamw_scalars) and evaluate the update with the same fp32
+// operations in the same order; the CUDA kernel fuses none of them (no FMA),
+// like the CPU build for plain x86-64, so the two agree bit for bit there and
+// within an ulp or two where the host compiler contracts to FMA.
 void adamw_step(const Ctx& ctx, Tensor param, Tensor grad, Tensor exp_avg, Tensor exp_avg_sq,
-                const AdamWParams& p);
+                Tensor param_bf16, const AdamWParams& p);
 
 namespace cpu {
 void adamw_step(const Ctx& ctx, Tensor param, Tensor grad, Tensor exp_avg, Tensor exp_avg_sq,
-                const AdamWParams& p);
+                Tensor param_bf16, const AdamWParams& p);
 }  // namespace cpu
+
+// CUDA builds only: the same dtypes (f32 state, bf16 copy); one kernel,
+// 16-byte accesses when the buffers allow.
+namespace cuda {
+void adamw_step(const Ctx& ctx, Tensor param, Tensor grad, Tensor exp_avg, Tensor exp_avg_sq,
+                Tensor param_bf16, const AdamWParams& p);
+}  // namespace cuda
+
+namespace detail {
+// The per-step scalars both backends use (see adamw_step).
+struct AdamWScalars {
+  float decay, step_size, bc2_sqrt, b1, b2, one_m_b1, one_m_b2, eps, scale;
+};
+AdamWScalars adamw_scalars(const AdamWParams& p);
+// Checks the shapes, dtypes and parameters shared by both backends.
+void check_adamw(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                 const Tensor& param_bf16, const AdamWParams& p);
+}  // namespace detail
 
 }  // namespace dapo::ops

@@ -22,4 +22,10 @@ namespace cpu {
 void cast(const Ctx& ctx, Tensor out, Tensor in);
 }  // namespace cpu
 
+// CUDA builds only: the same pairs and the same bits (NaN payloads too);
+// both tensors on the device; T -> T is a cudaMemcpyAsync on the stream.
+namespace cuda {
+void cast(const Ctx& ctx, Tensor out, Tensor in);
+}  // namespace cuda
+
 }  // namespace dapo::ops

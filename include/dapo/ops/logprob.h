@@ -22,7 +22,20 @@
 // with no communication.
 //
 // All tensors f32 except targets (i32), contiguous, on the backend's device.
-// Outputs are overwritten. Targets are global vocab ids >= 0.
+// CUDA also takes bf16 logits (and then bf16 dlogits); every other tensor
+// stays f32, the math is fp32. Outputs are overwritten. Targets are global
+// vocab ids >= 0.
+//
+// Bad inputs: the CPU op fails on a negative target (and, in the single-shard
+// forward, on one outside the shard). The CUDA op records them in the device
+// flags instead (FlagSite::logprob, device_flags.h): a bad target as a bad
+// id (the forward's logprob of that row is then NaN), NaN or +inf logits as
+// a non-finite row (passes 1 and 3 and the single-shard forward), and the
+// host reports them at the next check_flags.
+//
+// CUDA determinism: a row is cut into fixed chunks (16384 bf16 / 8192 f32),
+// one CTA each, merged per row in chunk order; the same inputs give the same
+// bits on the same GPU.
 #pragma once
 
 #include "dapo/ops/context.h"
@@ -65,6 +78,9 @@ void logprob_entropy_forward(const Ctx& ctx, Tensor logprob, Tensor entropy, Ten
 // dlogits (N, V_local), OVERWRITTEN; dlogprob (N), dentropy (N): upstream
 // gradients, either may be an empty Tensor{} (data == nullptr) meaning zero;
 // logits (N, V_local); targets (N) i32; lse (N); entropy (N).
+// dlogits may be logits itself (in place: each element is read before it is
+// written), which saves the second (N, V_local) buffer; any other overlap is
+// not allowed. On CUDA dlogits has the logits' dtype.
 void logprob_entropy_backward(const Ctx& ctx, Tensor dlogits, Tensor dlogprob, Tensor dentropy,
                               Tensor logits, Tensor targets, Tensor lse, Tensor entropy,
                               int64_t vocab_start, float inv_temperature);
@@ -81,5 +97,19 @@ void logprob_entropy_backward(const Ctx& ctx, Tensor dlogits, Tensor dlogprob, T
                               Tensor logits, Tensor targets, Tensor lse, Tensor entropy,
                               int64_t vocab_start, float inv_temperature);
 }  // namespace cpu
+
+// CUDA builds only: logits / dlogits f32 or bf16, all else f32 (targets i32).
+namespace cuda {
+void logits_row_max(const Ctx& ctx, Tensor row_max, Tensor logits, float inv_temperature);
+void logits_partial_sums(const Ctx& ctx, Tensor sums, Tensor logits, Tensor targets, Tensor row_max,
+                         int64_t vocab_start, float inv_temperature);
+void logprob_entropy_finish(const Ctx& ctx, Tensor logprob, Tensor entropy, Tensor lse, Tensor sums,
+                            Tensor row_max);
+void logprob_entropy_forward(const Ctx& ctx, Tensor logprob, Tensor entropy, Tensor lse, Tensor logits,
+                             Tensor targets, int64_t vocab_start, float inv_temperature);
+void logprob_entropy_backward(const Ctx& ctx, Tensor dlogits, Tensor dlogprob, Tensor dentropy,
+                              Tensor logits, Tensor targets, Tensor lse, Tensor entropy,
+                              int64_t vocab_start, float inv_temperature);
+}  // namespace cuda
 
 }  // namespace dapo::ops

@@ -20,4 +20,12 @@ namespace cpu {
 void sum_squares(const Ctx& ctx, Tensor out, Tensor x);
 }  // namespace cpu
 
+// CUDA builds only: the same dtypes (x and out f32, out on the device); the
+// chunks are the GPU's own (at most 4096, one CTA each, partials in double
+// in ctx.scratch), so the bits are reproducible on one backend but differ
+// from the CPU's in the last places.
+namespace cuda {
+void sum_squares(const Ctx& ctx, Tensor out, Tensor x);
+}  // namespace cuda
+
 }  // namespace dapo::ops
