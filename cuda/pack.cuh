@@ -1,12 +1,15 @@
 // Packs of K consecutive elements moved by one load or store: the
 // memory-bound ops (embedding, rmsnorm, residual_rmsnorm, rope) read 16 bytes
 // per thread access (8 bf16 or 4 f32: one LDG.128) where the row length and
-// the pointers allow it, and fall back to K = 1 elsewhere.
+// the pointers allow it, and fall back to K = 1 elsewhere. Also the host
+// checks these ops share.
 #pragma once
 
 #include <cuda_bf16.h>
 
 #include <cstdint>
+
+#include "dapo/core/tensor.h"
 
 namespace dapo::ops::cuda_detail {
 
@@ -39,5 +42,13 @@ template <class T>
 inline constexpr int kWidePack = int(16 / sizeof(T));
 
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+// Whether the bytes of x and y intersect (empty tensors never do).
+inline bool overlap(const Tensor& x, const Tensor& y) {
+  if (x.nbytes() == 0 || y.nbytes() == 0) return false;
+  const char* xb = static_cast<const char*>(x.data);
+  const char* yb = static_cast<const char*>(y.data);
+  return xb < yb + y.nbytes() && yb < xb + x.nbytes();
+}
 
 }  // namespace dapo::ops::cuda_detail

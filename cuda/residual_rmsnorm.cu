@@ -8,7 +8,6 @@ namespace dapo::ops::cuda {
 namespace {
 
 using namespace cuda_detail;
-using norm::overlap;
 
 using bf16_t = __nv_bfloat16;
 

@@ -334,12 +334,4 @@ void backward(const Ctx& ctx, T* din, float* dweight, const T* dout, const T* in
   DAPO_CUDA_CHECK_LAUNCH();
 }
 
-// Whether the bytes of x and y intersect (empty tensors never do).
-inline bool overlap(const Tensor& x, const Tensor& y) {
-  if (x.nbytes() == 0 || y.nbytes() == 0) return false;
-  const char* xb = static_cast<const char*>(x.data);
-  const char* yb = static_cast<const char*>(y.data);
-  return xb < yb + y.nbytes() && yb < xb + x.nbytes();
-}
-
 }  // namespace dapo::ops::cuda_detail::norm
