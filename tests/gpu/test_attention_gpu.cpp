@@ -167,6 +167,7 @@ TEST_F(AttentionGpu, Perf) {
                                          {"0.5B", 14, 2, 64, {16384}}};
   const cudaStream_t stream = static_cast<cudaStream_t>(gpu().stream);
   for (const PerfShape& ps : shapes) {
+    ArenaScope scope(*arena_);  // each shape's tensors go back before the next
     const Shape s{ps.lens, ps.Hq, ps.Hkv, ps.D};
     Inputs in = make_inputs(s, 7);
     const int64_t T = in.T, Hq = s.Hq, Hkv = s.Hkv, D = s.D, B = int64_t(s.lens.size());
