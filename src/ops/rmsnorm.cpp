@@ -6,12 +6,12 @@
 namespace dapo::ops {
 
 void rmsnorm_forward(const Ctx& ctx, Tensor out, Tensor rstd, Tensor in, Tensor weight, float eps) {
-  DAPO_DISPATCH_CPU_ONLY(ctx, rmsnorm_forward, out, rstd, in, weight, eps);
+  DAPO_DISPATCH(ctx, rmsnorm_forward, out, rstd, in, weight, eps);
 }
 
 void rmsnorm_backward(const Ctx& ctx, Tensor din, Tensor dweight, Tensor dout, Tensor in,
                       Tensor weight, Tensor rstd) {
-  DAPO_DISPATCH_CPU_ONLY(ctx, rmsnorm_backward, din, dweight, dout, in, weight, rstd);
+  DAPO_DISPATCH(ctx, rmsnorm_backward, din, dweight, dout, in, weight, rstd);
 }
 
 }  // namespace dapo::ops

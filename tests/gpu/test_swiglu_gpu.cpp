@@ -1,6 +1,7 @@
 // SwiGLU on the GPU (f32 and bf16) against the CPU reference.
 #include "dapo/ops/swiglu.h"
 
+#include "gpu/gpu_perf_util.h"
 #include "gpu/gpu_test_util.h"
 
 namespace dapo::test {
@@ -31,6 +32,28 @@ TEST_P(SwigluGpu, ForwardAndBackwardMatchCpu) {
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, SwigluGpu, ::testing::Values(DType::f32, DType::bf16),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+TEST_F(GpuTest, SwigluPerf) {
+  if (!gpu_perf_enabled()) GTEST_SKIP() << "set DAPO_GPU_PERF=1";
+  const ops::Ctx ctx = gpu();
+  Arena big(size_t(2) << 30, Device::cuda, "perf");
+  for (const int64_t I : {int64_t(8960), int64_t(4864)}) {  // Qwen2.5-1.5B, 0.5B
+    const int64_t N = 16384;
+    ArenaScope scope(big);
+    Tensor gate = big.alloc(DType::bf16, {N, I}), up = big.alloc(DType::bf16, {N, I});
+    Tensor out = big.alloc(DType::bf16, {N, I});
+    fill_random(*device_, gate, 1, -6, 6);
+    fill_random(*device_, up, 2);
+    const std::string shape = "N=" + std::to_string(N) + ",I=" + std::to_string(I);
+    const double t = double(N) * I * 2;  // one bf16 (N, I) tensor
+    double ms = time_ms(ctx.stream, [&] { ops::swiglu_forward(ctx, out, gate, up); }, 20);
+    print_perf("swiglu_forward", shape, "bf16", ms, 3 * t);
+    // dout: the forward's out (any non-zero values do).
+    Tensor dgate = big.alloc(DType::bf16, {N, I}), dup = big.alloc(DType::bf16, {N, I});
+    ms = time_ms(ctx.stream, [&] { ops::swiglu_backward(ctx, dgate, dup, out, gate, up); }, 20);
+    print_perf("swiglu_backward", shape, "bf16", ms, 5 * t);
+  }
+}
 
 }  // namespace
 }  // namespace dapo::test

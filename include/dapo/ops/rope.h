@@ -16,6 +16,13 @@
 // reference model by up to ~1e-3 radians at positions in the tens of
 // thousands, which is larger than the fp32 tolerance the fixtures assume.
 //
+// Dtypes: the CPU backend takes f32 only. On CUDA, in and out are both bf16
+// (production) or both f32, with the same fp32 recipe: inv_freq computed on
+// the host by the same code as the CPU's, the fp32 product, precise
+// cosf/sinf (sincosf; not the fast __cosf/__sinf, whose error grows with
+// the angle), and unfused products; results differ from the CPU's only by
+// the last bit of cos/sin (and the bf16 rounding of the output).
+//
 // Layout: packed tokens (no padding); positions restart at 0 for every
 // sequence and are given per token, so one call covers a whole packed batch,
 // a chunked prefill and a decode step alike.
@@ -44,5 +51,11 @@ namespace cpu {
 void rope_forward(const Ctx& ctx, Tensor out, Tensor in, Tensor positions, float theta);
 void rope_backward(const Ctx& ctx, Tensor din, Tensor dout, Tensor positions, float theta);
 }  // namespace cpu
+
+// CUDA builds only: bf16 or f32 as above, D <= 512; in-place as above.
+namespace cuda {
+void rope_forward(const Ctx& ctx, Tensor out, Tensor in, Tensor positions, float theta);
+void rope_backward(const Ctx& ctx, Tensor din, Tensor dout, Tensor positions, float theta);
+}  // namespace cuda
 
 }  // namespace dapo::ops

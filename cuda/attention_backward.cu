@@ -1,0 +1,464 @@
+// CUDA attention backward over packed causal GQA sequences, deterministic:
+// every output element is written by one CTA that sums in a fixed order,
+// no float atomics. Three kernels after the work tables:
+//   prep: delta = rowsum(dout * out) in fp32 and lse * log2(e), (Hq, T) each;
+//   dK/dV: one CTA per (key block, kv head) loops over the query blocks from
+//     its diagonal to the end of the sequence and, inside, over the query
+//     heads of its group, accumulating dV += P^T dO and dK += dS^T Q in
+//     registers (the group sum happens there, in a fixed order);
+//   dQ: one CTA per (query block, query head) loops over the key blocks up to
+//     the diagonal, dQ += dS K.
+// Both recompute P = exp(scale q.k - lse) and dP = dO V^T on tensor cores.
+// The dK/dV kernel works in the transposed frame (keys as rows: S^T = K Q^T,
+// dP^T = V dO^T) so that P^T and dS^T come out of the accumulators already
+// as the A operands of the products into dV and dK.
+#include "attention_common.cuh"
+
+namespace dapo::ops::cuda {
+namespace {
+
+using namespace cuda_detail;
+using namespace cuda_detail::attn;
+
+struct BwdParams {
+  const bf16_t* q;      // (T, Hq, D)
+  const bf16_t* k;      // (T, Hkv, D)
+  const bf16_t* v;      // (T, Hkv, D)
+  const bf16_t* dout;   // (T, Hq, D)
+  const float* lse2;    // (Hq, T) lse * log2(e)
+  const float* delta;   // (Hq, T) rowsum(dout * out)
+  bf16_t* dq;           // (T, Hq, D)
+  bf16_t* dk;           // (T, Hkv, D)
+  bf16_t* dv;           // (T, Hkv, D)
+  const int32_t* cu;    // (B+1)
+  const int2* tiles;    // (gridDim.y) (sequence, block)
+  int64_t T;
+  int Hq, Hkv, group;
+  float scale, scale_log2;
+};
+
+// Eight lanes per (token, head) row, 16-byte loads, a fixed-order shuffle sum.
+template <int D>
+__global__ void attention_backward_prep_kernel(float* delta, float* lse2, const bf16_t* out, const bf16_t* dout,
+                                               const float* lse, int64_t rows, int64_t T, int Hq) {
+  constexpr int kChunks = D / 64;  // 16-byte chunks per lane
+  const int64_t gid = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  const int64_t row = gid >> 3;
+  const int sub = int(gid & 7);
+  float acc = 0.0f;
+  if (row < rows) {
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      const int64_t off = row * D + (sub + c * 8) * 8;
+      const uint4 a = *reinterpret_cast<const uint4*>(out + off);
+      const uint4 b = *reinterpret_cast<const uint4*>(dout + off);
+      const __nv_bfloat162* pa = reinterpret_cast<const __nv_bfloat162*>(&a);
+      const __nv_bfloat162* pb = reinterpret_cast<const __nv_bfloat162*>(&b);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const float2 fa = __bfloat1622float2(pa[j]), fb = __bfloat1622float2(pb[j]);
+        acc = fmaf(fa.x, fb.x, acc);
+        acc = fmaf(fa.y, fb.y, acc);
+      }
+    }
+  }
+  acc += __shfl_xor_sync(0xffffffffu, acc, 1);
+  acc += __shfl_xor_sync(0xffffffffu, acc, 2);
+  acc += __shfl_xor_sync(0xffffffffu, acc, 4);
+  if (sub == 0 && row < rows) {
+    const int64_t i = row / Hq, h = row % Hq;
+    delta[h * T + i] = acc;
+    lse2[h * T + i] = lse[h * T + i] * kLog2e;
+  }
+}
+
+// dQ: BM query rows per CTA (16 per warp), BN keys per step. Q and dO
+// fragments stay in registers when they fit (FRAGS_IN_REGS).
+template <int D, int BM, int BN, int NW, int MIN_BLOCKS, bool FRAGS_IN_REGS>
+__global__ void __launch_bounds__(NW * 32, MIN_BLOCKS) attention_backward_dq_kernel(const BwdParams p) {
+  constexpr int NT = NW * 32, NB = BN / 8, KC = D / 16, DB = D / 8;
+  static_assert(BM == 16 * NW && BN % 16 == 0, "tile sizes");
+  constexpr uint32_t kTileBytes = BM * D * 2, kKvTileBytes = BN * D * 2;
+
+  const int2 tile = p.tiles[blockIdx.y];
+  if (tile.x < 0) return;
+  extern __shared__ __align__(128) unsigned char smem[];
+  bf16_t* sQ = reinterpret_cast<bf16_t*>(smem);
+  const uint32_t sQa = smem_u32(smem), sdOa = sQa + kTileBytes, sKa = sdOa + kTileBytes,
+                 sVa = sKa + 2 * kKvTileBytes;
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int h = blockIdx.x, g = h / p.group;
+  const int seq0 = p.cu[tile.x], len = p.cu[tile.x + 1] - seq0;
+  const int m0 = tile.y * BM;
+  const int q_rows = min(BM, len - m0);
+  const int n_blocks = (min(m0 + BM, len) + BN - 1) / BN;
+  const int64_t q_stride = int64_t(p.Hq) * D, kv_stride = int64_t(p.Hkv) * D;
+  const bf16_t* kg = p.k + seq0 * kv_stride + g * D;
+  const bf16_t* vg = p.v + seq0 * kv_stride + g * D;
+  const int row_w = warp * 16;
+
+  load_tile<BM, D, NT>(sQa, p.q + (seq0 + m0) * q_stride + h * D, q_stride, q_rows, tid);
+  load_tile<BM, D, NT>(sdOa, p.dout + (seq0 + m0) * q_stride + h * D, q_stride, q_rows, tid);
+  load_tile<BN, D, NT>(sKa, kg, kv_stride, min(BN, len), tid);
+  load_tile<BN, D, NT>(sVa, vg, kv_stride, min(BN, len), tid);
+  cp_async_commit();
+
+  // Rows past the sequence get lse = delta = 0: finite, and never stored.
+  float lse2[2], dlt[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = row_w + (lane >> 2) + r * 8;
+    const int64_t at = h * p.T + seq0 + m0 + row;
+    lse2[r] = row < q_rows ? p.lse2[at] : 0.0f;
+    dlt[r] = row < q_rows ? p.delta[at] : 0.0f;
+  }
+
+  float acc[DB][4];
+#pragma unroll
+  for (int db = 0; db < DB; ++db)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[db][e] = 0.0f;
+  uint32_t qf[FRAGS_IN_REGS ? KC : 1][4], of[FRAGS_IN_REGS ? KC : 1][4];
+
+  for (int n = 0; n < n_blocks; ++n) {
+    const int stage = n & 1;
+    if (n + 1 < n_blocks) {
+      const int n1 = (n + 1) * BN;
+      load_tile<BN, D, NT>(sKa + (stage ^ 1) * kKvTileBytes, kg + n1 * kv_stride, kv_stride, min(BN, len - n1), tid);
+      load_tile<BN, D, NT>(sVa + (stage ^ 1) * kKvTileBytes, vg + n1 * kv_stride, kv_stride, min(BN, len - n1), tid);
+    }
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();
+    if constexpr (FRAGS_IN_REGS) {
+      if (n == 0) {
+#pragma unroll
+        for (int kc = 0; kc < KC; ++kc) {
+          load_a<D>(qf[kc], sQa, row_w, kc, lane);
+          load_a<D>(of[kc], sdOa, row_w, kc, lane);
+        }
+      }
+    }
+    const uint32_t sK = sKa + stage * kKvTileBytes, sV = sVa + stage * kKvTileBytes;
+
+    // S = Q K^T and dP = dO V^T.
+    float s[NB][4], dp[NB][4];
+#pragma unroll
+    for (int nb = 0; nb < NB; ++nb)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[nb][e] = dp[nb][e] = 0.0f;
+#pragma unroll
+    for (int kc = 0; kc < KC; ++kc) {
+      uint32_t a[4], ao[4];
+      if constexpr (FRAGS_IN_REGS) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          a[e] = qf[kc][e];
+          ao[e] = of[kc][e];
+        }
+      } else {
+        load_a<D>(a, sQa, row_w, kc, lane);
+        load_a<D>(ao, sdOa, row_w, kc, lane);
+      }
+#pragma unroll
+      for (int nb2 = 0; nb2 < NB / 2; ++nb2) {
+        uint32_t b[4];
+        load_b<D>(b, sK, nb2 * 16, kc, lane);
+        mma(s[2 * nb2], a, b[0], b[1]);
+        mma(s[2 * nb2 + 1], a, b[2], b[3]);
+        load_b<D>(b, sV, nb2 * 16, kc, lane);
+        mma(dp[2 * nb2], ao, b[0], b[1]);
+        mma(dp[2 * nb2 + 1], ao, b[2], b[3]);
+      }
+    }
+
+    // dS = P (dP - delta), P = 2^(s scale log2e - lse log2e), causal mask.
+    const int n0 = n * BN;
+    const bool diagonal = n0 + BN - 1 > m0;
+#pragma unroll
+    for (int nb = 0; nb < NB; ++nb)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = e >> 1;
+        float pe = exp2_approx(fmaf(s[nb][e], p.scale_log2, -lse2[r]));
+        if (diagonal) {
+          const int row = m0 + row_w + (lane >> 2) + r * 8;
+          const int col = n0 + nb * 8 + (lane & 3) * 2 + (e & 1);
+          if (col > row) pe = 0.0f;
+        }
+        s[nb][e] = pe * (dp[nb][e] - dlt[r]);
+      }
+
+    // dQ += dS K.
+#pragma unroll
+    for (int kc = 0; kc < NB / 2; ++kc) {
+      uint32_t a[4];
+      c_to_a(a, s[2 * kc], s[2 * kc + 1]);
+#pragma unroll
+      for (int np = 0; np < D / 16; ++np) {
+        uint32_t b[4];
+        load_b_trans<D>(b, sK, kc * 16, np, lane);
+        mma(acc[2 * np], a, b[0], b[1]);
+        mma(acc[2 * np + 1], a, b[2], b[3]);
+      }
+    }
+    __syncthreads();
+  }
+
+#pragma unroll
+  for (int db = 0; db < DB; ++db)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[db][e] *= p.scale;
+  stage_rows<D>(sQ, row_w, acc, lane);  // the warp's own rows: no other warp reads them
+  __syncthreads();
+  store_tile<BM, D, NT>(p.dq + (seq0 + m0) * q_stride + h * D, q_stride, sQ, q_rows, tid);
+}
+
+// dK, dV: BN keys per CTA (16 per warp), BM queries per step; the steps
+// run over (query block, head of the group), heads inner. K and V
+// fragments stay in registers when they fit (FRAGS_IN_REGS).
+template <int D, int BN, int BM, int NW, int MIN_BLOCKS, bool FRAGS_IN_REGS>
+__global__ void __launch_bounds__(NW * 32, MIN_BLOCKS) attention_backward_dkdv_kernel(const BwdParams p) {
+  constexpr int NT = NW * 32, NQ = BM / 8, KC = D / 16, DB = D / 8;
+  static_assert(BN == 16 * NW && BM % 16 == 0 && 2 * BM <= NT, "tile sizes");
+  constexpr uint32_t kKvTileBytes = BN * D * 2, kTileBytes = BM * D * 2;
+
+  const int2 tile = p.tiles[blockIdx.y];
+  if (tile.x < 0) return;
+  extern __shared__ __align__(128) unsigned char smem[];
+  bf16_t* sK = reinterpret_cast<bf16_t*>(smem);
+  bf16_t* sV = reinterpret_cast<bf16_t*>(smem + kKvTileBytes);
+  const uint32_t sKa = smem_u32(smem), sVa = sKa + kKvTileBytes, sQa = sVa + kKvTileBytes,
+                 sdOa = sQa + 2 * kTileBytes, sLa = sdOa + 2 * kTileBytes, sDa = sLa + 2 * BM * 4;
+  const float* sL = reinterpret_cast<const float*>(smem + 2 * kKvTileBytes + 4 * kTileBytes);
+  const float* sDl = sL + 2 * BM;
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = blockIdx.x;
+  const int seq0 = p.cu[tile.x], len = p.cu[tile.x + 1] - seq0;
+  const int n0 = tile.y * BN;
+  const int k_rows = min(BN, len - n0);
+  const int m_first = n0 / BM, m_count = (len + BM - 1) / BM - m_first;
+  const int steps = m_count * p.group;
+  const int64_t q_stride = int64_t(p.Hq) * D, kv_stride = int64_t(p.Hkv) * D;
+  const int row_w = warp * 16;
+
+  // Step i: query block m_first + i / group, head g * group + i % group.
+  auto load_step = [&](int i, int stage) {
+    const int m0 = (m_first + i / p.group) * BM, h = g * p.group + i % p.group;
+    const int rows = min(BM, len - m0);
+    const int64_t at = (seq0 + m0) * q_stride + h * D;
+    load_tile<BM, D, NT>(sQa + stage * kTileBytes, p.q + at, q_stride, rows, tid);
+    load_tile<BM, D, NT>(sdOa + stage * kTileBytes, p.dout + at, q_stride, rows, tid);
+    if (tid < 2 * BM) {  // lse and delta of the block's rows; zeros past the sequence
+      const int r = tid % BM;
+      const float* base = tid < BM ? p.lse2 : p.delta;
+      cp_async_4((tid < BM ? sLa : sDa) + (stage * BM + r) * 4, r < rows ? base + h * p.T + seq0 + m0 + r : base,
+                 r < rows);
+    }
+  };
+
+  load_tile<BN, D, NT>(sKa, p.k + (seq0 + n0) * kv_stride + g * D, kv_stride, k_rows, tid);
+  load_tile<BN, D, NT>(sVa, p.v + (seq0 + n0) * kv_stride + g * D, kv_stride, k_rows, tid);
+  load_step(0, 0);
+  cp_async_commit();
+
+  float dk[DB][4], dv[DB][4];
+#pragma unroll
+  for (int db = 0; db < DB; ++db)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dk[db][e] = dv[db][e] = 0.0f;
+  uint32_t kf[FRAGS_IN_REGS ? KC : 1][4], vf[FRAGS_IN_REGS ? KC : 1][4];
+
+  for (int i = 0; i < steps; ++i) {
+    const int stage = i & 1;
+    if (i + 1 < steps) load_step(i + 1, stage ^ 1);
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();
+    if constexpr (FRAGS_IN_REGS) {
+      if (i == 0) {
+#pragma unroll
+        for (int kc = 0; kc < KC; ++kc) {
+          load_a<D>(kf[kc], sKa, row_w, kc, lane);
+          load_a<D>(vf[kc], sVa, row_w, kc, lane);
+        }
+      }
+    }
+    const int m0 = (m_first + i / p.group) * BM;
+    const uint32_t sQ = sQa + stage * kTileBytes, sdO = sdOa + stage * kTileBytes;
+    const float* lse2 = sL + stage * BM;
+    const float* dlt = sDl + stage * BM;
+
+    // S^T = K Q^T and dP^T = V dO^T (keys as rows).
+    float s[NQ][4], dp[NQ][4];
+#pragma unroll
+    for (int nq = 0; nq < NQ; ++nq)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[nq][e] = dp[nq][e] = 0.0f;
+#pragma unroll
+    for (int kc = 0; kc < KC; ++kc) {
+      uint32_t a[4], av[4];
+      if constexpr (FRAGS_IN_REGS) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          a[e] = kf[kc][e];
+          av[e] = vf[kc][e];
+        }
+      } else {
+        load_a<D>(a, sKa, row_w, kc, lane);
+        load_a<D>(av, sVa, row_w, kc, lane);
+      }
+#pragma unroll
+      for (int nq2 = 0; nq2 < NQ / 2; ++nq2) {
+        uint32_t b[4];
+        load_b<D>(b, sQ, nq2 * 16, kc, lane);
+        mma(s[2 * nq2], a, b[0], b[1]);
+        mma(s[2 * nq2 + 1], a, b[2], b[3]);
+        load_b<D>(b, sdO, nq2 * 16, kc, lane);
+        mma(dp[2 * nq2], av, b[0], b[1]);
+        mma(dp[2 * nq2 + 1], av, b[2], b[3]);
+      }
+    }
+
+    // P^T and dS^T = P^T (dP^T - delta); zero where the query precedes the
+    // key or lies past the sequence.
+    const bool masked = m0 < n0 + BN - 1 || m0 + BM > len;
+#pragma unroll
+    for (int nq = 0; nq < NQ; ++nq)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int c = nq * 8 + (lane & 3) * 2 + (e & 1);
+        float pe = exp2_approx(fmaf(s[nq][e], p.scale_log2, -lse2[c]));
+        if (masked) {
+          const int key = n0 + row_w + (lane >> 2) + (e >> 1) * 8, query = m0 + c;
+          if (query < key || query >= len) pe = 0.0f;
+        }
+        dp[nq][e] = pe * (dp[nq][e] - dlt[c]);
+        s[nq][e] = pe;
+      }
+
+    // dV += P^T dO and dK += dS^T Q.
+#pragma unroll
+    for (int kc = 0; kc < NQ / 2; ++kc) {
+      uint32_t a[4], ad[4];
+      c_to_a(a, s[2 * kc], s[2 * kc + 1]);
+      c_to_a(ad, dp[2 * kc], dp[2 * kc + 1]);
+#pragma unroll
+      for (int np = 0; np < D / 16; ++np) {
+        uint32_t b[4];
+        load_b_trans<D>(b, sdO, kc * 16, np, lane);
+        mma(dv[2 * np], a, b[0], b[1]);
+        mma(dv[2 * np + 1], a, b[2], b[3]);
+        load_b_trans<D>(b, sQ, kc * 16, np, lane);
+        mma(dk[2 * np], ad, b[0], b[1]);
+        mma(dk[2 * np + 1], ad, b[2], b[3]);
+      }
+    }
+    __syncthreads();
+  }
+
+#pragma unroll
+  for (int db = 0; db < DB; ++db)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dk[db][e] *= p.scale;
+  // The warp's own rows of sK and sV: no other warp reads them.
+  stage_rows<D>(sK, row_w, dk, lane);
+  stage_rows<D>(sV, row_w, dv, lane);
+  __syncthreads();
+  const int64_t at = (seq0 + n0) * kv_stride + g * D;
+  store_tile<BN, D, NT>(p.dk + at, kv_stride, sK, k_rows, tid);
+  store_tile<BN, D, NT>(p.dv + at, kv_stride, sV, k_rows, tid);
+}
+
+template <int D, int BM, int BN, int NW, int MIN_BLOCKS, bool FRAGS_IN_REGS>
+cudaError_t launch_dq(const BwdParams& p, int n_tiles, cudaStream_t stream) {
+  constexpr int kSmem = (2 * BM + 4 * BN) * D * 2;
+  auto kernel = attention_backward_dq_kernel<D, BM, BN, NW, MIN_BLOCKS, FRAGS_IN_REGS>;
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  if (err != cudaSuccess) return err;
+  kernel<<<dim3(unsigned(p.Hq), unsigned(n_tiles)), NW * 32, kSmem, stream>>>(p);
+  return cudaGetLastError();
+}
+
+template <int D, int BN, int BM, int NW, int MIN_BLOCKS, bool FRAGS_IN_REGS>
+cudaError_t launch_dkdv(const BwdParams& p, int n_tiles, cudaStream_t stream) {
+  constexpr int kSmem = (2 * BN + 4 * BM) * D * 2 + 4 * BM * 4;
+  auto kernel = attention_backward_dkdv_kernel<D, BN, BM, NW, MIN_BLOCKS, FRAGS_IN_REGS>;
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  if (err != cudaSuccess) return err;
+  kernel<<<dim3(unsigned(p.Hkv), unsigned(n_tiles)), NW * 32, kSmem, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+void attention_backward(const Ctx& ctx, Tensor dq, Tensor dk, Tensor dv, Tensor dout, Tensor q, Tensor k, Tensor v,
+                        Tensor out, Tensor lse, Tensor cu_seqlens, int64_t max_seqlen, float scale) {
+  const Dims d = check_common(ctx, "attention_backward", q, k, v, cu_seqlens, max_seqlen);
+  check_bf16(ctx, dq, "dq", {d.T, d.Hq, d.D});
+  check_bf16(ctx, dk, "dk", {d.T, d.Hkv, d.D});
+  check_bf16(ctx, dv, "dv", {d.T, d.Hkv, d.D});
+  check_bf16(ctx, dout, "dout", {d.T, d.Hq, d.D});
+  check_bf16(ctx, out, "out", {d.T, d.Hq, d.D});
+  check_device(ctx, lse, "lse");
+  DAPO_CHECK(lse.dtype == DType::f32 && detail::shape_is(lse, {d.Hq, d.T}), "attention_backward: lse ",
+             lse.shape_string(), " ", dtype_name(lse.dtype), ", expected (", d.Hq, ", ", d.T, ") f32");
+  if (d.T == 0 || d.Hq == 0) return;
+  DAPO_CHECK(ctx.scratch != nullptr, "attention_backward needs ctx.scratch");
+
+  constexpr int kDqBlock = 128, kKvBlock = 128;
+  const cudaStream_t stream = stream_of(ctx);
+  ArenaScope scope(*ctx.scratch);
+  float* delta = ctx.scratch->alloc_array<float>(size_t(d.Hq * d.T));
+  float* lse2 = ctx.scratch->alloc_array<float>(size_t(d.Hq * d.T));
+  const int n_dq = tile_table_entries(d.T, d.B, kDqBlock), n_kv = tile_table_entries(d.T, d.B, kKvBlock);
+  int2* dq_tiles = ctx.scratch->alloc_array<int2>(size_t(n_dq));
+  int2* kv_tiles = ctx.scratch->alloc_array<int2>(size_t(n_kv));
+  const int32_t* cu = cu_seqlens.ptr<int32_t>();
+  DAPO_CUDA_CHECK(launch_build_tile_table(dq_tiles, cu, int(d.B), int(d.T), kDqBlock, n_dq, /*last_first=*/true, stream));
+  DAPO_CUDA_CHECK(launch_build_tile_table(kv_tiles, cu, int(d.B), int(d.T), kKvBlock, n_kv, /*last_first=*/false, stream));
+
+  const int64_t rows = d.T * d.Hq;
+  const unsigned prep_blocks = unsigned((rows * 8 + 255) / 256);
+  const auto* out_p = static_cast<const bf16_t*>(out.data);
+  const auto* dout_p = static_cast<const bf16_t*>(dout.data);
+  if (d.D == 64)
+    attention_backward_prep_kernel<64><<<prep_blocks, 256, 0, stream>>>(delta, lse2, out_p, dout_p, lse.ptr<float>(),
+                                                                        rows, d.T, int(d.Hq));
+  else
+    attention_backward_prep_kernel<128><<<prep_blocks, 256, 0, stream>>>(delta, lse2, out_p, dout_p, lse.ptr<float>(),
+                                                                         rows, d.T, int(d.Hq));
+  DAPO_CUDA_CHECK_LAUNCH();
+
+  BwdParams p{};
+  p.q = static_cast<const bf16_t*>(q.data);
+  p.k = static_cast<const bf16_t*>(k.data);
+  p.v = static_cast<const bf16_t*>(v.data);
+  p.dout = dout_p;
+  p.lse2 = lse2;
+  p.delta = delta;
+  p.dq = static_cast<bf16_t*>(dq.data);
+  p.dk = static_cast<bf16_t*>(dk.data);
+  p.dv = static_cast<bf16_t*>(dv.data);
+  p.cu = cu;
+  p.T = d.T;
+  p.Hq = int(d.Hq);
+  p.Hkv = int(d.Hkv);
+  p.group = int(d.group);
+  p.scale = scale;
+  p.scale_log2 = scale * kLog2e;
+  p.tiles = kv_tiles;
+  if (d.D == 64)
+    DAPO_CUDA_CHECK((launch_dkdv<64, kKvBlock, 64, 8, 1, true>(p, n_kv, stream)));
+  else
+    DAPO_CUDA_CHECK((launch_dkdv<128, kKvBlock, 64, 8, 1, false>(p, n_kv, stream)));
+  p.tiles = dq_tiles;
+  if (d.D == 64)
+    DAPO_CUDA_CHECK((launch_dq<64, kDqBlock, 64, 8, 1, true>(p, n_dq, stream)));
+  else
+    DAPO_CUDA_CHECK((launch_dq<128, kDqBlock, 64, 8, 1, false>(p, n_dq, stream)));
+}
+
+}  // namespace dapo::ops::cuda

@@ -1,0 +1,294 @@
+// CUDA attention forward: FlashAttention-2 over packed causal GQA sequences.
+// One CTA per (query block of BM rows, query head); its warps own 16-row
+// m-tiles of the block and stream the sequence's key/value blocks of BN rows
+// from 0 up to the diagonal through double-buffered shared memory (cp.async),
+// with S = Q K^T and O += P V on tensor cores (mma.sync bf16, fp32
+// accumulators) and the softmax online in fp32 (exp2, scale folded in).
+// Key blocks run in ascending order, so block 0 - whose key 0 every query
+// sees - sets a finite running max before any fully masked row appears.
+#include "attention_common.cuh"
+
+namespace dapo::ops::cuda_detail::attn {
+
+__global__ void build_tile_table_kernel(int2* tiles, const int32_t* cu, int B, int T, int block, int n_entries,
+                                        bool last_first) {
+  auto blocks_of = [&](int b) {
+    const int s = cu[b], e = cu[b + 1];
+    return (s < 0 || e < s || e > T) ? 0 : (e - s + block - 1) / block;
+  };
+  int total = 0;
+  for (int b = 0; b < B; ++b) total += blocks_of(b);
+  for (int b = threadIdx.x; b < B; b += blockDim.x) {
+    const int nb = blocks_of(b);
+    if (nb == 0) continue;
+    int start = 0;  // blocks of the sequences ordered before b
+    for (int o = 0; o < B; ++o) {
+      const int no = blocks_of(o);
+      if (no > nb || (no == nb && o < b)) start += no;
+    }
+    for (int i = 0; i < nb && start + i < n_entries; ++i)
+      tiles[start + i] = make_int2(b, last_first ? nb - 1 - i : i);
+  }
+  for (int i = total + threadIdx.x; i < n_entries; i += blockDim.x) tiles[i] = make_int2(-1, -1);
+}
+
+cudaError_t launch_build_tile_table(int2* tiles, const int32_t* cu, int B, int T, int block, int n_entries,
+                                    bool last_first, cudaStream_t stream) {
+  build_tile_table_kernel<<<1, 512, 0, stream>>>(tiles, cu, B, T, block, n_entries, last_first);
+  return cudaGetLastError();
+}
+
+}  // namespace dapo::ops::cuda_detail::attn
+
+namespace dapo::ops::cuda {
+namespace {
+
+using namespace cuda_detail;
+using namespace cuda_detail::attn;
+
+struct FwdParams {
+  const bf16_t* q;      // (T, Hq, D)
+  const bf16_t* k;      // (T, Hkv, D)
+  const bf16_t* v;      // (T, Hkv, D)
+  bf16_t* out;          // (T, Hq, D)
+  float* lse;           // (Hq, T)
+  const int32_t* cu;    // (B+1)
+  const int2* tiles;    // (gridDim.y) (sequence, query block)
+  int64_t T;
+  int Hq, Hkv, group;
+  float scale, scale_log2;
+};
+
+// BM query rows per CTA, BN keys per step, NW warps; each warp owns
+// MT = BM / (16 NW) m-tiles. With one m-tile Q's fragments stay in registers
+// for the whole loop; with more they are re-read from shared memory.
+template <int D, int BM, int BN, int NW, int MIN_BLOCKS>
+__global__ void __launch_bounds__(NW * 32, MIN_BLOCKS) attention_forward_kernel(const FwdParams p) {
+  constexpr int NT = NW * 32, MT = BM / (16 * NW), NB = BN / 8, KC = D / 16, DB = D / 8;
+  constexpr bool kQInRegs = MT == 1;
+  static_assert(BM % (16 * NW) == 0 && BN % 16 == 0, "tile sizes");
+  constexpr uint32_t kKvTileBytes = BN * D * 2;
+
+  const int2 tile = p.tiles[blockIdx.y];
+  if (tile.x < 0) return;
+  extern __shared__ __align__(128) unsigned char smem[];
+  bf16_t* sQ = reinterpret_cast<bf16_t*>(smem);
+  const uint32_t sQa = smem_u32(smem), sKa = sQa + BM * D * 2, sVa = sKa + 2 * kKvTileBytes;
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int h = blockIdx.x, g = h / p.group;
+  const int seq0 = p.cu[tile.x], len = p.cu[tile.x + 1] - seq0;
+  const int m0 = tile.y * BM;
+  const int q_rows = min(BM, len - m0);
+  const int n_blocks = (min(m0 + BM, len) + BN - 1) / BN;  // key blocks some row of this block sees
+  const int64_t q_stride = int64_t(p.Hq) * D, kv_stride = int64_t(p.Hkv) * D;
+  const bf16_t* qg = p.q + (seq0 + m0) * q_stride + h * D;
+  const bf16_t* kg = p.k + seq0 * kv_stride + g * D;
+  const bf16_t* vg = p.v + seq0 * kv_stride + g * D;
+  const int row_w = warp * MT * 16;  // the warp's first row in the block
+
+  load_tile<BM, D, NT>(sQa, qg, q_stride, q_rows, tid);
+  load_tile<BN, D, NT>(sKa, kg, kv_stride, min(BN, len), tid);
+  load_tile<BN, D, NT>(sVa, vg, kv_stride, min(BN, len), tid);
+  cp_async_commit();
+
+  float o[MT][DB][4];
+  float m[MT][2], l[MT][2];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int db = 0; db < DB; ++db)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[mt][db][e] = 0.0f;
+    m[mt][0] = m[mt][1] = -INFINITY;
+    l[mt][0] = l[mt][1] = 0.0f;
+  }
+  uint32_t qf[kQInRegs ? KC : 1][4];
+
+  for (int n = 0; n < n_blocks; ++n) {
+    const int stage = n & 1;
+    if (n + 1 < n_blocks) {
+      const int n1 = (n + 1) * BN;
+      load_tile<BN, D, NT>(sKa + (stage ^ 1) * kKvTileBytes, kg + n1 * kv_stride, kv_stride, min(BN, len - n1), tid);
+      load_tile<BN, D, NT>(sVa + (stage ^ 1) * kKvTileBytes, vg + n1 * kv_stride, kv_stride, min(BN, len - n1), tid);
+    }
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();
+    if constexpr (kQInRegs) {
+      if (n == 0) {
+#pragma unroll
+        for (int kc = 0; kc < KC; ++kc) load_a<D>(qf[kc], sQa, row_w, kc, lane);
+      }
+    }
+    const uint32_t sK = sKa + stage * kKvTileBytes, sV = sVa + stage * kKvTileBytes;
+
+    // S = Q K^T (raw scores, scale applied in the exponent).
+    float s[MT][NB][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int nb = 0; nb < NB; ++nb)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[mt][nb][e] = 0.0f;
+#pragma unroll
+    for (int kc = 0; kc < KC; ++kc) {
+      uint32_t a[MT][4];
+      if constexpr (kQInRegs) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) a[0][e] = qf[kc][e];
+      } else {
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) load_a<D>(a[mt], sQa, row_w + mt * 16, kc, lane);
+      }
+#pragma unroll
+      for (int nb2 = 0; nb2 < NB / 2; ++nb2) {
+        uint32_t b[4];
+        load_b<D>(b, sK, nb2 * 16, kc, lane);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          mma(s[mt][2 * nb2], a[mt], b[0], b[1]);
+          mma(s[mt][2 * nb2 + 1], a[mt], b[2], b[3]);
+        }
+      }
+    }
+
+    // Causal mask on the blocks that reach past the block's first query.
+    const int n0 = n * BN;
+    if (n0 + BN - 1 > m0) {
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nb = 0; nb < NB; ++nb)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int row = m0 + row_w + mt * 16 + (lane >> 2) + (e >> 1) * 8;
+            const int col = n0 + nb * 8 + (lane & 3) * 2 + (e & 1);
+            if (col > row) s[mt][nb][e] = -INFINITY;
+          }
+    }
+
+    // Online softmax: rescale the running sums to the new row max.
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float mx = m[mt][r];
+#pragma unroll
+        for (int nb = 0; nb < NB; ++nb) mx = fmaxf(mx, fmaxf(s[mt][nb][2 * r], s[mt][nb][2 * r + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float alpha = exp2_approx((m[mt][r] - mx) * p.scale_log2);
+        m[mt][r] = mx;
+        const float ms = mx * p.scale_log2;
+        float sum = 0.0f;
+#pragma unroll
+        for (int nb = 0; nb < NB; ++nb)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const float pe = exp2_approx(fmaf(s[mt][nb][2 * r + e], p.scale_log2, -ms));
+            s[mt][nb][2 * r + e] = pe;
+            sum += pe;
+          }
+        l[mt][r] = l[mt][r] * alpha + sum;
+#pragma unroll
+        for (int db = 0; db < DB; ++db) {
+          o[mt][db][2 * r] *= alpha;
+          o[mt][db][2 * r + 1] *= alpha;
+        }
+      }
+
+    // O += P V, P straight from the score registers.
+#pragma unroll
+    for (int kc = 0; kc < NB / 2; ++kc) {
+      uint32_t a[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) c_to_a(a[mt], s[mt][2 * kc], s[mt][2 * kc + 1]);
+#pragma unroll
+      for (int np = 0; np < D / 16; ++np) {
+        uint32_t b[4];
+        load_b_trans<D>(b, sV, kc * 16, np, lane);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          mma(o[mt][2 * np], a[mt], b[0], b[1]);
+          mma(o[mt][2 * np + 1], a[mt], b[2], b[3]);
+        }
+      }
+    }
+    __syncthreads();  // the next iteration's loads overwrite this stage
+  }
+
+  // Normalise, write lse, stage O in the warp's own rows of sQ, copy out.
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float sum = l[mt][r];
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      const float inv = 1.0f / sum;
+#pragma unroll
+      for (int db = 0; db < DB; ++db) {
+        o[mt][db][2 * r] *= inv;
+        o[mt][db][2 * r + 1] *= inv;
+      }
+      const int row = row_w + mt * 16 + (lane >> 2) + r * 8;
+      if ((lane & 3) == 0 && row < q_rows) p.lse[h * p.T + seq0 + m0 + row] = m[mt][r] * p.scale + logf(sum);
+    }
+    stage_rows<D>(sQ, row_w + mt * 16, o[mt], lane);
+  }
+  __syncthreads();
+  store_tile<BM, D, NT>(p.out + (seq0 + m0) * q_stride + h * D, q_stride, sQ, q_rows, tid);
+}
+
+template <int D, int BM, int BN, int NW, int MIN_BLOCKS>
+cudaError_t launch_forward(const FwdParams& p, int n_tiles, cudaStream_t stream) {
+  constexpr int kSmem = (BM + 4 * BN) * D * 2;
+  auto kernel = attention_forward_kernel<D, BM, BN, NW, MIN_BLOCKS>;
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  if (err != cudaSuccess) return err;
+  kernel<<<dim3(unsigned(p.Hq), unsigned(n_tiles)), NW * 32, kSmem, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+
+void attention_forward(const Ctx& ctx, Tensor out, Tensor lse, Tensor q, Tensor k, Tensor v, Tensor cu_seqlens,
+                       int64_t max_seqlen, float scale) {
+  const Dims d = check_common(ctx, "attention_forward", q, k, v, cu_seqlens, max_seqlen);
+  check_bf16(ctx, out, "out", {d.T, d.Hq, d.D});
+  check_device(ctx, lse, "lse");
+  DAPO_CHECK(lse.dtype == DType::f32 && detail::shape_is(lse, {d.Hq, d.T}), "attention_forward: lse ",
+             lse.shape_string(), " ", dtype_name(lse.dtype), ", expected (", d.Hq, ", ", d.T, ") f32");
+  if (d.T == 0 || d.Hq == 0) return;
+  DAPO_CHECK(ctx.scratch != nullptr, "attention_forward needs ctx.scratch");
+
+  constexpr int BM = 128;
+  ArenaScope scope(*ctx.scratch);
+  const int n_tiles = tile_table_entries(d.T, d.B, BM);
+  int2* tiles = ctx.scratch->alloc_array<int2>(size_t(n_tiles));
+  const cudaStream_t stream = stream_of(ctx);
+  DAPO_CUDA_CHECK(launch_build_tile_table(tiles, cu_seqlens.ptr<int32_t>(), int(d.B), int(d.T), BM, n_tiles,
+                                          /*last_first=*/true, stream));
+  FwdParams p{};
+  p.q = static_cast<const bf16_t*>(q.data);
+  p.k = static_cast<const bf16_t*>(k.data);
+  p.v = static_cast<const bf16_t*>(v.data);
+  p.out = static_cast<bf16_t*>(out.data);
+  p.lse = lse.ptr<float>();
+  p.cu = cu_seqlens.ptr<int32_t>();
+  p.tiles = tiles;
+  p.T = d.T;
+  p.Hq = int(d.Hq);
+  p.Hkv = int(d.Hkv);
+  p.group = int(d.group);
+  p.scale = scale;
+  p.scale_log2 = scale * kLog2e;
+  if (d.D == 64)
+    DAPO_CUDA_CHECK((launch_forward<64, BM, 64, 4, 2>(p, n_tiles, stream)));
+  else
+    DAPO_CUDA_CHECK((launch_forward<128, BM, 64, 4, 2>(p, n_tiles, stream)));
+}
+
+}  // namespace dapo::ops::cuda

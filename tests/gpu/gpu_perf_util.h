@@ -1,0 +1,77 @@
+// Perf cases of the GPU tests (run only with DAPO_GPU_PERF=1): a device
+// arena big enough for the real model shapes, inputs filled from a tiled
+// random block (fast to make, never zeros), cudaEvent timing on the
+// device's stream after a warm-up, and one JSON line per case.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "dapo/core/arena.h"
+#include "dapo/ops/cuda_device.h"
+
+namespace dapo::test {
+
+inline bool gpu_perf_enabled() {
+  const char* e = std::getenv("DAPO_GPU_PERF");
+  return e != nullptr && std::string(e) == "1";
+}
+
+// Uniform values in [lo, hi) (bf16-rounded for bf16 tensors), a random
+// block of 2^20 repeated over the tensor.
+inline void fill_random(const ops::CudaDevice& dev, Tensor t, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+  const size_t n = size_t(t.numel()), block = size_t(1) << 20;
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> r(block);
+  for (auto& x : r) x = dist(gen);
+  Tensor h = t;
+  h.device = Device::cpu;
+  if (t.dtype == DType::f32) {
+    std::vector<float> v(n);
+    for (size_t i = 0; i < n; ++i) v[i] = r[i % block];
+    h.data = v.data();
+    dev.copy_to_device(t, h);
+  } else {
+    std::vector<bf16> v(n);
+    for (size_t i = 0; i < n; ++i) v[i] = to_bf16(r[i % block]);
+    h.data = v.data();
+    dev.copy_to_device(t, h);
+  }
+}
+
+// Milliseconds per call of f, over `iters` calls after `warmup` calls
+// (f must enqueue its work on `stream`).
+inline double time_ms(void* stream, const std::function<void()>& f, int iters = 50, int warmup = 5) {
+  const auto s = static_cast<cudaStream_t>(stream);
+  for (int i = 0; i < warmup; ++i) f();
+  cudaEvent_t begin, end;
+  EXPECT_EQ(cudaEventCreate(&begin), cudaSuccess);
+  EXPECT_EQ(cudaEventCreate(&end), cudaSuccess);
+  EXPECT_EQ(cudaEventRecord(begin, s), cudaSuccess);
+  for (int i = 0; i < iters; ++i) f();
+  EXPECT_EQ(cudaEventRecord(end, s), cudaSuccess);
+  EXPECT_EQ(cudaEventSynchronize(end), cudaSuccess);
+  float ms = 0.0f;
+  EXPECT_EQ(cudaEventElapsedTime(&ms, begin, end), cudaSuccess);
+  cudaEventDestroy(begin);
+  cudaEventDestroy(end);
+  return double(ms) / iters;
+}
+
+// One JSON line: bytes are the fewest the op must move (each input read
+// once, each output written once).
+inline void print_perf(const std::string& op, const std::string& shape, const char* dtype, double ms, double bytes) {
+  std::printf("{\"op\":\"%s\",\"shape\":\"%s\",\"dtype\":\"%s\",\"ms\":%.4f,\"gbps\":%.1f}\n", op.c_str(),
+              shape.c_str(), dtype, ms, bytes / (ms * 1e6));
+  std::fflush(stdout);
+}
+
+}  // namespace dapo::test
