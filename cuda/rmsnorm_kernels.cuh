@@ -2,10 +2,10 @@
 // residual add is a compile-time switch of the same kernels): fp32 math on
 // f32 or bf16 storage.
 //
-// Layout: one CTA per row; thread t holds 16-byte packs t, t + B, ..., so
-// that a row stays in registers between its reduction and its output (one
-// read of the input, one write). B <= 256 and the packs per thread (VPT)
-// follow C: bf16 rows of C = 896..8192 take 128..256 threads.
+// Layout: a CTA works on one row at a time; thread t holds 16-byte packs
+// t, t + B, ..., so that a row stays in registers between its reduction and
+// its output (one read of the input, one write). B <= 256 and the packs per
+// thread (VPT) follow C: bf16 rows of C = 896..8192 take 128..256 threads.
 //
 // dweight is a deterministic two-stage column reduction: the rows are cut
 // into chunks that depend only on N, each CTA sums its chunk's rows in row
@@ -182,10 +182,10 @@ __global__ void __launch_bounds__(256) backward_kernel(T* din, float* partial, c
   }
 }
 
-// dweight[c] += sum over chunks of partial[chunk, c] (static: one copy per
-// including file): thread (x, y) of a
+// dweight[c] += sum over chunks of partial[chunk, c]: thread (x, y) of a
 // 32 x 32 CTA sums chunks y, y + 32, ... of column 32 * blockIdx.x + x, then
-// row y = 0 adds the 32 sums in order.
+// row y = 0 adds the 32 sums in order. (static: this header is included by
+// two files.)
 static __global__ void __launch_bounds__(1024) column_sum_kernel(float* dweight, const float* partial, int chunks, int C) {
   __shared__ float s[32][33];
   const int col = blockIdx.x * 32 + threadIdx.x;
