@@ -2,10 +2,10 @@
 // residual add is a compile-time switch of the same kernels): fp32 math on
 // f32 or bf16 storage.
 //
-// Layout: one CTA per row; thread t holds 16-byte packs t, t + B, ..., so
-// that a row stays in registers between its reduction and its output (one
-// read of the input, one write). B <= 256 and the packs per thread (VPT)
-// follow C: bf16 rows of C = 896..8192 take 128..256 threads.
+// Layout: a CTA works on one row at a time; thread t holds 16-byte packs
+// t, t + B, ..., so that a row stays in registers between its reduction and
+// its output (one read of the input, one write). B <= 256 and the packs per
+// thread (VPT) follow C: bf16 rows of C = 896..8192 take 128..256 threads.
 //
 // dweight is a deterministic two-stage column reduction: the rows are cut
 // into chunks that depend only on N, each CTA sums its chunk's rows in row
@@ -43,33 +43,45 @@ __device__ __forceinline__ float block_sum(float v, float* smem) {
 
 // kResidual: x = round(a + b) is stored to `sum` and normalised from its
 // rounded value; sum may be a or b (each element is read and written by one
-// thread). Otherwise x = a, and sum, b are unused.
+// thread). Otherwise x = a, and sum, b are unused. Each CTA loads its next
+// row before it reduces the current one, so that a load is in flight
+// across the reduction's barriers.
 template <class T, int K, int VPT, bool kResidual>
 __global__ void __launch_bounds__(256) forward_kernel(T* out, float* rstd, T* sum, const T* a, const T* b,
-                                                       const T* weight, int64_t N, int C, float eps) {
+                                                     const T* weight, int64_t N, int C, float eps) {
   __shared__ float smem[32];
   const int nvec = C / K;
-  Pack<T, K> w[VPT];
+  Pack<T, K> w[VPT], na[VPT], nb[VPT];
+  auto load_row = [&](int64_t row) {
+#pragma unroll
+    for (int j = 0; j < VPT; ++j) {
+      const int v = threadIdx.x + j * blockDim.x;
+      if (v >= nvec) continue;
+      na[j] = load_pack<T, K>(a + row * C + v * K);
+      if constexpr (kResidual) nb[j] = load_pack<T, K>(b + row * C + v * K);
+    }
+  };
 #pragma unroll
   for (int j = 0; j < VPT; ++j) {
     const int v = threadIdx.x + j * blockDim.x;
     if (v < nvec) w[j] = load_pack<T, K>(weight + v * K);
   }
+  if (blockIdx.x < N) load_row(blockIdx.x);
   for (int64_t row = blockIdx.x; row < N; row += gridDim.x) {
     const int64_t base = row * C;
-    Pack<T, K> x[VPT];
+    Pack<T, K> x[VPT], xb[VPT];
+#pragma unroll
+    for (int j = 0; j < VPT; ++j) x[j] = na[j], xb[j] = nb[j];
+    if (row + gridDim.x < N) load_row(row + gridDim.x);
     float ss = 0.0f;
 #pragma unroll
     for (int j = 0; j < VPT; ++j) {
       const int v = threadIdx.x + j * blockDim.x;
       if (v >= nvec) continue;
       if constexpr (kResidual) {
-        const Pack<T, K> pa = load_pack<T, K>(a + base + v * K), pb = load_pack<T, K>(b + base + v * K);
 #pragma unroll
-        for (int k = 0; k < K; ++k) x[j].v[k] = narrow<T>(widen(pa.v[k]) + widen(pb.v[k]));
+        for (int k = 0; k < K; ++k) x[j].v[k] = narrow<T>(widen(x[j].v[k]) + widen(xb[j].v[k]));
         store_pack(sum + base + v * K, x[j]);
-      } else {
-        x[j] = load_pack<T, K>(a + base + v * K);
       }
 #pragma unroll
       for (int k = 0; k < K; ++k) {
@@ -97,14 +109,25 @@ __global__ void __launch_bounds__(256) forward_kernel(T* out, float* rstd, T* su
 //   g = rstd * (w*dout - x * rstd^2 * mean(w*dout*x)), stored to din
 //   (kAccumulate: din += g, din read once and rounded once), and
 //   partial[chunk, :] = sum over the chunk's rows, in row order, of dout * x * rstd.
+// The next row's loads are issued before the current row's reduction.
 template <class T, int K, int VPT, bool kAccumulate>
 __global__ void __launch_bounds__(256) backward_kernel(T* din, float* partial, const T* dout, const T* in,
-                                                        const T* weight, const float* rstd, int64_t N, int C,
-                                                        int rows_per_chunk) {
+                                                      const T* weight, const float* rstd, int64_t N, int C,
+                                                      int rows_per_chunk) {
   __shared__ float smem[32];
   const int nvec = C / K;
-  Pack<T, K> w[VPT];
+  Pack<T, K> w[VPT], ng[VPT], nx[VPT], nd[VPT];
   float acc[VPT][K];
+  auto load_row = [&](int64_t row) {
+#pragma unroll
+    for (int j = 0; j < VPT; ++j) {
+      const int v = threadIdx.x + j * blockDim.x;
+      if (v >= nvec) continue;
+      ng[j] = load_pack<T, K>(dout + row * C + v * K);
+      nx[j] = load_pack<T, K>(in + row * C + v * K);
+      if constexpr (kAccumulate) nd[j] = load_pack<T, K>(din + row * C + v * K);
+    }
+  };
 #pragma unroll
   for (int j = 0; j < VPT; ++j) {
     const int v = threadIdx.x + j * blockDim.x;
@@ -114,16 +137,18 @@ __global__ void __launch_bounds__(256) backward_kernel(T* din, float* partial, c
   }
   const int64_t r0 = int64_t(blockIdx.x) * rows_per_chunk;
   const int64_t r1 = r0 + rows_per_chunk < N ? r0 + rows_per_chunk : N;
+  if (r0 < r1) load_row(r0);
   for (int64_t row = r0; row < r1; ++row) {
     const int64_t base = row * C;
-    Pack<T, K> g[VPT], x[VPT];
+    Pack<T, K> g[VPT], x[VPT], d[VPT];
+#pragma unroll
+    for (int j = 0; j < VPT; ++j) g[j] = ng[j], x[j] = nx[j], d[j] = nd[j];
+    if (row + 1 < r1) load_row(row + 1);
     float dot = 0.0f;
 #pragma unroll
     for (int j = 0; j < VPT; ++j) {
       const int v = threadIdx.x + j * blockDim.x;
       if (v >= nvec) continue;
-      g[j] = load_pack<T, K>(dout + base + v * K);
-      x[j] = load_pack<T, K>(in + base + v * K);
 #pragma unroll
       for (int k = 0; k < K; ++k) dot += widen(w[j].v[k]) * widen(g[j].v[k]) * widen(x[j].v[k]);
     }
@@ -134,17 +159,16 @@ __global__ void __launch_bounds__(256) backward_kernel(T* din, float* partial, c
     for (int j = 0; j < VPT; ++j) {
       const int v = threadIdx.x + j * blockDim.x;
       if (v >= nvec) continue;
-      Pack<T, K> d;
-      if constexpr (kAccumulate) d = load_pack<T, K>(din + base + v * K);
+      Pack<T, K> o;
 #pragma unroll
       for (int k = 0; k < K; ++k) {
         const float gv = widen(g[j].v[k]), xv = widen(x[j].v[k]);
         float dx = rs * (widen(w[j].v[k]) * gv) - coef * xv;
-        if constexpr (kAccumulate) dx += widen(d.v[k]);
-        d.v[k] = narrow<T>(dx);
+        if constexpr (kAccumulate) dx += widen(d[j].v[k]);
+        o.v[k] = narrow<T>(dx);
         acc[j][k] += gv * xv * rs;
       }
-      store_pack(din + base + v * K, d);
+      store_pack(din + base + v * K, o);
     }
   }
 #pragma unroll
@@ -158,10 +182,10 @@ __global__ void __launch_bounds__(256) backward_kernel(T* din, float* partial, c
   }
 }
 
-// dweight[c] += sum over chunks of partial[chunk, c] (static: one copy per
-// including file): thread (x, y) of a
+// dweight[c] += sum over chunks of partial[chunk, c]: thread (x, y) of a
 // 32 x 32 CTA sums chunks y, y + 32, ... of column 32 * blockIdx.x + x, then
-// row y = 0 adds the 32 sums in order.
+// row y = 0 adds the 32 sums in order. (static: this header is included by
+// two files.)
 static __global__ void __launch_bounds__(1024) column_sum_kernel(float* dweight, const float* partial, int chunks, int C) {
   __shared__ float s[32][33];
   const int col = blockIdx.x * 32 + threadIdx.x;

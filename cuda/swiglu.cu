@@ -1,25 +1,61 @@
 // CUDA SwiGLU: out = silu(gate) * up, elementwise, fp32 math on f32 or bf16
-// storage. Memory-bound: one grid-stride pass, no shared memory.
+// storage. Memory-bound: one grid-stride pass of 16-byte accesses, no
+// shared memory.
 #include "common.cuh"
 #include "dapo/ops/swiglu.h"
+#include "pack.cuh"
 
 namespace dapo::ops::cuda {
 namespace {
 
 using namespace cuda_detail;
 
-template <class T>
+// K elements per access: 16-byte packs (8 bf16, 4 f32) when every pointer is
+// 16-byte aligned, else K = 1. Elements past the last whole pack (n % K)
+// go one per thread in the same launch.
+template <class T, int K>
 __global__ void swiglu_forward_kernel(T* out, const T* gate, const T* up, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+  const int64_t packs = n / K;
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  const int64_t first = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  for (int64_t i = first; i < packs; i += stride) {
+    const Pack<T, K> g = load_pack<T, K>(gate + i * K), u = load_pack<T, K>(up + i * K);
+    Pack<T, K> o;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const float gv = widen(g.v[k]);
+      const float s = 1.0f / (1.0f + __expf(-gv));
+      o.v[k] = narrow<T>(gv * s * widen(u.v[k]));
+    }
+    store_pack(out + i * K, o);
+  }
+  for (int64_t i = packs * K + first; i < n; i += stride) {
     const float g = load_f32(gate, i);
     const float s = 1.0f / (1.0f + __expf(-g));
     store_f32(out, i, g * s * load_f32(up, i));
   }
 }
 
-template <class T>
+template <class T, int K>
 __global__ void swiglu_backward_kernel(T* dgate, T* dup, const T* dout, const T* gate, const T* up, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+  const int64_t packs = n / K;
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  const int64_t first = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  for (int64_t i = first; i < packs; i += stride) {
+    const Pack<T, K> g = load_pack<T, K>(gate + i * K), u = load_pack<T, K>(up + i * K);
+    const Pack<T, K> d = load_pack<T, K>(dout + i * K);
+    Pack<T, K> dg, du;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const float gv = widen(g.v[k]), uv = widen(u.v[k]), dv = widen(d.v[k]);
+      const float s = 1.0f / (1.0f + __expf(-gv));
+      dg.v[k] = narrow<T>(dv * uv * s * (1.0f + gv * (1.0f - s)));
+      du.v[k] = narrow<T>(dv * gv * s);
+    }
+    store_pack(dgate + i * K, dg);
+    store_pack(dup + i * K, du);
+  }
+  for (int64_t i = packs * K + first; i < n; i += stride) {
     const float g = load_f32(gate, i), u = load_f32(up, i), d = load_f32(dout, i);
     const float s = 1.0f / (1.0f + __expf(-g));
     store_f32(dgate, i, d * u * s * (1.0f + g * (1.0f - s)));
@@ -27,11 +63,21 @@ __global__ void swiglu_backward_kernel(T* dgate, T* dup, const T* dout, const T*
   }
 }
 
+bool all_aligned16(std::initializer_list<const void*> ptrs) {
+  for (const void* p : ptrs)
+    if (!aligned16(p)) return false;
+  return true;
+}
+
 // Launchers: raw pointers, size, stream; return the launch status.
 template <class T>
 cudaError_t launch_swiglu_forward(T* out, const T* gate, const T* up, int64_t n, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  swiglu_forward_kernel<<<grid_for(n, 256), 256, 0, stream>>>(out, gate, up, n);
+  constexpr int K = kWidePack<T>;
+  if (all_aligned16({out, gate, up}))
+    swiglu_forward_kernel<T, K><<<grid_for(n / K + 1, 256), 256, 0, stream>>>(out, gate, up, n);
+  else
+    swiglu_forward_kernel<T, 1><<<grid_for(n, 256), 256, 0, stream>>>(out, gate, up, n);
   return cudaGetLastError();
 }
 
@@ -39,7 +85,11 @@ template <class T>
 cudaError_t launch_swiglu_backward(T* dgate, T* dup, const T* dout, const T* gate, const T* up, int64_t n,
                                    cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  swiglu_backward_kernel<<<grid_for(n, 256), 256, 0, stream>>>(dgate, dup, dout, gate, up, n);
+  constexpr int K = kWidePack<T>;
+  if (all_aligned16({dgate, dup, dout, gate, up}))
+    swiglu_backward_kernel<T, K><<<grid_for(n / K + 1, 256), 256, 0, stream>>>(dgate, dup, dout, gate, up, n);
+  else
+    swiglu_backward_kernel<T, 1><<<grid_for(n, 256), 256, 0, stream>>>(dgate, dup, dout, gate, up, n);
   return cudaGetLastError();
 }
 

@@ -11,23 +11,45 @@ class SwigluGpu : public GpuTest, public ::testing::WithParamInterface<DType> {}
 
 TEST_P(SwigluGpu, ForwardAndBackwardMatchCpu) {
   const DType dt = GetParam();
-  const int64_t N = 37, I = 1000;  // odd sizes: no reliance on multiples
-  const auto gate = random_bf16_exact(N * I, 1, -6, 6), up = random_bf16_exact(N * I, 2);
-  const auto dout = random_bf16_exact(N * I, 3);
-  std::vector<float> out(N * I), dgate(N * I), dup(N * I);
-  auto h = [](const std::vector<float>& v, int64_t a, int64_t b) { return tensor_f32(const_cast<float*>(v.data()), {a, b}); };
-  ops::swiglu_forward(cpu(), h(out, N, I), h(gate, N, I), h(up, N, I));
-  ops::swiglu_backward(cpu(), h(dgate, N, I), h(dup, N, I), h(dout, N, I), h(gate, N, I), h(up, N, I));
+  // Odd sizes: no reliance on multiples. 37 x 1000 is whole 16-byte packs;
+  // 37 x 1001 and 1 x 5 leave a tail; `shift` moves every tensor off 16-byte
+  // alignment (the element path).
+  struct Case {
+    int64_t N, I, shift;
+  };
+  for (const Case c : {Case{37, 1000, 0}, Case{37, 1001, 0}, Case{1, 5, 0}, Case{37, 1000, 1}, Case{0, 64, 0}}) {
+    const int64_t N = c.N, I = c.I;
+    SCOPED_TRACE(testing::Message() << "N " << N << " I " << I << " shift " << c.shift);
+    const auto gate = random_bf16_exact(N * I, 1, -6, 6), up = random_bf16_exact(N * I, 2);
+    const auto dout = random_bf16_exact(N * I, 3);
+    std::vector<float> out(N * I), dgate(N * I), dup(N * I);
+    auto h = [](const std::vector<float>& v, int64_t a, int64_t b) { return tensor_f32(const_cast<float*>(v.data()), {a, b}); };
+    ops::swiglu_forward(cpu(), h(out, N, I), h(gate, N, I), h(up, N, I));
+    ops::swiglu_backward(cpu(), h(dgate, N, I), h(dup, N, I), h(dout, N, I), h(gate, N, I), h(up, N, I));
 
-  Tensor g = upload(gate, {N, I}, dt), u = upload(up, {N, I}, dt), d = upload(dout, {N, I}, dt);
-  Tensor o = device_empty(dt, {N, I}), dg = device_empty(dt, {N, I}), du = device_empty(dt, {N, I});
-  ops::swiglu_forward(gpu(), o, g, u);
-  ops::swiglu_backward(gpu(), dg, du, d, g, u);
-  device_->synchronize();
-  const double tol = dt == DType::f32 ? 1e-5 : 8e-3;  // bf16 output rounding: 2^-8 relative
-  expect_close(download(o), out, tol, tol, "out");
-  expect_close(download(dg), dgate, tol, tol, "dgate");
-  expect_close(download(du), dup, tol, tol, "dup");
+    // A (N, I) device tensor starting `shift` elements into its allocation.
+    auto shifted = [&](Tensor t) {
+      if (c.shift == 0) return t;
+      Tensor s = device_empty(dt, {N * I + c.shift});
+      s.data = static_cast<char*>(s.data) + c.shift * int64_t(dtype_size(dt));
+      EXPECT_EQ(cudaMemcpyAsync(s.data, t.data, t.nbytes(), cudaMemcpyDeviceToDevice,
+                                static_cast<cudaStream_t>(gpu().stream)),
+                cudaSuccess);
+      device_->synchronize();
+      return Tensor(s.data, dt, {N, I}, Device::cuda);
+    };
+    Tensor g = shifted(upload(gate, {N, I}, dt)), u = shifted(upload(up, {N, I}, dt));
+    Tensor d = shifted(upload(dout, {N, I}, dt));
+    Tensor o = shifted(guarded(dt, {N, I})), dg = shifted(guarded(dt, {N, I})), du = shifted(guarded(dt, {N, I}));
+    ops::swiglu_forward(gpu(), o, g, u);
+    ops::swiglu_backward(gpu(), dg, du, d, g, u);
+    device_->synchronize();
+    const double tol = dt == DType::f32 ? 1e-5 : 8e-3;  // bf16 output rounding: 2^-8 relative
+    expect_close(download(o), out, tol, tol, "out");
+    expect_close(download(dg), dgate, tol, tol, "dgate");
+    expect_close(download(du), dup, tol, tol, "dup");
+    check_guards();
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, SwigluGpu, ::testing::Values(DType::f32, DType::bf16),
@@ -53,6 +75,15 @@ TEST_F(GpuTest, SwigluPerf) {
     ms = time_ms(ctx.stream, [&] { ops::swiglu_backward(ctx, dgate, dup, out, gate, up); }, 20);
     print_perf("swiglu_backward", shape, "bf16", ms, 5 * t);
   }
+  // The bandwidth ceiling these numbers compare with: a device-to-device copy (read + write).
+  const size_t bytes = size_t(512) << 20;
+  void* src = big.alloc_bytes(bytes);
+  void* dst = big.alloc_bytes(bytes);
+  const double ms = time_ms(ctx.stream, [&] {
+    EXPECT_EQ(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(ctx.stream)),
+              cudaSuccess);
+  }, 20);
+  print_perf("memcpy_d2d", "512MiB", "bytes", ms, 2.0 * double(bytes));
 }
 
 }  // namespace
