@@ -130,6 +130,10 @@ TEST_F(AttentionGpu, GqaMatchesCpu) {
   check_shape({{77, 190}, 28, 4, 128}, 24);              // group 7: Qwen2.5-7B
   check_shape({{513, 31}, 7, 1, 64}, 25);                // 0.5B at tp = 2
   check_shape({{0, 255, 0}, 6, 1, 128}, 26);             // 1.5B at tp = 2, empty sequences around
+  // Many short sequences (the device work table orders 40 of them).
+  check_shape({{5, 90, 0, 33, 64, 65, 1, 2, 77, 12, 40, 0, 3, 88, 63, 17, 9, 50, 71, 6,
+                26, 64, 0, 128, 31, 7, 45, 80, 2, 19, 55, 66, 11, 4, 99, 36, 48, 21, 0, 70}, 4, 2, 64},
+              27);
 }
 
 TEST_F(AttentionGpu, LongSequenceMatchesCpu) {
@@ -199,11 +203,11 @@ TEST_F(AttentionGpu, Perf) {
       std::sort(ms.begin(), ms.end());
       return double(ms[kIters / 2]);  // median
     };
+    const std::string shape = std::string(ps.model) + " " + std::to_string(B) + "x" + std::to_string(s.lens[0]) +
+                              " Hq=" + std::to_string(Hq) + " Hkv=" + std::to_string(Hkv) + " D=" + std::to_string(D);
     const double f_ms = time_ms([&] { ops::attention_forward(gpu(), out, lse, q, k, v, cu, max_len, scale); });
     const double b_ms = time_ms(
         [&] { ops::attention_backward(gpu(), dq, dk, dv, dout, q, k, v, out, lse, cu, max_len, scale); });
-    const std::string shape = std::string(ps.model) + " " + std::to_string(B) + "x" + std::to_string(s.lens[0]) +
-                              " Hq=" + std::to_string(Hq) + " Hkv=" + std::to_string(Hkv) + " D=" + std::to_string(D);
     std::printf("{\"op\":\"attention_forward\",\"shape\":\"%s\",\"ms\":%.4f,\"tflops\":%.1f}\n", shape.c_str(), f_ms,
                 fwd_flops / (f_ms * 1e-3) / 1e12);
     std::printf("{\"op\":\"attention_backward\",\"shape\":\"%s\",\"ms\":%.4f,\"tflops\":%.1f}\n", shape.c_str(), b_ms,

@@ -28,8 +28,8 @@
 // CPU op checks it); sequences outside [0, T] are skipped, their rows left
 // unwritten. The backward is deterministic (bit-identical on repeated runs):
 // no atomics, every output element summed by one CTA in a fixed order.
-// Scratch from ctx.scratch: forward (T/128 + B) * 8 bytes; backward
-// 8 * Hq * T + (T/128 + B) * 16 bytes.
+// Scratch from ctx.scratch: forward at most (T/64 + B) * 8 bytes; backward
+// 8 * Hq * T + (T/128 + B) * 8 + (T/64 + B) * 8 bytes.
 #pragma once
 
 #include "dapo/ops/context.h"
