@@ -22,6 +22,14 @@ CudaDevice::CudaDevice(int index, size_t workspace_bytes) : index_(index), works
   DAPO_CUBLAS_CHECK(cublasLtCreate(&lt));
   cublaslt_ = lt;
   DAPO_CUDA_CHECK(cudaMalloc(&workspace_, workspace_bytes_));
+  cudaStream_t comm;
+  DAPO_CUDA_CHECK(cudaStreamCreateWithFlags(&comm, cudaStreamNonBlocking));
+  comm_stream_ = comm;
+  cudaEvent_t e1, e2;  // ordering only: no timing
+  DAPO_CUDA_CHECK(cudaEventCreateWithFlags(&e1, cudaEventDisableTiming));
+  DAPO_CUDA_CHECK(cudaEventCreateWithFlags(&e2, cudaEventDisableTiming));
+  compute_done_ = e1;
+  comm_done_ = e2;
   DAPO_CUDA_CHECK(cudaMalloc(&flags_, sizeof(DeviceFlags)));
   DAPO_CUDA_CHECK(cudaMemsetAsync(flags_, 0, sizeof(DeviceFlags), stream));
   cudnnHandle_t dnn;
@@ -44,6 +52,9 @@ CudaDevice::~CudaDevice() {
   if (flags_) cudaFree(flags_);
   if (workspace_) cudaFree(workspace_);
   if (cublaslt_) cublasLtDestroy(static_cast<cublasLtHandle_t>(cublaslt_));
+  if (compute_done_) cudaEventDestroy(static_cast<cudaEvent_t>(compute_done_));
+  if (comm_done_) cudaEventDestroy(static_cast<cudaEvent_t>(comm_done_));
+  if (comm_stream_) cudaStreamDestroy(static_cast<cudaStream_t>(comm_stream_));
   if (stream_) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
 }
 
@@ -67,6 +78,16 @@ void CudaDevice::synchronize() const {
   DAPO_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream_)));
 }
 
+void CudaDevice::comm_waits_for_compute() const {
+  DAPO_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(compute_done_), static_cast<cudaStream_t>(stream_)));
+  DAPO_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(comm_stream_), static_cast<cudaEvent_t>(compute_done_)));
+}
+
+void CudaDevice::compute_waits_for_comm() const {
+  DAPO_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(comm_done_), static_cast<cudaStream_t>(comm_stream_)));
+  DAPO_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream_), static_cast<cudaEvent_t>(comm_done_)));
+}
+
 DeviceFlags CudaDevice::read_flags() const {
   DeviceFlags f;
   DAPO_CUDA_CHECK(cudaMemcpyAsync(&f, flags_, sizeof(f), cudaMemcpyDeviceToHost, static_cast<cudaStream_t>(stream_)));
@@ -87,6 +108,18 @@ void CudaDevice::check_flags(const char* phase) const {
     DAPO_FAIL(phase, ": ", f.non_finite_count, " non-finite value(s) on GPU ", index_, ", first in ",
               flag_site_name(FlagSite(f.non_finite_site)), " at row ", f.non_finite_row,
               " (diverged? lower optim.lr, or check the inputs)");
+}
+
+size_t CudaDevice::memory_used() const {
+  size_t free = 0, total = 0;
+  DAPO_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+  return total - free;
+}
+
+size_t CudaDevice::memory_total() const {
+  size_t free = 0, total = 0;
+  DAPO_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+  return total;
 }
 
 std::string CudaDevice::name() const {

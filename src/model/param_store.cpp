@@ -2,7 +2,9 @@
 // aligned views in HF order; deterministic random init and host loads.
 #include "dapo/model/param_store.h"
 
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "dapo/core/arena.h"
 #include "dapo/core/rng.h"
@@ -40,48 +42,15 @@ Kind kind_of(const ParamSpec& spec) {
                                                                                             : Kind::norm;
 }
 
-// Host <-> buffer copies; device buffers go through the CUDA runtime.
-void copy_in(Device device, float* dst, const float* src, int64_t n) {
-  if (n == 0) return;
-  if (device == Device::cpu) {
-    std::memcpy(dst, src, size_t(n) * sizeof(float));
-    return;
-  }
 #ifdef DAPO_WITH_CUDA
-  const cudaError_t err = cudaMemcpy(dst, src, size_t(n) * sizeof(float), cudaMemcpyHostToDevice);
-  DAPO_CHECK(err == cudaSuccess, "cudaMemcpy to the parameter buffer: ", cudaGetErrorString(err));
-#else
-  DAPO_FAIL("a device parameter buffer in a build without CUDA");
-#endif
+void cuda_check(cudaError_t err, const char* what) {
+  DAPO_CHECK(err == cudaSuccess, what, ": ", cudaGetErrorString(err));
 }
+#endif
 
-void copy_out(Device device, float* dst, const float* src, int64_t n) {
-  if (n == 0) return;
-  if (device == Device::cpu) {
-    std::memcpy(dst, src, size_t(n) * sizeof(float));
-    return;
-  }
-#ifdef DAPO_WITH_CUDA
-  const cudaError_t err = cudaMemcpy(dst, src, size_t(n) * sizeof(float), cudaMemcpyDeviceToHost);
-  DAPO_CHECK(err == cudaSuccess, "cudaMemcpy from the parameter buffer: ", cudaGetErrorString(err));
-#else
-  DAPO_FAIL("a device parameter buffer in a build without CUDA");
-#endif
-}
-
-void fill_zero(Device device, float* p, int64_t n) {
-  if (n == 0) return;
-  if (device == Device::cpu) {
-    std::memset(p, 0, size_t(n) * sizeof(float));
-    return;
-  }
-#ifdef DAPO_WITH_CUDA
-  const cudaError_t err = cudaMemset(p, 0, size_t(n) * sizeof(float));
-  DAPO_CHECK(err == cudaSuccess, "cudaMemset of the gradient buffer: ", cudaGetErrorString(err));
-#else
-  DAPO_FAIL("a device parameter buffer in a build without CUDA");
-#endif
-}
+// Host staging of device copies: bounded, so that loading a tensor of
+// several GB does not need a second copy of it in host memory.
+constexpr int64_t kStageElements = int64_t(1) << 22;
 
 // Walks the local elements of `slice` in row-major order, calling
 // f(local_index, full_index).
@@ -133,8 +102,8 @@ float random_init_value(const ParamSpec& spec, int64_t index, const RandomInit& 
   return 0.0f;
 }
 
-ParamStore::ParamStore(const Qwen2Config& config, int64_t tp_rank, int64_t tp_size, Device device)
-    : config_(config), tp_rank_(tp_rank), tp_size_(tp_size), device_(device) {
+ParamStore::ParamStore(const Qwen2Config& config, int64_t tp_rank, int64_t tp_size, Device device, void* stream)
+    : config_(config), tp_rank_(tp_rank), tp_size_(tp_size), device_(device), stream_(stream) {
   DAPO_CHECK(tp_size >= 1 && tp_rank >= 0 && tp_rank < tp_size, "tp rank ", tp_rank, " of ", tp_size);
   std::vector<ParamSpec> specs = qwen2_param_specs(config);
   entries_.reserve(specs.size());
@@ -154,17 +123,88 @@ ParamStore::ParamStore(const Qwen2Config& config, int64_t tp_rank, int64_t tp_si
   const size_t bytes = size_t(buffer_elements_) * sizeof(float);
   master_ = static_cast<float*>(memory_alloc(device, bytes));
   grads_ = static_cast<float*>(memory_alloc(device, bytes));
-  fill_zero(device, master_, buffer_elements_);
-  fill_zero(device, grads_, buffer_elements_);
+  if (device != Device::cpu) compute_ = static_cast<bf16*>(memory_alloc(device, bytes / 2));
+  zero(master_, bytes);
+  zero(grads_, bytes);
+  if (compute_) zero(compute_, bytes / 2);
   for (ParamEntry& e : entries_) {
     e.param = shaped_view(master_ + e.offset, e.slice.local_shape, device);
     e.grad = shaped_view(grads_ + e.offset, e.slice.local_shape, device);
+    e.compute = e.param;
+    if (compute_) {
+      e.compute.dtype = DType::bf16;
+      e.compute.data = compute_ + e.offset;
+    }
   }
+  sync();
 }
 
 ParamStore::~ParamStore() {
   memory_free(device_, master_);
   memory_free(device_, grads_);
+  memory_free(device_, compute_);
+}
+
+void ParamStore::zero(void* p, size_t bytes) const {
+  if (bytes == 0) return;
+  if (device_ == Device::cpu) {
+    std::memset(p, 0, bytes);
+    return;
+  }
+#ifdef DAPO_WITH_CUDA
+  cuda_check(cudaMemsetAsync(p, 0, bytes, static_cast<cudaStream_t>(stream_)), "cudaMemsetAsync of a parameter buffer");
+#else
+  DAPO_FAIL("a device parameter buffer in a build without CUDA");
+#endif
+}
+
+void ParamStore::sync() const {
+#ifdef DAPO_WITH_CUDA
+  if (device_ != Device::cpu)
+    cuda_check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream_)), "cudaStreamSynchronize (parameters)");
+#endif
+}
+
+void ParamStore::copy_in(float* dst, const float* src, int64_t n) const {
+  if (n == 0) return;
+  if (device_ == Device::cpu) {
+    std::memcpy(dst, src, size_t(n) * sizeof(float));
+    return;
+  }
+#ifdef DAPO_WITH_CUDA
+  // The master in fp32, and its bf16 compute copy rounded here on the host,
+  // in bounded pieces; each piece is waited for before its staging is reused.
+  cudaStream_t s = static_cast<cudaStream_t>(stream_);
+  bf16* cdst = compute_ + (dst - master_);
+  std::vector<bf16> stage(size_t(std::min(n, kStageElements)));
+  for (int64_t i = 0; i < n; i += kStageElements) {
+    const int64_t m = std::min(kStageElements, n - i);
+    for (int64_t j = 0; j < m; ++j) stage[size_t(j)] = to_bf16(src[i + j]);
+    cuda_check(cudaMemcpyAsync(dst + i, src + i, size_t(m) * sizeof(float), cudaMemcpyHostToDevice, s),
+               "cudaMemcpyAsync to the parameter buffer");
+    cuda_check(cudaMemcpyAsync(cdst + i, stage.data(), size_t(m) * sizeof(bf16), cudaMemcpyHostToDevice, s),
+               "cudaMemcpyAsync to the compute copy");
+    sync();
+  }
+#else
+  DAPO_FAIL("a device parameter buffer in a build without CUDA");
+#endif
+}
+
+void ParamStore::copy_out(float* dst, const float* src, int64_t n) const {
+  if (n == 0) return;
+  if (device_ == Device::cpu) {
+    std::memcpy(dst, src, size_t(n) * sizeof(float));
+    return;
+  }
+#ifdef DAPO_WITH_CUDA
+  cuda_check(cudaMemcpyAsync(dst, src, size_t(n) * sizeof(float), cudaMemcpyDeviceToHost,
+                             static_cast<cudaStream_t>(stream_)),
+             "cudaMemcpyAsync from the parameter buffer");
+  sync();
+#else
+  DAPO_FAIL("a device parameter buffer in a build without CUDA");
+#endif
 }
 
 const ParamEntry& ParamStore::entry(const std::string& name) const {
@@ -179,6 +219,9 @@ const ParamEntry& ParamStore::lm_head() const {
 
 Tensor ParamStore::parameters() const { return Tensor(master_, DType::f32, {buffer_elements_}, device_); }
 Tensor ParamStore::gradients() const { return Tensor(grads_, DType::f32, {buffer_elements_}, device_); }
+Tensor ParamStore::compute_parameters() const {
+  return compute_ ? Tensor(compute_, DType::bf16, {buffer_elements_}, device_) : parameters();
+}
 
 int64_t ParamStore::num_local_parameters() const {
   int64_t n = 0;
@@ -186,18 +229,27 @@ int64_t ParamStore::num_local_parameters() const {
   return n;
 }
 
-void ParamStore::zero_grad() { fill_zero(device_, grads_, buffer_elements_); }
+void ParamStore::zero_grad() { zero(grads_, size_t(buffer_elements_) * sizeof(float)); }
 
 void ParamStore::write_param(const ParamEntry& e, const float* host) {
-  copy_in(device_, static_cast<float*>(e.param.data), host, e.param.numel());
+  copy_in(static_cast<float*>(e.param.data), host, e.param.numel());
 }
 
 void ParamStore::init_random(const RandomInit& init) {
   std::vector<float> local;
   for (const ParamEntry& e : entries_) {
     local.resize(size_t(e.param.numel()));
-    for_each_slice_element(e.slice, e.spec.shape,
-                           [&](int64_t l, int64_t f) { local[size_t(l)] = random_init_value(e.spec, f, init); });
+    // Every element is its own Philox draw, so the elements are independent:
+    // spread them over threads (a 1.5B model is 1.5e9 draws).
+    const SliceSpec& s = e.slice;
+    const int64_t rows = e.spec.shape[0], cols = e.spec.shape.size() == 2 ? e.spec.shape[1] : 1;
+    const int64_t r0 = s.dim == 0 ? s.begin : 0, c0 = s.dim == 1 ? s.begin : 0;
+    const int64_t nc = s.dim == 1 ? s.count : cols;
+    const int64_t n = int64_t(local.size());
+    DAPO_CHECK(n == (s.dim == 0 ? s.count : rows) * nc, e.spec.name, ": slice of ", n, " elements");
+#pragma omp parallel for schedule(static)
+    for (int64_t l = 0; l < n; ++l)
+      local[size_t(l)] = random_init_value(e.spec, (r0 + l / nc) * cols + c0 + l % nc, init);
     write_param(e, local.data());
   }
 }
@@ -220,7 +272,30 @@ void ParamStore::load_local(const std::string& name, const float* local, int64_t
 void ParamStore::read_local(const std::string& name, float* local, int64_t n) const {
   const ParamEntry& e = entry(name);
   DAPO_CHECK(n == e.param.numel(), name, ": room for ", n, " elements, this rank's slice has ", e.param.numel());
-  copy_out(device_, local, static_cast<const float*>(e.param.data), n);
+  copy_out(local, static_cast<const float*>(e.param.data), n);
+}
+
+float* ParamHostAccess::write_target(ParamStore& params, const std::string& name) {
+  DAPO_CHECK(&params == &params_, "ParamHostAccess used with another store");
+  if (params.device() == Device::cpu) return params.param(name).ptr<float>();
+  finish(params);
+  buffer_.assign(size_t(params.param(name).numel()), 0.0f);
+  pending_ = name;
+  return buffer_.data();
+}
+
+void ParamHostAccess::finish(ParamStore& params) {
+  if (pending_.empty()) return;
+  params.load_local(pending_, buffer_.data(), int64_t(buffer_.size()));
+  pending_.clear();
+}
+
+const float* ParamHostAccess::read_source(const std::string& name) {
+  DAPO_CHECK(pending_.empty(), "ParamHostAccess: read before finish()");
+  if (params_.device() == Device::cpu) return params_.param(name).ptr<float>();
+  buffer_.resize(size_t(params_.param(name).numel()));
+  params_.read_local(name, buffer_.data(), int64_t(buffer_.size()));
+  return buffer_.data();
 }
 
 }  // namespace dapo::model

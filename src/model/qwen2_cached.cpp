@@ -67,20 +67,27 @@ void Qwen2Model::forward_cached(const ops::Ctx& ctx, Arena& act, const KvCache& 
   detail::Carver c(&act);
   detail::CachedBuffers b = detail::carve_cached(c, dims_, N, B);
   embed(ctx, b.x, batch.tokens);
+  const Tensor norm_w = params_.entry("model.norm.weight").compute;
+  LayerActivations& a = b.layer;
+  a.x = b.x;
+  if (dims_.L > 0) detail::norm_input(ctx, dims_, weights_[0], a);
   for (int64_t l = 0; l < dims_.L; ++l) {
     const detail::CacheStep step{cache.k[size_t(l)],  cache.v[size_t(l)],  batch.slot_mapping,
                                  batch.block_table,   batch.context_lens, batch.cu_seqlens_q};
-    b.layer.x = b.x;
-    detail::layer_forward(ctx, tp_, dims_, weights_[size_t(l)], b.layer, b.x, b.partial, batch.positions,
+    // The last layer's fused norm (model.norm over all N rows) is not used:
+    // the head normalises only the B rows it samples from, below.
+    const detail::NextNorm next{b.x, a.xn1, a.rstd1,
+                                l + 1 < dims_.L ? weights_[size_t(l + 1)].w_in : norm_w};
+    detail::layer_forward(ctx, tp_, dims_, weights_[size_t(l)], a, &next, b.partial, batch.positions,
                           batch.cu_seqlens_q, 0, &step);
   }
   // Only the last new token of each sequence is sampled from: pick its row
   // (embedding_forward is a row gather, here from the (N, C) hidden states)
   // before the final norm and the LM head, whose cost then scales with B.
   ops::embedding_forward(ctx, b.x_last, batch.last_rows, b.x, 0);
-  ops::rmsnorm_forward(ctx, b.xn, b.rstd, b.x_last, params_.param("model.norm.weight"), dims_.eps);
+  ops::rmsnorm_forward(ctx, b.xn, b.rstd, b.x_last, norm_w, dims_.eps);
   parallel::copy_to_tp_forward(ctx, tp_, b.xn, b.xn);
-  ops::linear_forward(ctx, b.logits, b.xn, params_.lm_head().param, Tensor{});
+  ops::linear_forward(ctx, b.logits, b.xn, params_.lm_head().compute, Tensor{});
   parallel::gather_from_tp_forward(ctx, tp_, logits, b.logits);
 }
 

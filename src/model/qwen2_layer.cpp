@@ -6,6 +6,7 @@
 #include "dapo/ops/attention.h"
 #include "dapo/ops/kv_cache.h"
 #include "dapo/ops/matmul.h"
+#include "dapo/ops/residual_rmsnorm.h"
 #include "dapo/ops/rmsnorm.h"
 #include "dapo/ops/rope.h"
 #include "dapo/ops/swiglu.h"
@@ -34,59 +35,44 @@ void Carver::reset(size_t mark) {
 LayerActivations carve_layer(Carver& c, const Dims& d, int64_t T) {
   LayerActivations a;
   a.rstd1 = c.f32({T});
-  a.xn1 = c.f32({T, d.C});
-  a.q = c.f32({T, d.hq, d.D});
-  a.k = c.f32({T, d.hkv, d.D});
-  a.v = c.f32({T, d.hkv, d.D});
-  a.attn = c.f32({T, d.hq, d.D});
+  a.xn1 = c.act(d, {T, d.C});
+  a.q = c.act(d, {T, d.hq, d.D});
+  a.k = c.act(d, {T, d.hkv, d.D});
+  a.v = c.act(d, {T, d.hkv, d.D});
+  a.attn = c.act(d, {T, d.hq, d.D});
   a.lse = c.f32({d.hq, T});
-  a.x_mid = c.f32({T, d.C});
+  a.x_mid = c.act(d, {T, d.C});
   a.rstd2 = c.f32({T});
-  a.xn2 = c.f32({T, d.C});
-  a.gate = c.f32({T, d.il});
-  a.up = c.f32({T, d.il});
-  a.h = c.f32({T, d.il});
+  a.xn2 = c.act(d, {T, d.C});
+  a.gate = c.act(d, {T, d.il});
+  a.up = c.act(d, {T, d.il});
+  a.h = c.act(d, {T, d.il});
   return a;
 }
 
 LayerGradBuffers carve_layer_grads(Carver& c, const Dims& d, int64_t T) {
   LayerGradBuffers b;
-  b.dxn = c.f32({T, d.C});
-  b.dnorm = c.f32({T, d.C});
-  b.dh = c.f32({T, d.il});
-  b.dgate = c.f32({T, d.il});
-  b.dup = c.f32({T, d.il});
-  b.dattn = c.f32({T, d.hq, d.D});
-  b.dq = c.f32({T, d.hq, d.D});
-  b.dk = c.f32({T, d.hkv, d.D});
-  b.dv = c.f32({T, d.hkv, d.D});
+  b.dxn = c.act(d, {T, d.C});
+  b.dh = c.act(d, {T, d.il});
+  b.dgate = c.act(d, {T, d.il});
+  b.dup = c.act(d, {T, d.il});
+  b.dattn = c.act(d, {T, d.hq, d.D});
+  b.dq = c.act(d, {T, d.hq, d.D});
+  b.dk = c.act(d, {T, d.hkv, d.D});
+  b.dv = c.act(d, {T, d.hkv, d.D});
   return b;
 }
 
-// The residual adds are the only elementwise arithmetic of the model that
-// no op covers yet. They stay here, host-only, until an `ops::add` exists
-// (a one-line swap): a CUDA model run stops at this check rather than
-// reading device memory on the host.
-void residual_add(const ops::Ctx& ctx, Tensor out, Tensor a, Tensor b) {
-  DAPO_CHECK(ctx.backend == ops::Backend::cpu && out.device == Device::cpu,
-             "residual_add has no CUDA path yet (needs an ops::add kernel)");
-  DAPO_CHECK(out.same_shape(a) && out.same_shape(b), "residual_add: shapes ", out.shape_string(), ", ",
-             a.shape_string(), ", ", b.shape_string());
-  float* o = out.ptr<float>();
-  const float* x = a.ptr<float>();
-  const float* y = b.ptr<float>();
-  const int64_t n = out.numel();
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) o[i] = x[i] + y[i];
+void norm_input(const ops::Ctx& ctx, const Dims& d, const LayerParams& w, LayerActivations& a) {
+  ops::rmsnorm_forward(ctx, a.xn1, a.rstd1, a.x, w.w_in, d.eps);
 }
 
 void layer_forward(const ops::Ctx& ctx, const parallel::Comm& tp, const Dims& d, const LayerParams& w,
-                   LayerActivations& a, Tensor x_out, Tensor partial, Tensor positions, Tensor cu_seqlens,
+                   LayerActivations& a, const NextNorm* next, Tensor partial, Tensor positions, Tensor cu_seqlens,
                    int64_t max_seqlen, const CacheStep* cache) {
   const int64_t T = a.x.size(0);
   // Attention block. copy_to_tp is the identity forward; its backward is
   // the all-reduce that sums the column-parallel input gradients.
-  ops::rmsnorm_forward(ctx, a.xn1, a.rstd1, a.x, w.w_in, d.eps);
   parallel::copy_to_tp_forward(ctx, tp, a.xn1, a.xn1);
   ops::linear_forward(ctx, a.q.reshape({T, d.hq * d.D}), a.xn1, w.wq, w.bq);
   ops::linear_forward(ctx, a.k.reshape({T, d.hkv * d.D}), a.xn1, w.wk, w.bk);
@@ -102,18 +88,18 @@ void layer_forward(const ops::Ctx& ctx, const parallel::Comm& tp, const Dims& d,
   }
   ops::linear_forward(ctx, partial, a.attn.reshape({T, d.hq * d.D}), w.wo, Tensor{});
   parallel::reduce_from_tp_forward(ctx, tp, partial, partial);
-  residual_add(ctx, a.x_mid, a.x, partial);
+  // x_mid = x + attention, and post_attention_layernorm of it, in one pass.
+  ops::residual_rmsnorm_forward(ctx, a.x_mid, a.xn2, a.rstd2, a.x, partial, w.w_post, d.eps);
 
   // MLP block.
-  ops::rmsnorm_forward(ctx, a.xn2, a.rstd2, a.x_mid, w.w_post, d.eps);
   parallel::copy_to_tp_forward(ctx, tp, a.xn2, a.xn2);
   ops::linear_forward(ctx, a.gate, a.xn2, w.wg, Tensor{});
   ops::linear_forward(ctx, a.up, a.xn2, w.wu, Tensor{});
   ops::swiglu_forward(ctx, a.h, a.gate, a.up);
-  if (x_out.data == nullptr) return;
+  if (next == nullptr) return;
   ops::linear_forward(ctx, partial, a.h, w.wd, Tensor{});
   parallel::reduce_from_tp_forward(ctx, tp, partial, partial);
-  residual_add(ctx, x_out, a.x_mid, partial);
+  ops::residual_rmsnorm_forward(ctx, next->x, next->xn, next->rstd, a.x_mid, partial, next->weight, d.eps);
 }
 
 // Why the norm weights need no reduction over tp: a norm's input (the
@@ -137,8 +123,8 @@ void layer_backward(const ops::Ctx& ctx, const parallel::Comm& tp, const paralle
   ops::linear_backward(ctx, Tensor{}, g.wg, Tensor{}, b.dgate, a.xn2, w.wg);
   ops::linear_backward(ctx, Tensor{}, g.wu, Tensor{}, b.dup, a.xn2, w.wu);
   parallel::copy_to_tp_backward(ctx, tp, b.dxn, b.dxn);
-  ops::rmsnorm_backward(ctx, b.dnorm, g.w_post, b.dxn, a.x_mid, w.w_post, a.rstd2);
-  residual_add(ctx, dx, dx, b.dnorm);  // now d(x_mid)
+  // dx += d(norm input): now d(x_mid).
+  ops::residual_rmsnorm_backward(ctx, dx, g.w_post, b.dxn, a.x_mid, w.w_post, a.rstd2);
 
   // Attention: x_mid = x + reduce(o_proj(attn)).
   ops::linear_backward(ctx, b.dattn.reshape({T, d.hq * d.D}), g.wo, Tensor{}, dx,
@@ -160,15 +146,14 @@ void layer_backward(const ops::Ctx& ctx, const parallel::Comm& tp, const paralle
   // replica group here, on this micro-batch's activation gradient (not on
   // the accumulated weight gradient, which would re-add earlier micro-batches).
   if (kv_group != nullptr) {
-    kv_group->all_reduce(b.dk, parallel::ReduceOp::sum);
-    kv_group->all_reduce(b.dv, parallel::ReduceOp::sum);
+    kv_group->all_reduce(b.dk, parallel::ReduceOp::sum, ctx.stream);
+    kv_group->all_reduce(b.dv, parallel::ReduceOp::sum, ctx.stream);
   }
   ops::linear_backward(ctx, Tensor{}, g.wq, g.bq, dq2, a.xn1, w.wq);
   ops::linear_backward(ctx, Tensor{}, g.wk, g.bk, dk2, a.xn1, w.wk);
   ops::linear_backward(ctx, Tensor{}, g.wv, g.bv, dv2, a.xn1, w.wv);
   parallel::copy_to_tp_backward(ctx, tp, b.dxn, b.dxn);
-  ops::rmsnorm_backward(ctx, b.dnorm, g.w_in, b.dxn, a.x, w.w_in, a.rstd1);
-  residual_add(ctx, dx, dx, b.dnorm);  // now d(x)
+  ops::residual_rmsnorm_backward(ctx, dx, g.w_in, b.dxn, a.x, w.w_in, a.rstd1);  // now d(x)
 }
 
 }  // namespace dapo::model::detail

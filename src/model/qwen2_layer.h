@@ -25,6 +25,9 @@ class Carver {
   explicit Carver(Arena* arena) : arena_(arena), base_(arena ? arena->mark() : 0), used_(base_) {}
   Tensor alloc(DType dtype, std::initializer_list<int64_t> dims);
   Tensor f32(std::initializer_list<int64_t> dims) { return alloc(DType::f32, dims); }
+  // An activation: the model's activation dtype (Dims::act: f32 on the CPU
+  // backend, bf16 on CUDA).
+  Tensor act(const Dims& d, std::initializer_list<int64_t> dims) { return alloc(d.act, dims); }
   size_t mark() const { return used_; }
   void reset(size_t mark);
   size_t peak() const { return peak_ - base_; }
@@ -42,7 +45,6 @@ LayerActivations carve_layer(Carver& c, const Dims& d, int64_t T);
 // The backward's per-layer temporaries, reused by every layer.
 struct LayerGradBuffers {
   Tensor dxn;    // (T, C) gradient of a norm's output
-  Tensor dnorm;  // (T, C) gradient a norm passes to the residual stream
   Tensor dh;     // (T, il)
   Tensor dgate;  // (T, il)
   Tensor dup;    // (T, il)
@@ -53,9 +55,20 @@ struct LayerGradBuffers {
 };
 LayerGradBuffers carve_layer_grads(Carver& c, const Dims& d, int64_t T);
 
-// out = a + b elementwise, (N, C) f32; out may be a or b. The residual
-// connections; see the .cpp for why this is not (yet) an op.
-void residual_add(const ops::Ctx& ctx, Tensor out, Tensor a, Tensor b);
+// Where a layer's fused "residual add + next norm" writes: the layer output
+// x (the residual stream after the MLP) and the next norm's output and
+// statistics (the next layer's input_layernorm, or model.norm after the
+// last layer).
+struct NextNorm {
+  Tensor x;       // (T, C) x_mid + mlp output; may be the layer's own a.x (updated in place)
+  Tensor xn;      // (T, C) rmsnorm(x) * weight
+  Tensor rstd;    // (T) f32
+  Tensor weight;  // (C) the next norm's weight
+};
+
+// xn, rstd = input_layernorm(x) for the first layer (the others get theirs
+// from the previous layer's fused residual + norm) and for recomputation.
+void norm_input(const ops::Ctx& ctx, const Dims& d, const LayerParams& w, LayerActivations& a);
 
 // The attention half of a layer. The new tokens' attention runs either
 // over the packed batch itself (training, cache == nullptr) or over the
@@ -65,18 +78,20 @@ struct CacheStep {
   Tensor slot_mapping, block_table, context_lens, cu_seqlens_q;
 };
 
-// Forward of one layer. a.x (T, C) is the input; fills every other field
-// of `a`. When x_out has data, writes the layer output (T, C) there;
-// without, stops after the MLP's SwiGLU (all the backward needs; the
-// recompute path saves the down projection and its all-reduce). x_out
-// may be a.x itself (the residual stream updated in place).
-// partial: (T, C) temporary for the row-parallel outputs before reduction.
+// Forward of one layer. On entry a.x (T, C) is the input and a.xn1, a.rstd1
+// its input_layernorm (norm_input, or the previous layer's NextNorm); fills
+// every other field of `a`. With `next`, ends with the fused residual add
+// and next norm into it; without, stops after the MLP's SwiGLU (all the
+// backward needs; the recompute path saves the down projection and its
+// all-reduce). partial: (T, C) temporary for the row-parallel outputs
+// before reduction.
 void layer_forward(const ops::Ctx& ctx, const parallel::Comm& tp, const Dims& d, const LayerParams& w,
-                   LayerActivations& a, Tensor x_out, Tensor partial, Tensor positions, Tensor cu_seqlens,
+                   LayerActivations& a, const NextNorm* next, Tensor partial, Tensor positions, Tensor cu_seqlens,
                    int64_t max_seqlen, const CacheStep* cache);
 
-// Backward of one layer. dx: (T, C), on entry the gradient of the layer's
-// output, on return the gradient of its input (in place). Gradients of the
+// Backward of one layer. dx: (T, C), on entry the whole gradient of the
+// layer's output (the next norm's part included), on return that of its
+// input (in place). Gradients of the
 // layer's parameters are ACCUMULATED into g. kv_group: the KV replica
 // group, or nullptr when KV heads are not replicated.
 void layer_backward(const ops::Ctx& ctx, const parallel::Comm& tp, const parallel::Comm* kv_group,

@@ -41,6 +41,8 @@ int64_t check_batch(const PackedBatch& b, bool need_targets) {
   return T;
 }
 
+std::string layer_prefix(int64_t l) { return "model.layers." + std::to_string(l) + "."; }
+
 // The batch's max_seqlen, or the longest sequence of a host cu_seqlens.
 int64_t max_seqlen_of(const PackedBatch& b) {
   if (b.max_seqlen > 0) return b.max_seqlen;
@@ -74,6 +76,9 @@ Qwen2Model::Qwen2Model(ParamStore& params, const parallel::Comm& tp, ModelOption
   d.eps = float(c.rms_norm_eps);
   d.theta = float(c.rope_theta);
   d.scale = float(1.0 / std::sqrt(double(c.head_dim)));  // HF: head_dim ** -0.5
+  d.act = params.compute_dtype();
+  d.head_rows = std::max<int64_t>(1, int64_t(options.logits_chunk_bytes / (size_t(std::max<int64_t>(d.vl, 1)) *
+                                                                          dtype_size(d.act))));
 
   const int64_t replicas = kv_replicas(c, p);
   if (replicas > 1) kv_group_ = tp.split(int(tp.rank() / replicas), tp.rank());
@@ -85,7 +90,7 @@ Qwen2Model::Qwen2Model(ParamStore& params, const parallel::Comm& tp, ModelOption
     for (int which = 0; which < 2; ++which) {
       auto get = [&](const char* name) {
         const ParamEntry& e = params.entry(pre + name);
-        return which == 0 ? e.param : e.grad;
+        return which == 0 ? e.compute : e.grad;
       };
       LayerParams& w = which == 0 ? weights_[size_t(l)] : grads_[size_t(l)];
       w.w_in = get("input_layernorm.weight");
@@ -110,31 +115,69 @@ const parallel::Comm* Qwen2Model::kv_group() const { return kv_group_.valid() ? 
 // x (T, C) -> embed_tokens, vocab-parallel: each rank writes its own
 // vocabulary's rows (zero rows elsewhere) and reduce_from_tp sums them.
 void Qwen2Model::embed(const ops::Ctx& ctx, Tensor x, Tensor tokens) const {
-  ops::embedding_forward(ctx, x, tokens, params_.param("model.embed_tokens.weight"), dims_.vocab_start);
+  ops::embedding_forward(ctx, x, tokens, params_.entry("model.embed_tokens.weight").compute, dims_.vocab_start);
   parallel::reduce_from_tp_forward(ctx, tp_, x, x);
 }
 
-// model.norm -> copy_to_tp -> lm_head (T, vl) -> log-prob/entropy of the
-// targets, vocab-parallel. lse, entropy, logprob: (T).
-void Qwen2Model::head_forward(const ops::Ctx& ctx, Carver& c, Tensor x_final, Tensor rstd, Tensor xn,
-                              Tensor logits, Tensor targets, float inv_temperature, Tensor lse,
-                              Tensor logprob, Tensor entropy) const {
-  const int64_t T = x_final.size(0);
-  ops::rmsnorm_forward(ctx, xn, rstd, x_final, params_.param("model.norm.weight"), dims_.eps);
-  parallel::copy_to_tp_forward(ctx, tp_, xn, xn);
-  ops::linear_forward(ctx, logits, xn, params_.lm_head().param, Tensor{});
-  if (tp_.size() == 1) {  // one streaming pass over each row
-    ops::logprob_entropy_forward(ctx, logprob, entropy, lse, logits, targets, 0, inv_temperature);
-    return;
-  }
+namespace {
+
+// The chunk [r0, r1) of a (T, ...) tensor, or of a (T) one.
+Tensor rows_of(const Tensor& t, int64_t r0, int64_t r1) { return t.slice_rows(r0, r1); }
+
+}  // namespace
+
+void Qwen2Model::head_forward(const ops::Ctx& ctx, Carver& c, Tensor xn, Tensor targets, float inv_temperature,
+                              Tensor lse, Tensor logprob, Tensor entropy) const {
+  const int64_t T = xn.size(0);
+  const Tensor w = params_.lm_head().compute;
   const size_t mark = c.mark();
-  Tensor row_max = c.f32({T});    // (T)
-  Tensor sums = c.f32({T, 3});    // (T, 3)
-  ops::logits_row_max(ctx, row_max, logits, inv_temperature);
-  tp_.all_reduce(row_max, parallel::ReduceOp::max);
-  ops::logits_partial_sums(ctx, sums, logits, targets, row_max, dims_.vocab_start, inv_temperature);
-  tp_.all_reduce(sums, parallel::ReduceOp::sum);
-  ops::logprob_entropy_finish(ctx, logprob, entropy, lse, sums, row_max);
+  const int64_t rows = detail::head_chunk_rows(dims_, T);
+  Tensor logits_buf = c.act(dims_, {rows, dims_.vl});
+  Tensor row_max_buf, sums_buf;
+  if (tp_.size() > 1) {
+    row_max_buf = c.f32({rows});
+    sums_buf = c.f32({rows, 3});
+  }
+  for (int64_t r0 = 0; r0 < T; r0 += rows) {
+    const int64_t r1 = std::min(T, r0 + rows), n = r1 - r0;
+    Tensor logits = logits_buf.slice_rows(0, n);
+    ops::linear_forward(ctx, logits, rows_of(xn, r0, r1), w, Tensor{});
+    Tensor lp = rows_of(logprob, r0, r1), en = rows_of(entropy, r0, r1), ls = rows_of(lse, r0, r1);
+    Tensor tg = rows_of(targets, r0, r1);
+    if (tp_.size() == 1) {  // one streaming pass over each row
+      ops::logprob_entropy_forward(ctx, lp, en, ls, logits, tg, 0, inv_temperature);
+      continue;
+    }
+    Tensor row_max = row_max_buf.slice_rows(0, n), sums = sums_buf.slice_rows(0, n);
+    ops::logits_row_max(ctx, row_max, logits, inv_temperature);
+    tp_.all_reduce(row_max, parallel::ReduceOp::max, ctx.stream);
+    ops::logits_partial_sums(ctx, sums, logits, tg, row_max, dims_.vocab_start, inv_temperature);
+    tp_.all_reduce(sums, parallel::ReduceOp::sum, ctx.stream);
+    ops::logprob_entropy_finish(ctx, lp, en, ls, sums, row_max);
+  }
+  c.reset(mark);
+}
+
+void Qwen2Model::head_backward(const ops::Ctx& ctx, Carver& c, Tensor dxn, Tensor xn, Tensor targets,
+                               float inv_temperature, Tensor lse, Tensor entropy, Tensor dlogprob,
+                               Tensor dentropy) const {
+  const int64_t T = xn.size(0);
+  const ParamEntry& head = params_.lm_head();
+  const size_t mark = c.mark();
+  const int64_t rows = detail::head_chunk_rows(dims_, T);
+  // The gradient overwrites the recomputed logits in place (the op allows it).
+  Tensor logits_buf = c.act(dims_, {rows, dims_.vl});
+  for (int64_t r0 = 0; r0 < T; r0 += rows) {
+    const int64_t r1 = std::min(T, r0 + rows), n = r1 - r0;
+    Tensor logits = logits_buf.slice_rows(0, n), dlogits = logits;
+    const Tensor xr = rows_of(xn, r0, r1);
+    ops::linear_forward(ctx, logits, xr, head.compute, Tensor{});  // recomputed, not kept
+    ops::logprob_entropy_backward(ctx, dlogits, dlogprob.data ? rows_of(dlogprob, r0, r1) : Tensor{},
+                                  dentropy.data ? rows_of(dentropy, r0, r1) : Tensor{}, logits,
+                                  rows_of(targets, r0, r1), rows_of(lse, r0, r1), rows_of(entropy, r0, r1),
+                                  dims_.vocab_start, inv_temperature);
+    ops::linear_backward(ctx, rows_of(dxn, r0, r1), head.grad, Tensor{}, dlogits, xr, head.compute);
+  }
   c.reset(mark);
 }
 
@@ -145,7 +188,9 @@ void Qwen2Model::forward_train(const ops::Ctx& ctx, Arena& act, const PackedBatc
   DAPO_CHECK_SHAPE(logprob, {T});
   DAPO_CHECK_SHAPE(entropy, {T});
   DAPO_CHECK(inv_temperature > 0, "inv_temperature ", inv_temperature);
+  saved = Activations{};
   saved.batch = batch;
+  saved.batch.max_seqlen = max_seqlen;
   saved.inv_temperature = inv_temperature;
   saved.recompute = options_.activation_recompute;
   saved.arena_mark = act.mark();
@@ -153,62 +198,80 @@ void Qwen2Model::forward_train(const ops::Ctx& ctx, Arena& act, const PackedBatc
   Carver c(&act);
   detail::carve_train_saved(c, dims_, T, saved);
   const size_t temps = c.mark();
-  const detail::TrainForwardTemps tmp = detail::carve_train_forward_temps(c, dims_, T, saved.recompute);
+  detail::TrainForwardTemps tmp = detail::carve_train_forward_temps(c, dims_, T, saved.recompute);
+  const Tensor norm_w = params_.entry("model.norm.weight").compute;
 
-  embed(ctx, saved.layers.empty() ? saved.x_final : saved.layers[0].x, batch.tokens);
-  for (int64_t l = 0; l < dims_.L; ++l) {
-    LayerActivations& keep = saved.layers[size_t(l)];
-    const Tensor x_out = l + 1 < dims_.L ? saved.layers[size_t(l + 1)].x : saved.x_final;
-    if (saved.recompute) {
-      LayerActivations a = tmp.layer;
-      a.x = keep.x;
-      detail::layer_forward(ctx, tp_, dims_, weights_[size_t(l)], a, x_out, tmp.partial, batch.positions,
-                            batch.cu_seqlens, max_seqlen, nullptr);
-    } else {
-      detail::layer_forward(ctx, tp_, dims_, weights_[size_t(l)], keep, x_out, tmp.partial, batch.positions,
-                            batch.cu_seqlens, max_seqlen, nullptr);
-    }
+  // Layer l's input x and its input_layernorm (xn1, rstd1): written by the
+  // embedding + norm for layer 0, then by the fused residual + norm at the
+  // end of layer l-1. With recompute only x is kept; the norm goes to the
+  // shared working set, which layer l reads before layer l writes layer l+1's.
+  auto work = [&](int64_t l) -> LayerActivations& {
+    return saved.recompute ? tmp.layer : saved.layers[size_t(l)];
+  };
+  if (dims_.L > 0) {
+    LayerActivations& a0 = work(0);
+    a0.x = saved.layers[0].x;
+    embed(ctx, a0.x, batch.tokens);
+    detail::norm_input(ctx, dims_, weights_[0], a0);
+  } else {
+    embed(ctx, saved.x_final, batch.tokens);
+    ops::rmsnorm_forward(ctx, saved.xn_final, saved.rstd_final, saved.x_final, norm_w, dims_.eps);
   }
-  head_forward(ctx, c, saved.x_final, saved.rstd_final, saved.xn_final, saved.logits, batch.targets,
-               inv_temperature, saved.lse, logprob, saved.entropy);
+  for (int64_t l = 0; l < dims_.L; ++l) {
+    LayerActivations& a = work(l);
+    a.x = saved.layers[size_t(l)].x;
+    detail::NextNorm next;
+    if (l + 1 < dims_.L) {
+      LayerActivations& b = work(l + 1);
+      next = {saved.layers[size_t(l + 1)].x, b.xn1, b.rstd1, weights_[size_t(l + 1)].w_in};
+    } else {
+      next = {saved.x_final, saved.xn_final, saved.rstd_final, norm_w};
+    }
+    detail::layer_forward(ctx, tp_, dims_, weights_[size_t(l)], a, &next, tmp.partial, batch.positions,
+                          batch.cu_seqlens, max_seqlen, nullptr);
+  }
+  parallel::copy_to_tp_forward(ctx, tp_, saved.xn_final, saved.xn_final);
+  head_forward(ctx, c, saved.xn_final, batch.targets, inv_temperature, saved.lse, logprob, saved.entropy);
   ops::cast(ctx, entropy, saved.entropy);
   c.reset(temps);
 }
 
 void Qwen2Model::backward(const ops::Ctx& ctx, Arena& act, const Activations& saved, Tensor dlogprob,
-                          Tensor dentropy) {
+                          Tensor dentropy, const GradsFinal& grads_final) {
   const PackedBatch& batch = saved.batch;
+  DAPO_CHECK(saved.layers.size() == size_t(dims_.L) && saved.xn_final.data != nullptr,
+             "backward without a forward_train of this model");
   const int64_t T = batch.tokens.shape[0];
   const int64_t max_seqlen = max_seqlen_of(batch);
-  DAPO_CHECK(saved.layers.size() == size_t(dims_.L) && saved.logits.data != nullptr,
-             "backward without a forward_train of this model");
   DAPO_CHECK(act.mark() >= saved.arena_mark, "the activation arena was reset since the forward");
   if (dlogprob.data) DAPO_CHECK_SHAPE(dlogprob, {T});
   if (dentropy.data) DAPO_CHECK_SHAPE(dentropy, {T});
 
   Carver c(&act);
-  Tensor dx = c.f32({T, dims_.C});  // gradient of the residual stream, layer by layer
+  Tensor dx = c.act(dims_, {T, dims_.C});  // gradient of the residual stream, layer by layer
   {
     const size_t mark = c.mark();
-    Tensor dlogits = c.f32({T, dims_.vl});
-    Tensor dxn = c.f32({T, dims_.C});
-    ops::logprob_entropy_backward(ctx, dlogits, dlogprob, dentropy, saved.logits, batch.targets, saved.lse,
-                                  saved.entropy, dims_.vocab_start, saved.inv_temperature);
-    const ParamEntry& head = params_.lm_head();
-    ops::linear_backward(ctx, dxn, head.grad, Tensor{}, dlogits, saved.xn_final, head.param);
+    Tensor dxn = c.act(dims_, {T, dims_.C});
+    head_backward(ctx, c, dxn, saved.xn_final, batch.targets, saved.inv_temperature, saved.lse, saved.entropy,
+                  dlogprob, dentropy);
     parallel::copy_to_tp_backward(ctx, tp_, dxn, dxn);
     // Replicated: no reduction over tp (see layer_backward for why).
     const ParamEntry& norm = params_.entry("model.norm.weight");
-    ops::rmsnorm_backward(ctx, dx, norm.grad, dxn, saved.x_final, norm.param, saved.rstd_final);
+    ops::rmsnorm_backward(ctx, dx, norm.grad, dxn, saved.x_final, norm.compute, saved.rstd_final);
     c.reset(mark);
   }
+  // In HF order the layers come before model.norm (and an untied lm_head):
+  // from here on only layers and the embedding are written. A tied
+  // lm_head's gradient is the embedding's, at offset 0, final only at the end.
+  if (grads_final) grads_final(params_.entry("model.norm.weight").offset);
   const detail::TrainBackwardTemps tmp = detail::carve_train_backward_temps(c, dims_, T, saved.recompute);
   for (int64_t l = dims_.L - 1; l >= 0; --l) {
     const LayerParams& w = weights_[size_t(l)];
     if (saved.recompute) {
       LayerActivations a = tmp.layer;
       a.x = saved.layers[size_t(l)].x;
-      detail::layer_forward(ctx, tp_, dims_, w, a, Tensor{}, tmp.partial, batch.positions, batch.cu_seqlens,
+      detail::norm_input(ctx, dims_, w, a);
+      detail::layer_forward(ctx, tp_, dims_, w, a, nullptr, tmp.partial, batch.positions, batch.cu_seqlens,
                             max_seqlen, nullptr);
       detail::layer_backward(ctx, tp_, kv_group(), dims_, w, grads_[size_t(l)], a, dx, tmp.grads,
                              batch.cu_seqlens, max_seqlen, batch.positions);
@@ -216,11 +279,31 @@ void Qwen2Model::backward(const ops::Ctx& ctx, Arena& act, const Activations& sa
       detail::layer_backward(ctx, tp_, kv_group(), dims_, w, grads_[size_t(l)], saved.layers[size_t(l)], dx,
                              tmp.grads, batch.cu_seqlens, max_seqlen, batch.positions);
     }
+    if (grads_final) grads_final(params_.entry(layer_prefix(l) + "input_layernorm.weight").offset);
   }
   // embed_tokens: reduce_from_tp's backward is the identity; each rank
   // scatters into the rows of its own vocabulary.
   ops::embedding_backward(ctx, params_.grad("model.embed_tokens.weight"), dx, batch.tokens, dims_.vocab_start);
   act.reset(saved.arena_mark);
+}
+
+// Runs the layers over b.x in place (inference: one working set for all).
+void Qwen2Model::run_layers(const ops::Ctx& ctx, const detail::InferenceBuffers& b, const PackedBatch& batch,
+                            int64_t max_seqlen, const Tensor& norm_w) const {
+  LayerActivations a = b.layer;
+  a.x = b.x;
+  if (dims_.L == 0) {
+    ops::rmsnorm_forward(ctx, b.xn, b.rstd, b.x, norm_w, dims_.eps);
+    return;
+  }
+  detail::norm_input(ctx, dims_, weights_[0], a);
+  for (int64_t l = 0; l < dims_.L; ++l) {
+    const detail::NextNorm next = l + 1 < dims_.L
+                                      ? detail::NextNorm{b.x, a.xn1, a.rstd1, weights_[size_t(l + 1)].w_in}
+                                      : detail::NextNorm{b.x, b.xn, b.rstd, norm_w};
+    detail::layer_forward(ctx, tp_, dims_, weights_[size_t(l)], a, &next, b.partial, batch.positions,
+                          batch.cu_seqlens, max_seqlen, nullptr);
+  }
 }
 
 void Qwen2Model::forward_logprob(const ops::Ctx& ctx, Arena& act, const PackedBatch& batch, float inv_temperature,
@@ -234,12 +317,9 @@ void Qwen2Model::forward_logprob(const ops::Ctx& ctx, Arena& act, const PackedBa
   Carver c(&act);
   detail::InferenceBuffers b = detail::carve_inference(c, dims_, T);
   embed(ctx, b.x, batch.tokens);
-  for (int64_t l = 0; l < dims_.L; ++l) {
-    b.layer.x = b.x;
-    detail::layer_forward(ctx, tp_, dims_, weights_[size_t(l)], b.layer, b.x, b.partial, batch.positions,
-                          batch.cu_seqlens, max_seqlen, nullptr);
-  }
-  head_forward(ctx, c, b.x, b.rstd, b.xn, b.logits, batch.targets, inv_temperature, b.lse, logprob, entropy);
+  run_layers(ctx, b, batch, max_seqlen, params_.entry("model.norm.weight").compute);
+  parallel::copy_to_tp_forward(ctx, tp_, b.xn, b.xn);
+  head_forward(ctx, c, b.xn, batch.targets, inv_temperature, b.lse, logprob, entropy);
 }
 
 void Qwen2Model::forward_logits(const ops::Ctx& ctx, Arena& act, const PackedBatch& batch, Tensor logits) const {
@@ -250,15 +330,11 @@ void Qwen2Model::forward_logits(const ops::Ctx& ctx, Arena& act, const PackedBat
   Carver c(&act);
   detail::InferenceBuffers b = detail::carve_inference(c, dims_, T);
   embed(ctx, b.x, batch.tokens);
-  for (int64_t l = 0; l < dims_.L; ++l) {
-    b.layer.x = b.x;
-    detail::layer_forward(ctx, tp_, dims_, weights_[size_t(l)], b.layer, b.x, b.partial, batch.positions,
-                          batch.cu_seqlens, max_seqlen, nullptr);
-  }
-  ops::rmsnorm_forward(ctx, b.xn, b.rstd, b.x, params_.param("model.norm.weight"), dims_.eps);
+  run_layers(ctx, b, batch, max_seqlen, params_.entry("model.norm.weight").compute);
   parallel::copy_to_tp_forward(ctx, tp_, b.xn, b.xn);
-  ops::linear_forward(ctx, b.logits, b.xn, params_.lm_head().param, Tensor{});
-  parallel::gather_from_tp_forward(ctx, tp_, logits, b.logits);
+  Tensor local = c.alloc(logits.dtype, {T, dims_.vl});
+  ops::linear_forward(ctx, local, b.xn, params_.lm_head().compute, Tensor{});
+  parallel::gather_from_tp_forward(ctx, tp_, logits, local);
 }
 
 }  // namespace dapo::model

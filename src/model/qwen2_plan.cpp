@@ -11,34 +11,41 @@ void carve_train_saved(Carver& c, const Dims& d, int64_t T, Activations& saved) 
   saved.layers.assign(size_t(d.L), LayerActivations{});
   for (LayerActivations& a : saved.layers) {
     if (!saved.recompute) a = carve_layer(c, d, T);
-    a.x = c.f32({T, d.C});
+    a.x = c.act(d, {T, d.C});
   }
-  saved.x_final = c.f32({T, d.C});
+  saved.x_final = c.act(d, {T, d.C});
   saved.rstd_final = c.f32({T});
-  saved.xn_final = c.f32({T, d.C});
-  saved.logits = c.f32({T, d.vl});
+  saved.xn_final = c.act(d, {T, d.C});
   saved.lse = c.f32({T});
   saved.entropy = c.f32({T});
 }
 
 TrainForwardTemps carve_train_forward_temps(Carver& c, const Dims& d, int64_t T, bool recompute) {
   TrainForwardTemps t;
-  t.partial = c.f32({T, d.C});
+  t.partial = c.act(d, {T, d.C});
   if (recompute) t.layer = carve_layer(c, d, T);
   return t;
 }
 
+int64_t head_chunk_rows(const Dims& d, int64_t T) { return std::min<int64_t>(d.head_rows, std::max<int64_t>(T, 1)); }
+
 void carve_head_temps(Carver& c, const Dims& d, int64_t T) {
+  const int64_t rows = head_chunk_rows(d, T);
+  c.act(d, {rows, d.vl});
   if (d.tp == 1) return;
-  c.f32({T});
-  c.f32({T, 3});
+  c.f32({rows});
+  c.f32({rows, 3});
+}
+
+void carve_head_backward_temps(Carver& c, const Dims& d, int64_t T) {
+  c.act(d, {head_chunk_rows(d, T), d.vl});  // logits, then their gradient in place
 }
 
 TrainBackwardTemps carve_train_backward_temps(Carver& c, const Dims& d, int64_t T, bool recompute) {
   TrainBackwardTemps t;
   t.grads = carve_layer_grads(c, d, T);
   if (recompute) {
-    t.partial = c.f32({T, d.C});
+    t.partial = c.act(d, {T, d.C});
     t.layer = carve_layer(c, d, T);
   }
   return t;
@@ -46,25 +53,24 @@ TrainBackwardTemps carve_train_backward_temps(Carver& c, const Dims& d, int64_t 
 
 InferenceBuffers carve_inference(Carver& c, const Dims& d, int64_t T) {
   InferenceBuffers b;
-  b.x = c.f32({T, d.C});
-  b.partial = c.f32({T, d.C});
+  b.x = c.act(d, {T, d.C});
+  b.partial = c.act(d, {T, d.C});
   b.layer = carve_layer(c, d, T);
   b.rstd = c.f32({T});
-  b.xn = c.f32({T, d.C});
-  b.logits = c.f32({T, d.vl});
+  b.xn = c.act(d, {T, d.C});
   b.lse = c.f32({T});
   return b;
 }
 
 CachedBuffers carve_cached(Carver& c, const Dims& d, int64_t N, int64_t B) {
   CachedBuffers b;
-  b.x = c.f32({N, d.C});
-  b.partial = c.f32({N, d.C});
+  b.x = c.act(d, {N, d.C});
+  b.partial = c.act(d, {N, d.C});
   b.layer = carve_layer(c, d, N);
-  b.x_last = c.f32({B, d.C});
+  b.x_last = c.act(d, {B, d.C});
   b.rstd = c.f32({B});
-  b.xn = c.f32({B, d.C});
-  b.logits = c.f32({B, d.vl});
+  b.xn = c.act(d, {B, d.C});
+  b.logits = c.f32({B, d.vl});  // sampling reads f32 logits
   return b;
 }
 
@@ -80,10 +86,10 @@ size_t Qwen2Model::train_activation_bytes(int64_t T) const {
   detail::carve_head_temps(c, dims_, T);
   c.reset(after_forward);
   // backward: dx, then the head's gradients, released before the layers' temporaries.
-  c.f32({T, dims_.C});
+  c.act(dims_, {T, dims_.C});
   const size_t head = c.mark();
-  c.f32({T, dims_.vl});
-  c.f32({T, dims_.C});
+  c.act(dims_, {T, dims_.C});
+  detail::carve_head_backward_temps(c, dims_, T);
   c.reset(head);
   detail::carve_train_backward_temps(c, dims_, T, saved.recompute);
   return c.peak() + Arena::kAlign;  // the arena's mark may not be aligned when we start
@@ -92,7 +98,10 @@ size_t Qwen2Model::train_activation_bytes(int64_t T) const {
 size_t Qwen2Model::inference_activation_bytes(int64_t T) const {
   detail::Carver c(nullptr);
   detail::carve_inference(c, dims_, T);
-  detail::carve_head_temps(c, dims_, T);
+  const size_t mark = c.mark();
+  detail::carve_head_temps(c, dims_, T);    // forward_logprob
+  c.reset(mark);
+  c.alloc(DType::f32, {T, dims_.vl});       // forward_logits' local shard (f32 at most)
   return c.peak() + Arena::kAlign;
 }
 
@@ -109,7 +118,18 @@ size_t Qwen2Model::scratch_bytes(int64_t T, int64_t max_len, int64_t gathered_ro
   const size_t attention = size_t(std::max<int64_t>(threads, 1)) * size_t(max_len) * f;
   const size_t attention_backward = size_t(dims_.hq) * size_t(T) * f;
   const size_t gather = size_t(gathered_rows) * size_t(dims_.V) * f;
-  return std::max({attention, attention_backward, gather}) + 2 * Arena::kAlign;
+  size_t need = std::max({attention, attention_backward, gather});
+  if (dims_.act != DType::f32) {
+    // The CUDA kernels' temporaries: the embedding backward's sort of
+    // (id, row) pairs (keys, values, their sorted copies, cub's own
+    // storage), and the fixed-order partial sums of the norm-weight and bias
+    // gradients (at most 1024 row chunks of C or I floats); plus room for
+    // the attention kernels' per-row statistics (counted above).
+    const size_t sort = size_t(T) * 4 * sizeof(int32_t) + size_t(T) * 16 + (size_t(1) << 20);
+    const size_t partials = size_t(1024) * size_t(std::max(dims_.C, dims_.il)) * f;
+    need = std::max({need, sort, partials}) + (size_t(16) << 20);
+  }
+  return need + 2 * Arena::kAlign;
 }
 
 }  // namespace dapo::model

@@ -19,8 +19,13 @@ struct TrainForwardTemps {
 };
 TrainForwardTemps carve_train_forward_temps(Carver& c, const Dims& d, int64_t T, bool recompute);
 
-// The head's temporaries for tp > 1 (row max (T), partial sums (T, 3)).
+// Rows of one LM-head chunk for T tokens.
+int64_t head_chunk_rows(const Dims& d, int64_t T);
+// head_forward's temporaries: one chunk of logits, and for tp > 1 its row
+// max (rows) and partial sums (rows, 3).
 void carve_head_temps(Carver& c, const Dims& d, int64_t T);
+// head_backward's: one chunk of logits (recomputed), then their gradient in place.
+void carve_head_backward_temps(Carver& c, const Dims& d, int64_t T);
 
 // backward's temporaries for the layers (after the head's are released).
 struct TrainBackwardTemps {
@@ -37,7 +42,6 @@ struct InferenceBuffers {
   LayerActivations layer;
   Tensor rstd;             // (T)
   Tensor xn;               // (T, C)
-  Tensor logits;           // (T, vl)
   Tensor lse;              // (T)
 };
 InferenceBuffers carve_inference(Carver& c, const Dims& d, int64_t T);

@@ -32,8 +32,8 @@ AdamW::AdamW(model::ParamStore& params, const AdamWOptions& options) : params_(p
   const size_t bytes = size_t(n) * sizeof(float);
   exp_avg_ = static_cast<float*>(memory_alloc(params.device(), bytes));
   exp_avg_sq_ = static_cast<float*>(memory_alloc(params.device(), bytes));
-  detail::fill_zero(params.device(), exp_avg_, n);
-  detail::fill_zero(params.device(), exp_avg_sq_, n);
+  detail::fill_zero(params.device(), params.stream(), exp_avg_, n);
+  detail::fill_zero(params.device(), params.stream(), exp_avg_sq_, n);
 }
 
 AdamW::~AdamW() {
@@ -66,16 +66,16 @@ void AdamW::load_local(const std::string& name, const float* m, const float* v, 
   const model::ParamEntry& e = params_.entry(name);
   DAPO_CHECK(n == e.param.numel(), name, ": ", n, " optimizer-state elements given, this rank's slice has ",
              e.param.numel());
-  detail::copy_from_host(nullptr, params_.device(), exp_avg_ + e.offset, m, n);
-  detail::copy_from_host(nullptr, params_.device(), exp_avg_sq_ + e.offset, v, n);
+  detail::copy_from_host(params_.stream(), params_.device(), exp_avg_ + e.offset, m, n);
+  detail::copy_from_host(params_.stream(), params_.device(), exp_avg_sq_ + e.offset, v, n);
 }
 
 void AdamW::read_local(const std::string& name, float* m, float* v, int64_t n) const {
   const model::ParamEntry& e = params_.entry(name);
   DAPO_CHECK(n == e.param.numel(), name, ": room for ", n, " optimizer-state elements, this rank's slice has ",
              e.param.numel());
-  detail::copy_to_host(nullptr, params_.device(), m, exp_avg_ + e.offset, n);
-  detail::copy_to_host(nullptr, params_.device(), v, exp_avg_sq_ + e.offset, n);
+  detail::copy_to_host(params_.stream(), params_.device(), m, exp_avg_ + e.offset, n);
+  detail::copy_to_host(params_.stream(), params_.device(), v, exp_avg_sq_ + e.offset, n);
 }
 
 StepReport AdamW::step(const ops::Ctx& ctx, const StepComms& comms, double lr) {
@@ -101,7 +101,9 @@ StepReport AdamW::step(const ops::Ctx& ctx, const StepComms& comms, double lr) {
   p.weight_decay = float(options_.weight_decay);
   p.step = steps_ + 1;
   p.grad_scale = float(r.clip_coef);
-  ops::adamw_step(ctx, params_.parameters(), params_.gradients(), exp_avg(), exp_avg_sq(), Tensor{}, p);
+  // On a GPU the same pass writes the bf16 compute copy the model reads.
+  const Tensor compute = params_.device() == Device::cpu ? Tensor{} : params_.compute_parameters();
+  ops::adamw_step(ctx, params_.parameters(), params_.gradients(), exp_avg(), exp_avg_sq(), compute, p);
   steps_ += 1;
   r.steps_taken = steps_;
   return r;

@@ -16,8 +16,8 @@ namespace {
 void cuda_check(cudaError_t err, const char* what) {
   DAPO_CHECK(err == cudaSuccess, what, ": ", cudaGetErrorString(err));
 }
-void copy(const ops::Ctx* ctx, void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
-  cudaStream_t stream = ctx ? static_cast<cudaStream_t>(ctx->stream) : nullptr;
+void copy(void* s, void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+  cudaStream_t stream = static_cast<cudaStream_t>(s);
   cuda_check(cudaMemcpyAsync(dst, src, bytes, kind, stream), "cudaMemcpyAsync of an optimizer buffer");
   cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize after an optimizer copy");
 }
@@ -25,40 +25,41 @@ void copy(const ops::Ctx* ctx, void* dst, const void* src, size_t bytes, cudaMem
 
 }  // namespace
 
-void fill_zero(Device device, float* p, int64_t n) {
+void fill_zero(Device device, void* stream, float* p, int64_t n) {
   if (n == 0) return;
   if (device == Device::cpu) {
     std::memset(p, 0, size_t(n) * sizeof(float));
     return;
   }
 #ifdef DAPO_WITH_CUDA
-  cuda_check(cudaMemset(p, 0, size_t(n) * sizeof(float)), "cudaMemset of an optimizer buffer");
+  cuda_check(cudaMemsetAsync(p, 0, size_t(n) * sizeof(float), static_cast<cudaStream_t>(stream)),
+             "cudaMemsetAsync of an optimizer buffer");
 #else
   DAPO_FAIL("a device optimizer buffer in a build without CUDA");
 #endif
 }
 
-void copy_to_host(const ops::Ctx* ctx, Device device, float* host, const float* buffer, int64_t n) {
+void copy_to_host(void* stream, Device device, float* host, const float* buffer, int64_t n) {
   if (n == 0) return;
   if (device == Device::cpu) {
     std::memcpy(host, buffer, size_t(n) * sizeof(float));
     return;
   }
 #ifdef DAPO_WITH_CUDA
-  copy(ctx, host, buffer, size_t(n) * sizeof(float), cudaMemcpyDeviceToHost);
+  copy(stream, host, buffer, size_t(n) * sizeof(float), cudaMemcpyDeviceToHost);
 #else
   DAPO_FAIL("a device optimizer buffer in a build without CUDA");
 #endif
 }
 
-void copy_from_host(const ops::Ctx* ctx, Device device, float* buffer, const float* host, int64_t n) {
+void copy_from_host(void* stream, Device device, float* buffer, const float* host, int64_t n) {
   if (n == 0) return;
   if (device == Device::cpu) {
     std::memcpy(buffer, host, size_t(n) * sizeof(float));
     return;
   }
 #ifdef DAPO_WITH_CUDA
-  copy(ctx, buffer, host, size_t(n) * sizeof(float), cudaMemcpyHostToDevice);
+  copy(stream, buffer, host, size_t(n) * sizeof(float), cudaMemcpyHostToDevice);
 #else
   DAPO_FAIL("a device optimizer buffer in a build without CUDA");
 #endif

@@ -10,10 +10,12 @@
 
 namespace dapo::optim::detail {
 
-void fill_zero(Device device, float* p, int64_t n);
-// n floats; the device side is `buffer`. Synchronous (they wait for the
-// ops stream when one is given, so the values are those the ops wrote).
-void copy_to_host(const ops::Ctx* ctx, Device device, float* host, const float* buffer, int64_t n);
-void copy_from_host(const ops::Ctx* ctx, Device device, float* buffer, const float* host, int64_t n);
+// All on `stream` (cudaStream_t; the rank's compute stream, which the
+// legacy default stream would not be ordered with).
+void fill_zero(Device device, void* stream, float* p, int64_t n);
+// n floats; the device side is `buffer`. Synchronous: they wait for the
+// stream, so the values are those the ops wrote.
+void copy_to_host(void* stream, Device device, float* host, const float* buffer, int64_t n);
+void copy_from_host(void* stream, Device device, float* buffer, const float* host, int64_t n);
 
 }  // namespace dapo::optim::detail

@@ -43,7 +43,7 @@ std::vector<Run> primary_runs(const model::ParamStore& params) {
 
 void all_reduce_gradients(const parallel::Comm* dp, model::ParamStore& params) {
   if (dp == nullptr || dp->size() == 1) return;
-  dp->all_reduce(params.gradients(), parallel::ReduceOp::sum);
+  dp->all_reduce(params.gradients(), parallel::ReduceOp::sum, params.stream());
 }
 
 double local_grad_sum_squares(const ops::Ctx& ctx, const model::ParamStore& params) {
@@ -68,7 +68,7 @@ double local_grad_sum_squares(const ops::Ctx& ctx, const model::ParamStore& para
     ops::sum_squares(ctx, Tensor(out + i, DType::f32, {1}, device),
                      Tensor(base + runs[i].begin, DType::f32, {runs[i].end - runs[i].begin}, device));
   if (device != Device::cpu) {
-    detail::copy_to_host(&ctx, device, partial.data(), out, int64_t(runs.size()));
+    detail::copy_to_host(ctx.stream, device, partial.data(), out, int64_t(runs.size()));
     ctx.scratch->reset(mark);
   }
   double local = 0;

@@ -170,6 +170,11 @@ Comm::~Comm() {
 
 std::string Comm::nccl_async_error() const { return impl_ ? NcclPath::async_error(*this) : std::string(); }
 
+void Comm::init_nccl() const {
+  check_valid("init_nccl");
+  NcclPath::init(*this);
+}
+
 Comm::Comm(Comm&& o) noexcept
     : impl_(std::move(o.impl_)), rank_(o.rank_), size_(o.size_), max_chunk_(o.max_chunk_) {
   o.rank_ = 0;

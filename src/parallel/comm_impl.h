@@ -27,6 +27,7 @@ struct NcclPath {
   static void reduce_scatter(const Comm& c, Tensor out, Tensor in, ReduceOp op, void* stream);
   static void broadcast(const Comm& c, Tensor buf, int root, void* stream);
   static std::string async_error(const Comm& c);
+  static void init(const Comm& c);  // makes the communicator now
   static void destroy(Comm::Impl& impl);  // ncclCommDestroy, if one was made
 
  private:

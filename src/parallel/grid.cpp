@@ -1,6 +1,9 @@
 // The tp x dp rank grid; see grid.h.
 #include "dapo/parallel/grid.h"
 
+#include "dapo/parallel/mpi_check.h"
+#include "dapo/parallel/mpi_handle.h"
+
 namespace dapo::parallel {
 
 Grid make_grid(const Comm& world, int tp) {
@@ -15,6 +18,11 @@ Grid make_grid(const Comm& world, int tp) {
   g.tp_rank = world.rank() % tp;
   g.dp_rank = world.rank() / tp;
   g.world = world.dup();
+  // The rank among the ranks sharing this node's memory: which GPU it takes.
+  MPI_Comm local;
+  DAPO_MPI_CHECK(MPI_Comm_split_type(mpi_comm_of(g.world), MPI_COMM_TYPE_SHARED, world.rank(), MPI_INFO_NULL, &local));
+  DAPO_MPI_CHECK(MPI_Comm_rank(local, &g.local_rank));
+  DAPO_MPI_CHECK(MPI_Comm_free(&local));
   // Keys are world ranks, so ranks inside each group keep world order.
   g.tp = g.world.split(g.dp_rank, world.rank());
   g.dp = g.world.split(g.tp_rank, world.rank());
@@ -26,5 +34,11 @@ Grid make_grid(const Comm& world, int tp) {
 }
 
 Grid make_grid(int tp) { return make_grid(Comm::world(), tp); }
+
+void init_device_comms(const Grid& grid) {
+  grid.world.init_nccl();
+  grid.tp.init_nccl();
+  grid.dp.init_nccl();
+}
 
 }  // namespace dapo::parallel

@@ -94,6 +94,8 @@ void NcclPath::broadcast(const Comm& c, Tensor buf, int root, void* stream) {
                                 stream_of(stream)));
 }
 
+void NcclPath::init(const Comm& c) { communicator(c); }
+
 std::string NcclPath::async_error(const Comm& c) {
   void* p = c.impl_->nccl.load();
   if (!p) return {};
@@ -121,6 +123,7 @@ void NcclPath::all_gather(const Comm&, Tensor, Tensor, void*) { no_cuda("all_gat
 void NcclPath::reduce_scatter(const Comm&, Tensor, Tensor, ReduceOp, void*) { no_cuda("reduce_scatter"); }
 void NcclPath::broadcast(const Comm&, Tensor, int, void*) { no_cuda("broadcast"); }
 std::string NcclPath::async_error(const Comm&) { return {}; }
+void NcclPath::init(const Comm&) { no_cuda("init_nccl"); }
 void NcclPath::destroy(Comm::Impl&) {}
 void* NcclPath::communicator(const Comm&) { no_cuda("communicator"); }
 

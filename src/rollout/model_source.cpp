@@ -77,7 +77,8 @@ std::string read_hf_slices(const std::string& dir, model::ParamStore& store) {
 
 }  // namespace
 
-std::unique_ptr<model::ParamStore> load_model_params(const ModelSource& source, const parallel::Grid& grid) {
+std::unique_ptr<model::ParamStore> load_model_params(const ModelSource& source, const parallel::Grid& grid,
+                                                     Device device, void* stream) {
   const parallel::Comm& world = grid.world;
   std::string error;
   model::Qwen2Config config;
@@ -88,16 +89,18 @@ std::unique_ptr<model::ParamStore> load_model_params(const ModelSource& source, 
     error = e.what();
   }
   io::agree_on_error(world, error);
-  auto store = std::make_unique<model::ParamStore>(config, grid.tp_rank, grid.tp_size);
+  auto store = std::make_unique<model::ParamStore>(config, grid.tp_rank, grid.tp_size, device, stream);
   if (source.hf_dir) {
     io::agree_on_error(world, read_hf_slices(source.path, *store));
     DAPO_INFO("model: ", store->entries().size(), " tensors from the HF directory ", source.path,
               " (imported in memory)");
   } else {
+    model::ParamHostAccess host(*store);
     io::load_model_checkpoint(source.path, world, grid.tp_rank, grid.tp_size,
                               [&](const model::ParamSpec& spec, const model::SliceSpec&) {
-                                return store->param(spec.name).ptr<float>();
+                                return host.write_target(*store, spec.name);
                               });
+    host.finish(*store);
     DAPO_INFO("model: ", store->entries().size(), " tensors from the checkpoint ", source.path);
   }
   return store;

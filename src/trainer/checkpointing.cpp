@@ -69,10 +69,12 @@ ResumePoint load_into(const std::string& path, const parallel::Grid& grid, model
       return buf.data();
     };
   };
+  model::ParamHostAccess host(params);
   const io::CheckpointInfo info = io::load_training_checkpoint(
       path, grid.world, grid.tp_rank, grid.tp_size,
-      [&](const model::ParamSpec& spec, const model::SliceSpec&) { return params.param(spec.name).ptr<float>(); },
+      [&](const model::ParamSpec& spec, const model::SliceSpec&) { return host.write_target(params, spec.name); },
       staging(m), staging(v));
+  host.finish(params);
   for (const auto& [name, buf] : m) optimizer.load_local(name, buf.data(), v.at(name).data(), int64_t(buf.size()));
   optimizer.set_steps_taken(info.state.optimizer_steps);
   ResumePoint p;
@@ -141,6 +143,7 @@ std::string save_training_state(const Config& config, const parallel::Grid& grid
   info.state.data_epoch = os.cursor.epoch;
   info.state.data_position = os.cursor.position;
   std::vector<float> m, v;  // one tensor's moments at a time
+  model::ParamHostAccess host(params);
   auto moments = [&](bool first) -> io::SliceSource {
     return [&, first](const model::ParamSpec& spec, const model::SliceSpec& slice) -> const float* {
       const int64_t n = elements(slice.local_shape);
@@ -153,7 +156,7 @@ std::string save_training_state(const Config& config, const parallel::Grid& grid
   io::save_training_checkpoint(
       path, grid.world, io::ShardPlace::of(grid), info, uint64_t(config.train.seed),
       [&](const model::ParamSpec& spec, const model::SliceSpec&) -> const float* {
-        return params.param(spec.name).ptr<float>();
+        return host.read_source(spec.name);
       },
       moments(true), moments(false));
   point_latest(config, grid, name, [&] {

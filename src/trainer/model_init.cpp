@@ -31,7 +31,9 @@ model::RandomInit fresh_init(uint64_t seed) {
   return init;
 }
 
-InitialModel load_initial_model(const Config& config, const parallel::Grid& grid) {
+InitialModel load_initial_model(const Config& config, const parallel::Grid& grid, const ops::CudaDevice* gpu) {
+  const Device device = gpu ? Device::cuda : Device::cpu;
+  void* stream = gpu ? gpu->ctx(nullptr).stream : nullptr;
   InitialModel out;
   std::string error;
   try {
@@ -42,7 +44,7 @@ InitialModel load_initial_model(const Config& config, const parallel::Grid& grid
   }
   io::agree_on_error(grid.world, error);
   if (!out.random_init) {
-    out.params = rollout::load_model_params(out.source, grid);
+    out.params = rollout::load_model_params(out.source, grid, device, stream);
     return out;
   }
   model::Qwen2Config mc;
@@ -53,7 +55,7 @@ InitialModel load_initial_model(const Config& config, const parallel::Grid& grid
     error = e.what();
   }
   io::agree_on_error(grid.world, error);
-  out.params = std::make_unique<model::ParamStore>(mc, grid.tp_rank, grid.tp_size);
+  out.params = std::make_unique<model::ParamStore>(mc, grid.tp_rank, grid.tp_size, device, stream);
   out.params->init_random(fresh_init(uint64_t(config.train.seed)));
   DAPO_INFO("model: ", out.source.path, " has no weights: random init (std ", kInitStd, ", train.seed = ",
             config.train.seed, ")");

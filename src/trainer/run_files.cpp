@@ -86,9 +86,10 @@ std::string save_model_snapshot(const Config& config, const parallel::Grid& grid
                                 int64_t step, const std::string& file_name) {
   make_shared_dir(config.checkpoint.dir, "checkpoint.dir", grid);
   const std::string path = (fs::path(config.checkpoint.dir) / file_name).string();
+  model::ParamHostAccess host(params);
   io::save_model_checkpoint(path, grid.world, io::ShardPlace::of(grid), checkpoint_info(config, grid, params.config(), step),
                             [&](const model::ParamSpec& spec, const model::SliceSpec&) -> const float* {
-                              return params.param(spec.name).ptr<float>();
+                              return host.read_source(spec.name);
                             });
   point_latest(config, grid, file_name);
   return path;

@@ -13,6 +13,7 @@
 #include "dapo/io/checkpoint.h"
 #include "dapo/trainer/metrics_writer.h"
 #include "dapo/trainer/model_init.h"
+#include "dapo/trainer/rank_device.h"
 #include "dapo/trainer/run_files.h"
 #include "dapo/trainer/sft_step.h"
 
@@ -33,13 +34,11 @@ std::vector<std::string> data_files(const Config& config, const std::string& dat
 SftSummary run_sft_job(const Config& config, const std::string& data_path, const parallel::Grid& grid) {
   const auto start = std::chrono::steady_clock::now();
   const bool root = grid.world_rank() == 0;
-  if (config.parallel.backend == BackendChoice::cuda)
-    throw UserError(cat(config.origin_of("parallel.backend"),
-                        ": parallel.backend = cuda: dapo sft runs on the CPU backend only for now"));
+  const std::unique_ptr<ops::CudaDevice> gpu = open_rank_device(config, grid, grid.local_rank);
   write_run_config(config, grid);
   std::string error;
 
-  InitialModel initial = load_initial_model(config, grid);
+  InitialModel initial = load_initial_model(config, grid, gpu.get());
   model::ParamStore& params = *initial.params;
   const model::Qwen2Config& mc = params.config();
   std::optional<data::Tokenizer> tokenizer;
@@ -73,7 +72,7 @@ SftSummary run_sft_job(const Config& config, const std::string& data_path, const
   std::optional<SftTrainer> trainer;
   std::optional<MetricsWriter> metrics;
   try {
-    trainer.emplace(params, grid, config, std::move(examples));
+    trainer.emplace(params, grid, config, std::move(examples), gpu.get());
     metrics.emplace((fs::path(config.log.dir) / "metrics.jsonl").string(), root);
   } catch (const UserError& e) {
     error = e.what();

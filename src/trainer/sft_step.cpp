@@ -48,13 +48,13 @@ Metrics SftStepResult::metrics(int64_t world_size) const {
 }
 
 SftTrainer::SftTrainer(model::ParamStore& params, const parallel::Grid& grid, const Config& config,
-                       std::vector<SftExample> examples)
+                       std::vector<SftExample> examples, const ops::CudaDevice* gpu)
     : grid_(grid),
       config_(config),
       examples_(std::move(examples)),
       model_(params, grid.tp, model::ModelOptions{config.train.activation_recompute}),
       optimizer_(params, optim::adamw_options(config.optim)),
-      runner_(model_, &optimizer_, grid),
+      runner_(model_, &optimizer_, grid, gpu),
       order_(int64_t(examples_.size()), uint64_t(config.data.seed)) {
   const int64_t B = config.train.train_batch_size;
   if (B < grid.dp_size)

@@ -1,6 +1,6 @@
 // The model against HF transformers (tests/fixtures/model, made by
-// make_fixture.py there): two small random Qwen2 models (tied and untied
-// embeddings) loaded from their config.json + model.safetensors give HF's
+// make_fixture.py there): three small random Qwen2 models (tied and untied
+// embeddings, head dims 16, 8 and 64) loaded from their config.json + model.safetensors give HF's
 // logits, log-probs, entropies and parameter gradients on a packed batch to
 // fp32 tolerance, and HF's greedy continuations token for token (through
 // the KV-cache forward). Skips when the fixtures are absent.
@@ -132,7 +132,7 @@ TEST_P(HfFixture, GreedyContinuationsMatchTokenForToken) {
   for (size_t b = 0; b < B; ++b) EXPECT_EQ(got[b], want[b]) << "prompt " << b;
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, HfFixture, testing::Values("tiny_untied", "tiny_tied"),
+INSTANTIATE_TEST_SUITE_P(Models, HfFixture, testing::Values("tiny_untied", "tiny_tied", "small_d64"),
                          [](const testing::TestParamInfo<std::string>& i) { return i.param; });
 
 }  // namespace

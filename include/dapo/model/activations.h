@@ -47,6 +47,9 @@ struct LayerActivations {
   Tensor gate, up, h;   // (T, il) gate_proj, up_proj outputs and silu(gate) * up
 };
 
+// Dtypes: Tensors of activations are the model's activation dtype (f32 on
+// the CPU backend, bf16 on CUDA); norm statistics (rstd), attention lse,
+// log-probs and entropies are f32 on both.
 struct Activations {
   PackedBatch batch;
   float inv_temperature = 1.0f;
@@ -56,7 +59,6 @@ struct Activations {
   Tensor x_final;                         // (T, C) output of the last layer
   Tensor rstd_final;                      // (T) model.norm's 1/rms
   Tensor xn_final;                        // (T, C) lm_head's input
-  Tensor logits;                          // (T, vl) this rank's vocabulary shard, unscaled
   Tensor lse;                             // (T) log-sum-exp of logits * inv_temperature (global)
   Tensor entropy;                         // (T) entropy (global)
 };

@@ -15,10 +15,18 @@
 // safetensors); the model uses embed_tokens' view as its LM head, so both
 // uses accumulate into embed_tokens' gradient.
 //
-// Ownership: the store owns both buffers (memory_alloc on `device`) and
+// Mixed precision on the CUDA backend: a third buffer of the same layout
+// holds the bf16 COMPUTE copy of the weights, which the model reads; the
+// fp32 master stays the optimizer's (AdamW's kernel writes both), and
+// gradients stay fp32 so that micro-batches accumulate without bf16
+// rounding. On the CPU backend the compute views are the master views.
+//
+// Ownership: the store owns its buffers (memory_alloc on `device`) and
 // frees them on destruction; views are non-owning and live as long as the
 // store. Host-side writes (init_random, load_*, zero_grad) work on either
-// device (device memory is written through a host staging copy).
+// device: device memory is written on `stream` (the rank's compute stream,
+// so that they are ordered with the kernels) through bounded host staging,
+// and the bf16 copy is written with the master.
 #pragma once
 
 #include <cstdint>
@@ -38,6 +46,7 @@ struct ParamEntry {
   SliceSpec slice;   // which part of the full tensor this rank holds
   Tensor param;      // this rank's slice, shape slice.local_shape, f32 (view into the master buffer)
   Tensor grad;       // same shape, f32 (view into the gradient buffer)
+  Tensor compute;    // same shape: bf16 view into the compute buffer (CUDA), or `param` itself (CPU)
   int64_t offset = 0;  // first element of both views inside the flat buffers
   // Whether this rank's copy counts in sums over all ranks (the global
   // gradient norm): false on all but the first of the tp ranks that hold
@@ -69,8 +78,10 @@ class ParamStore {
  public:
   // The slices of tp rank `tp_rank` of `tp_size` (check_tp_compatible is
   // the caller's: a config that cannot be split is a user error there).
-  // Both buffers start zero.
-  ParamStore(const Qwen2Config& config, int64_t tp_rank, int64_t tp_size, Device device = Device::cpu);
+  // All buffers start zero. `stream` (cudaStream_t) orders the store's
+  // own device copies and memsets with the rank's kernels; nullptr on the CPU.
+  ParamStore(const Qwen2Config& config, int64_t tp_rank, int64_t tp_size, Device device = Device::cpu,
+             void* stream = nullptr);
   ~ParamStore();
   ParamStore(const ParamStore&) = delete;
   ParamStore& operator=(const ParamStore&) = delete;
@@ -79,6 +90,9 @@ class ParamStore {
   int64_t tp_rank() const { return tp_rank_; }
   int64_t tp_size() const { return tp_size_; }
   Device device() const { return device_; }
+  void* stream() const { return stream_; }
+  // The dtype the model computes with: f32 on the CPU, bf16 on CUDA.
+  DType compute_dtype() const { return device_ == Device::cpu ? DType::f32 : DType::bf16; }
 
   // Every tensor of this rank in HF order (the checkpoint walks these).
   const std::vector<ParamEntry>& entries() const { return entries_; }
@@ -95,6 +109,8 @@ class ParamStore {
   // all-reduce over gradients() sums the gradients of every tensor at once.
   Tensor parameters() const;
   Tensor gradients() const;
+  // The compute copy as one flat tensor (bf16 on CUDA; the master on the CPU).
+  Tensor compute_parameters() const;
   int64_t buffer_elements() const { return buffer_elements_; }
   int64_t num_local_parameters() const;  // elements of the views, padding excluded
 
@@ -111,16 +127,45 @@ class ParamStore {
 
  private:
   void write_param(const ParamEntry& e, const float* host);
+  void copy_in(float* dst, const float* src, int64_t n) const;  // master (and compute copy) <- host
+  void zero(void* p, size_t bytes) const;                        // on stream_
+  void sync() const;                                             // waits for stream_
+  void copy_out(float* dst, const float* src, int64_t n) const;
 
   Qwen2Config config_;
   int64_t tp_rank_ = 0;
   int64_t tp_size_ = 1;
   Device device_ = Device::cpu;
+  void* stream_ = nullptr;  // cudaStream_t
   std::vector<ParamEntry> entries_;
   std::unordered_map<std::string, size_t> index_;
   int64_t buffer_elements_ = 0;
   float* master_ = nullptr;  // (buffer_elements_) f32
   float* grads_ = nullptr;   // (buffer_elements_) f32
+  bf16* compute_ = nullptr;  // (buffer_elements_) bf16, CUDA only
+};
+
+// Pointer access to this rank's slices for readers and writers that take
+// one (checkpoint and HF readers/writers, tensor by tensor): on the CPU the
+// master's own memory, on a GPU one host buffer reused tensor by tensor,
+// so that a model on the device never needs a second full copy on the host.
+class ParamHostAccess {
+ public:
+  explicit ParamHostAccess(const ParamStore& params) : params_(params) {}
+  ParamHostAccess(const ParamHostAccess&) = delete;
+  ParamHostAccess& operator=(const ParamHostAccess&) = delete;
+  // Where to write tensor `name` (its local slice). On a GPU the tensor
+  // written before (if any) goes to the device first: call finish() after
+  // the last one.
+  float* write_target(ParamStore& params, const std::string& name);
+  void finish(ParamStore& params);
+  // This rank's slice of `name`, valid until the next call.
+  const float* read_source(const std::string& name);
+
+ private:
+  const ParamStore& params_;
+  std::vector<float> buffer_;
+  std::string pending_;  // tensor written into buffer_, not yet on the device
 };
 
 // A host view of the full shape of `shape` (1-D or 2-D) over `data`.

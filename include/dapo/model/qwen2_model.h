@@ -25,6 +25,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "dapo/core/arena.h"
@@ -37,6 +38,7 @@ namespace dapo::model {
 
 namespace detail {
 class Carver;
+struct InferenceBuffers;
 }
 
 struct ModelOptions {
@@ -46,6 +48,12 @@ struct ModelOptions {
   // about one more forward (its down projection and all-reduce skipped).
   // Gradients are bit-identical to those without recomputation.
   bool activation_recompute = false;
+  // The LM head runs over chunks of rows whose (rows, V/tp) logits take at
+  // most this many bytes: a 20,480-token response never holds its full
+  // logits (6 GB in bf16 for Qwen's 152k vocabulary). The backward
+  // recomputes each chunk's logits (one more lm_head GEMM) instead of
+  // keeping them.
+  size_t logits_chunk_bytes = size_t(256) << 20;
 };
 
 // The paged KV cache of generation, one k and one v pool per layer
@@ -103,8 +111,14 @@ class Qwen2Model {
   // zero_grad() is the caller's). dlogprob, dentropy: (T) f32, identical on
   // every tp rank; either may be Tensor{} (zero). Releases the activations:
   // `act` is reset to saved.arena_mark before returning.
+  //
+  // grads_final (optional): called, in order, with offsets into the flat
+  // gradient buffer such that elements [offset, end) will not be written
+  // again by this backward (after the head, then after each layer); the
+  // data-parallel buckets (optim/grad_buckets.h) start from there.
+  using GradsFinal = std::function<void(int64_t offset)>;
   void backward(const ops::Ctx& ctx, Arena& act, const Activations& saved, Tensor dlogprob,
-                Tensor dentropy);
+                Tensor dentropy, const GradsFinal& grads_final = {});
 
   // Scoring without gradients (old log-probs, evaluation): as forward_train
   // but keeping nothing; `act` is back where it was on return.
@@ -144,6 +158,8 @@ class Qwen2Model {
     int64_t hq = 0, hkv = 0, il = 0, vl = 0;
     int64_t vocab_start = 0;  // first vocabulary id of this rank's shard
     float eps = 1e-6f, theta = 1e6f, scale = 1.0f;
+    DType act = DType::f32;   // activations: f32 on the CPU backend, bf16 on CUDA
+    int64_t head_rows = 0;    // rows of logits per chunk of the LM head (ModelOptions::logits_chunk_bytes)
   };
   const Dims& dims() const { return dims_; }
 
@@ -157,9 +173,17 @@ class Qwen2Model {
  private:
   const parallel::Comm* kv_group() const;
   void embed(const ops::Ctx& ctx, Tensor x, Tensor tokens) const;
-  void head_forward(const ops::Ctx& ctx, detail::Carver& c, Tensor x_final, Tensor rstd, Tensor xn,
-                    Tensor logits, Tensor targets, float inv_temperature, Tensor lse, Tensor logprob,
-                    Tensor entropy) const;
+  // Runs every layer over b.x in place, ending with model.norm into b.xn.
+  void run_layers(const ops::Ctx& ctx, const detail::InferenceBuffers& b, const PackedBatch& batch,
+                  int64_t max_seqlen, const Tensor& norm_w) const;
+  // Log-probs and entropies of the targets from the final norm's output
+  // xn (T, C), chunk by chunk of dims().head_rows rows (logits carved from c).
+  void head_forward(const ops::Ctx& ctx, detail::Carver& c, Tensor xn, Tensor targets, float inv_temperature,
+                    Tensor lse, Tensor logprob, Tensor entropy) const;
+  // Its backward: dxn (T, C) OVERWRITTEN (before copy_to_tp's backward),
+  // the LM head's weight gradient ACCUMULATED.
+  void head_backward(const ops::Ctx& ctx, detail::Carver& c, Tensor dxn, Tensor xn, Tensor targets,
+                     float inv_temperature, Tensor lse, Tensor entropy, Tensor dlogprob, Tensor dentropy) const;
 
   ParamStore& params_;
   const parallel::Comm& tp_;

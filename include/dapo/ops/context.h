@@ -11,6 +11,8 @@
 
 namespace dapo::ops {
 
+class OpProfiler;
+
 enum class Backend : uint8_t { cpu, cuda };
 
 struct Ctx {
@@ -25,6 +27,7 @@ struct Ctx {
   void* cudnn = nullptr;          // cudnnHandle_t bound to `stream`
   void* gemm_plans = nullptr;     // cuda::GemmPlanCache*: cuBLASLt descriptors + heuristics per shape
   void* attention_plans = nullptr;  // cuda::AttentionPlanCache*: attention graphs/plans per shape
+  OpProfiler* profiler = nullptr; // benchmarks: per-op GPU time (op_profiler.h); nullptr otherwise
 };
 
 inline Device backend_device(Backend b) { return b == Backend::cpu ? Device::cpu : Device::cuda; }

@@ -28,6 +28,14 @@ class CudaDevice {
   // A Ctx for ops on this device; `scratch` must be a device arena.
   Ctx ctx(Arena* scratch) const;
   void synchronize() const;
+  // The communication stream: collectives that overlap with compute (the
+  // dp gradient buckets) run there, ordered with the compute stream by
+  // events in both directions, never by a host wait.
+  void* comm_stream() const { return comm_stream_; }
+  // Work enqueued on the comm stream from now on starts after everything
+  // already enqueued on the compute stream (and the reverse).
+  void comm_waits_for_compute() const;
+  void compute_waits_for_comm() const;
   // Waits for the stream, reads the device flags (device_flags.h) and, if a
   // kernel recorded a bad id or a non-finite value since the last check,
   // fails like the CPU ops' checks do: one line naming `phase`, the op, the
@@ -39,6 +47,10 @@ class CudaDevice {
   DeviceFlags read_flags() const;
   void clear_flags() const;
   int index() const { return index_; }
+  // Bytes of this GPU's memory in use by every process (cudaMemGetInfo:
+  // total - free), and its total.
+  size_t memory_used() const;
+  size_t memory_total() const;
   std::string name() const;
 
   // Copies on this device's stream, then waits for them (set-up and tests;
@@ -52,6 +64,9 @@ class CudaDevice {
   void* cublaslt_ = nullptr;   // cublasLtHandle_t
   void* workspace_ = nullptr;  // device memory for cuBLASLt
   size_t workspace_bytes_ = 0;
+  void* comm_stream_ = nullptr;    // cudaStream_t
+  void* compute_done_ = nullptr;   // cudaEvent_t recorded on stream_
+  void* comm_done_ = nullptr;      // cudaEvent_t recorded on comm_stream_
   DeviceFlags* flags_ = nullptr;   // device memory
   void* cudnn_ = nullptr;          // cudnnHandle_t
   void* gemm_plans_ = nullptr;     // cuda::GemmPlanCache*

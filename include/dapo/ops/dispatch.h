@@ -4,6 +4,7 @@
 #pragma once
 
 #include "dapo/ops/context.h"
+#include "dapo/ops/op_profiler.h"
 
 #define DAPO_DISPATCH_CPU_ONLY(ctx, name, ...)                                       \
   do {                                                                               \
@@ -12,9 +13,11 @@
   } while (0)
 
 #ifdef DAPO_WITH_CUDA
+// A CUDA op is bracketed by the Ctx's profiler when it has one (op_profiler.h).
 #define DAPO_DISPATCH(ctx, name, ...)                                                \
   do {                                                                               \
     if ((ctx).backend == ::dapo::ops::Backend::cpu) return ::dapo::ops::cpu::name((ctx), __VA_ARGS__); \
+    const ::dapo::ops::ProfileScope dapo_profile_((ctx), #name);                     \
     return ::dapo::ops::cuda::name((ctx), __VA_ARGS__);                             \
   } while (0)
 #else

@@ -96,6 +96,13 @@ class Comm {
   // communicator was made yet. Thread-safe: the watchdog thread polls it
   // while the main thread may be blocked inside a collective. Not collective.
   std::string nccl_async_error() const;
+  // Makes this Comm's NCCL communicator now (collective over the Comm; the
+  // rank's GPU must be bound). A run calls it at start-up for the world,
+  // tp and dp Comms (init_device_comms in grid.h), so that the first
+  // collective of the hot path does not pay for it and a broken fabric shows
+  // up before any work. Device collectives still make it on first use
+  // when nobody did. Idempotent.
+  void init_nccl() const;
 
   // Variable-sized byte payloads: to_each_rank[r] (size() entries) goes to
   // rank r (an entry may be empty; the one for this rank is copied locally).

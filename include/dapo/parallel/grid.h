@@ -16,6 +16,7 @@ struct Grid {
   int dp_size = 1;
   int tp_rank = 0;
   int dp_rank = 0;
+  int local_rank = 0;  // among the ranks of this node (the GPU it drives)
 
   int world_rank() const { return world.rank(); }
   int world_size() const { return world.size(); }
@@ -27,5 +28,8 @@ struct Grid {
 Grid make_grid(const Comm& world, int tp);
 // The same on a dup of MPI_COMM_WORLD.
 Grid make_grid(int tp);
+// The NCCL communicators of world, tp and dp, made now (collective over the
+// world; every rank's GPU bound): the CUDA backend's start-up.
+void init_device_comms(const Grid& grid);
 
 }  // namespace dapo::parallel

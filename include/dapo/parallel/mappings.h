@@ -9,12 +9,15 @@
 //   scatter_to_tp   fwd: keep own slice    bwd: all-gather along last dim
 //   gather_from_tp  fwd: all-gather last   bwd: keep own slice
 //
-// Tensors are host views of any dtype of Comm (f32, bf16, i32, i64; bf16
-// sums round as described in comm.h); out and in share dtype and all dims
-// but the last. Outputs are OVERWRITTEN. Where the shapes are equal, out
-// may be in itself (in place); other overlaps are errors. The last-dim
-// gathers need a temporary of out's size from ctx.scratch (released before
-// returning). ctx will also carry the stream once the CUDA/NCCL path exists.
+// Tensors are views of any dtype of Comm (f32, bf16, i32, i64; bf16 sums
+// round as described in comm.h) on the Ctx's device: host tensors go
+// through MPI, device tensors through NCCL, with every copy and collective
+// enqueued on ctx.stream (nothing waits for the host). out and in share
+// dtype and all dims but the last. Outputs are OVERWRITTEN. Where the
+// shapes are equal, out may be in itself (in place); other overlaps are
+// errors. The last-dim gathers need a temporary of out's size from
+// ctx.scratch (released before returning; on the GPU the stream order keeps
+// it alive long enough, as for any scratch).
 #pragma once
 
 #include "dapo/ops/context.h"

@@ -38,6 +38,8 @@ ModelSource resolve_model_source(const std::string& checkpoint, const ModelConfi
 // config.json eos_token_id(s), without repeats.
 std::vector<int32_t> response_eos_ids(const data::Tokenizer* tokenizer, const model::Qwen2Config& config);
 
-std::unique_ptr<model::ParamStore> load_model_params(const ModelSource& source, const parallel::Grid& grid);
+// The store lives on `device` (ordered on `stream`, the rank's GPU stream, for a GPU).
+std::unique_ptr<model::ParamStore> load_model_params(const ModelSource& source, const parallel::Grid& grid,
+                                                     Device device = Device::cpu, void* stream = nullptr);
 
 }  // namespace dapo::rollout

@@ -18,6 +18,7 @@
 
 #include "dapo/core/config.h"
 #include "dapo/model/param_store.h"
+#include "dapo/ops/cuda_device.h"
 #include "dapo/parallel/grid.h"
 #include "dapo/rollout/model_source.h"
 
@@ -42,6 +43,8 @@ model::RandomInit fresh_init(uint64_t seed);
 
 // Collective over grid.world. UserError (on every rank alike) for a missing
 // model.path, an unreadable model or a model tp cannot split.
-InitialModel load_initial_model(const Config& config, const parallel::Grid& grid);
+// The store lives on `gpu` (its memory and stream) when one is given.
+InitialModel load_initial_model(const Config& config, const parallel::Grid& grid,
+                                const ops::CudaDevice* gpu = nullptr);
 
 }  // namespace dapo::trainer

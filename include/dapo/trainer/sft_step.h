@@ -60,8 +60,9 @@ class SftTrainer {
   // `examples`: the whole data set (the same on every rank). params, grid
   // and config must outlive the trainer. UserError for a batch size below
   // the dp size.
+  // gpu: the rank's GPU when params live there (nullptr on the CPU backend).
   SftTrainer(model::ParamStore& params, const parallel::Grid& grid, const Config& config,
-             std::vector<SftExample> examples);
+             std::vector<SftExample> examples, const ops::CudaDevice* gpu = nullptr);
 
   // Steps of the run: train.total_steps, or with 0 one epoch (examples /
   // train_batch_size, at least 1).

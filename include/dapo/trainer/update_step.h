@@ -14,6 +14,13 @@
 // Memory: the runner owns the activation arena and the ops' scratch arena,
 // sized for the largest micro-batch it has seen (grown, never shrunk, before
 // a step starts: no allocation inside the micro-batch loop).
+//
+// On a GPU (the ParamStore on the device, `gpu` given) the arenas are
+// device memory and every op runs on the GPU's stream. Per micro-batch the
+// packed token arrays go up in one host-to-device copy, the per-token
+// log-probs and entropies come back for the TokenGradient (a host
+// function: the loss needs rollout data the host holds), and its gradients
+// go up again; the device flags are checked once per step.
 #pragma once
 
 #include <cstdint>
@@ -25,7 +32,9 @@
 #include "dapo/core/arena.h"
 #include "dapo/model/qwen2_model.h"
 #include "dapo/ops/context.h"
+#include "dapo/ops/cuda_device.h"
 #include "dapo/optim/adamw.h"
+#include "dapo/optim/grad_buckets.h"
 #include "dapo/parallel/grid.h"
 #include "dapo/trainer/packing.h"
 
@@ -54,7 +63,8 @@ class UpdateRunner {
   // model and optimizer share one ParamStore; grid gives the dp and tp
   // groups of the optimizer step. All must outlive the runner. A runner
   // without an optimizer (nullptr: a frozen reference model) only scores.
-  UpdateRunner(model::Qwen2Model& model, optim::AdamW* optimizer, const parallel::Grid& grid);
+  UpdateRunner(model::Qwen2Model& model, optim::AdamW* optimizer, const parallel::Grid& grid,
+               const ops::CudaDevice* gpu = nullptr);
 
   // Zeroes the gradients, runs every micro-batch (forward, loss gradient,
   // backward) and takes one optimizer step with learning rate `lr`.
@@ -70,15 +80,34 @@ class UpdateRunner {
              std::vector<std::vector<float>>& logprob, std::vector<std::vector<float>>& entropy);
 
   const ops::Ctx& ctx() const { return ctx_; }
+  // Benchmarks: per-op GPU times of the following steps (nullptr: off).
+  void set_profiler(ops::OpProfiler* profiler) {
+    profiler_ = profiler;
+    ctx_.profiler = profiler;
+  }
+  // The arenas' sizes and high-water marks (bytes), for memory reports.
+  struct ArenaUse {
+    size_t activations = 0, activations_peak = 0, scratch = 0, scratch_peak = 0;
+  };
+  ArenaUse arena_use() const;
 
  private:
+  // The model's view of micro-batch mb: its host arrays, or (GPU) device
+  // copies carved from the activation arena, made with one copy.
+  model::PackedBatch stage_batch(const MicroBatch& mb);
+  // Host -> device (or host) copy of n floats into `dst`, and back.
+  void upload(Tensor dst, const float* src);
+  void download(float* dst, Tensor src);
   // Makes the arenas large enough for these micro-batches.
   void reserve(std::span<const MicroBatch> micro_batches, bool train);
 
   model::Qwen2Model& model_;
   optim::AdamW* optimizer_;
   const parallel::Grid& grid_;
+  const ops::CudaDevice* gpu_;
   std::unique_ptr<Arena> act_, scratch_;
+  std::unique_ptr<optim::GradBuckets> buckets_;
+  ops::OpProfiler* profiler_ = nullptr;  // GPU with dp > 1: the overlapped dp sum
   ops::Ctx ctx_;
   std::vector<float> logprob_, entropy_, dlogprob_, dentropy_;  // (T) of the current micro-batch
 };

@@ -1,0 +1,56 @@
+// The data-parallel gradient sum in buckets that start during the backward
+// (the overlap PyTorch DDP and Megatron's distributed optimizer get from
+// their bucketed reducers). The backward finishes the flat gradient buffer
+// from its END toward its start (head, then layers L-1 .. 0, then the
+// embedding: ParamStore's HF order reversed); each time the model reports
+// "elements [offset, end) are final", every complete bucket behind that
+// frontier is all-reduced (SUM over dp) on the GPU's communication stream,
+// which waits for the compute stream by an event; the compute stream goes
+// on with the next layer. finish() reduces what is left and makes the
+// compute stream wait for the communication stream, so the optimizer step
+// sees the summed gradients.
+//
+// Only the LAST micro-batch of a step feeds the buckets: earlier ones still
+// accumulate into the same buffer. Bucket boundaries depend only on the
+// store's layout and bucket_bytes, and NCCL's all-reduce is deterministic
+// for a fixed size, so a step gives the same bits every time.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "dapo/model/param_store.h"
+#include "dapo/ops/cuda_device.h"
+#include "dapo/parallel/comm.h"
+
+namespace dapo::optim {
+
+class GradBuckets {
+ public:
+  // dp: the data-parallel group (size 1: nothing to do). bucket_bytes: the
+  // least size of a bucket (the last one may be smaller).
+  GradBuckets(model::ParamStore& params, const parallel::Comm& dp, const ops::CudaDevice& gpu,
+              size_t bucket_bytes = size_t(64) << 20);
+
+  // Before the last micro-batch's backward.
+  void begin();
+  // The backward's report: gradient elements [offset, end) of the flat
+  // buffer are final (collective over dp: every rank reports the same
+  // sequence of offsets, since they run the same model).
+  void ready(int64_t offset);
+  // After the backward: the rest, then the compute stream waits.
+  void finish();
+  int64_t buckets_launched() const { return launched_; }
+
+ private:
+  void launch(int64_t begin, int64_t end);
+
+  model::ParamStore& params_;
+  const parallel::Comm& dp_;
+  const ops::CudaDevice& gpu_;
+  int64_t bucket_elements_;
+  int64_t reduced_from_ = 0;  // [reduced_from_, end) is reduced or in flight
+  int64_t launched_ = 0;
+};
+
+}  // namespace dapo::optim

@@ -1,0 +1,255 @@
+// The Qwen2 model on one GPU (bf16 weights and activations, fp32 gradients)
+// against HF transformers (the small_d64 fixture: fp32 on the CPU) and
+// against dapo's own CPU model (fp32), at bf16 tolerance; the GPU backward
+// bit for bit over two runs and with/without activation recompute; one
+// AdamW step on the GPU against the CPU's.
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+
+#include "dapo/io/safetensors.h"
+#include "dapo/model/qwen2_model.h"
+#include "dapo/optim/adamw.h"
+#include "dapo/parallel/comm.h"
+#include "gpu/gpu_test_util.h"
+#include "model/model_test_util.h"
+
+namespace dapo::test {
+namespace {
+
+// tests/fixtures, or DAPO_FIXTURES_DIR (the GPU machine runs the binary
+// away from the source tree it was built in).
+std::string fixtures_dir() {
+  if (const char* d = std::getenv("DAPO_FIXTURES_DIR")) return d;
+  return std::string(DAPO_SOURCE_DIR) + "/tests/fixtures";
+}
+
+std::vector<float> read_f32(const io::SafetensorsFile& f, const std::string& name) {
+  std::vector<float> v(size_t(f.info(name).numel()));
+  f.read_f32(name, v.data());
+  return v;
+}
+
+std::vector<int32_t> read_i32(const io::SafetensorsFile& f, const std::string& name) {
+  std::vector<int64_t> v(size_t(f.info(name).numel()));
+  f.read_i64(name, v.data());
+  return std::vector<int32_t>(v.begin(), v.end());
+}
+
+// How far a bf16 result is from an fp32 reference, as a whole: the relative
+// error of the vector (||a - b|| / ||b||). Elementwise bounds do not fit bf16
+// gradients, whose small elements carry large relative errors.
+double rel_error(const std::vector<float>& got, const std::vector<float>& want) {
+  double d = 0, n = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    d += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
+    n += double(want[i]) * want[i];
+  }
+  return n == 0 ? std::sqrt(d) : std::sqrt(d / n);
+}
+
+bool all_finite(const std::vector<float>& v) {
+  for (float x : v)
+    if (!std::isfinite(x)) return false;
+  return true;
+}
+
+class ModelGpu : public GpuTest {
+ protected:
+  void SetUp() override {
+    GpuTest::SetUp();
+    if (IsSkipped()) return;
+    act_ = std::make_unique<Arena>(size_t(256) << 20, Device::cuda, "gpu-act");
+  }
+
+  // A store on the GPU, on the device's stream.
+  std::unique_ptr<model::ParamStore> gpu_store(const model::Qwen2Config& c) {
+    return std::make_unique<model::ParamStore>(c, 0, 1, Device::cuda, gpu().stream);
+  }
+
+  // forward_train + backward of sum(w*logprob + u*entropy) on the GPU; the
+  // gradients accumulate into the model's store.
+  void gpu_train_step(model::Qwen2Model& m, HostBatch& batch, const std::vector<float>& w,
+                      const std::vector<float>& u, std::vector<float>& logprob, std::vector<float>& entropy) {
+    const int64_t T = batch.T();
+    model::PackedBatch b;
+    b.tokens = upload_raw(batch.tokens, {T});
+    b.positions = upload_raw(batch.positions, {T});
+    b.cu_seqlens = upload_raw(batch.cu_seqlens, {batch.B() + 1});
+    b.targets = upload_raw(batch.targets, {T});
+    for (int64_t s = 0; s < batch.B(); ++s)
+      b.max_seqlen = std::max<int64_t>(b.max_seqlen, batch.cu_seqlens[size_t(s + 1)] - batch.cu_seqlens[size_t(s)]);
+    Tensor lp = device_empty(DType::f32, {T}), en = device_empty(DType::f32, {T});
+    Tensor dw = upload(w, {T}), du = upload(u, {T});
+    model::Activations saved;
+    m.forward_train(gpu(), *act_, b, 1.0f, lp, en, saved);
+    m.backward(gpu(), *act_, saved, dw, du);
+    device_->synchronize();
+    logprob = download(lp);
+    entropy = download(en);
+    const ops::DeviceFlags f = device_->read_flags();
+    EXPECT_EQ(f.bad_id_count, 0);
+    EXPECT_EQ(f.non_finite_count, 0);
+  }
+
+  std::vector<float> grad_of(const model::ParamStore& s, const std::string& name) {
+    return download(s.grad(name));
+  }
+
+  std::unique_ptr<Arena> act_;
+  parallel::Comm tp_ = parallel::Comm::world();
+};
+
+TEST_F(ModelGpu, MatchesHfFixtureInBf16) {
+  const std::string dir = fixtures_dir() + "/model/small_d64";
+  if (!std::filesystem::exists(dir + "/expected.safetensors"))
+    GTEST_SKIP() << dir << " is absent: run tests/fixtures/model/make_fixture.py --only small_d64";
+  const model::Qwen2Config config = model::load_qwen2_config(dir + "/config.json");
+  auto store = gpu_store(config);
+  const io::SafetensorsFile weights(dir + "/model.safetensors");
+  for (const model::ParamEntry& e : store->entries()) {
+    const std::vector<float> v = read_f32(weights, e.spec.name);
+    store->load_full(e.spec.name, v.data(), int64_t(v.size()));
+  }
+  const io::SafetensorsFile expected(dir + "/expected.safetensors");
+  HostBatch batch;
+  batch.tokens = read_i32(expected, "tokens");
+  batch.positions = read_i32(expected, "positions");
+  batch.cu_seqlens = read_i32(expected, "cu_seqlens");
+  batch.targets = read_i32(expected, "targets");
+  const std::vector<float> w = read_f32(expected, "w"), u = read_f32(expected, "u");
+  for (bool recompute : {false, true}) {
+    store->zero_grad();
+    model::Qwen2Model m(*store, tp_, model::ModelOptions{recompute});
+    std::vector<float> lp, ent;
+    gpu_train_step(m, batch, w, u, lp, ent);
+    // bf16 weights and activations: log-probs within a few hundredths.
+    const std::vector<float> want_lp = read_f32(expected, "logprob"), want_ent = read_f32(expected, "entropy");
+    for (size_t t = 0; t < lp.size(); ++t) {
+      EXPECT_NEAR(lp[t], want_lp[t], 0.05 + 0.02 * std::fabs(want_lp[t])) << "logprob " << t;
+      EXPECT_NEAR(ent[t], want_ent[t], 0.05 + 0.02 * std::fabs(want_ent[t])) << "entropy " << t;
+    }
+    for (const model::ParamEntry& e : store->entries()) {
+      const std::vector<float> g = grad_of(*store, e.spec.name);
+      ASSERT_TRUE(all_finite(g)) << e.spec.name;
+      EXPECT_LT(rel_error(g, read_f32(expected, "grad." + e.spec.name)), 0.05) << "grad." << e.spec.name;
+    }
+  }
+}
+
+// A model of real proportions (head dim 128, GQA 4:1, a vocabulary that is
+// not a power of two) on a packed batch with a long and a one-token
+// sequence: the GPU against the CPU model, and the GPU against itself.
+model::Qwen2Config mid_config() {
+  model::Qwen2Config c;
+  c.vocab_size = 1000;
+  c.hidden_size = 512;
+  c.intermediate_size = 1376;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 1;
+  c.head_dim = 128;
+  c.max_position_embeddings = 4096;
+  c.rms_norm_eps = 1e-6;
+  c.rope_theta = 1e6;
+  c.tie_word_embeddings = false;
+  return c;
+}
+
+model::RandomInit mid_init() {
+  model::RandomInit init;
+  init.seed = 11;
+  init.weight_scale = 0.06f;
+  init.bias_scale = 0.1f;
+  init.norm_scale = 0.2f;
+  return init;
+}
+
+TEST_F(ModelGpu, MatchesCpuModelAndIsDeterministic) {
+  const model::Qwen2Config c = mid_config();
+  HostBatch batch({700, 1, 129, 64}, c.vocab_size, 5);
+  const int64_t T = batch.T();
+  const std::vector<float> w = uniform_vector(size_t(T), 1), u = uniform_vector(size_t(T), 2);
+
+  // The CPU reference in fp32, from the same (bf16-representable) weights.
+  model::ParamStore cpu_store(c, 0, 1);
+  cpu_store.init_random(mid_init());
+  for (const model::ParamEntry& e : cpu_store.entries()) {
+    float* p = e.param.ptr<float>();
+    for (int64_t i = 0; i < e.param.numel(); ++i) p[i] = to_f32(to_bf16(p[i]));
+  }
+  std::vector<float> cpu_lp, cpu_ent;
+  {
+    model::Qwen2Model m(cpu_store, tp_);
+    Workspace ws;
+    Arena big_act(size_t(256) << 20, Device::cpu, "cpu-act"), big_scratch(size_t(64) << 20, Device::cpu, "cpu-s");
+    ws.ctx.scratch = &big_scratch;
+    model::Activations saved;
+    cpu_lp.assign(size_t(T), 0);
+    cpu_ent.assign(size_t(T), 0);
+    m.forward_train(ws.ctx, big_act, batch.view(), 1.0f, tensor_f32(cpu_lp.data(), {T}),
+                    tensor_f32(cpu_ent.data(), {T}), saved);
+    std::vector<float> dw(w), du(u);
+    m.backward(ws.ctx, big_act, saved, tensor_f32(dw.data(), {T}), tensor_f32(du.data(), {T}));
+  }
+
+  auto store = gpu_store(c);
+  for (const model::ParamEntry& e : cpu_store.entries())
+    store->load_local(e.spec.name, e.param.ptr<float>(), e.param.numel());
+  std::vector<std::vector<float>> grads[3];
+  for (int run = 0; run < 3; ++run) {  // 0, 1: the same call twice; 2: with recompute
+    store->zero_grad();
+    model::Qwen2Model m(*store, tp_, model::ModelOptions{run == 2});
+    std::vector<float> lp, ent;
+    gpu_train_step(m, batch, w, u, lp, ent);
+    for (const model::ParamEntry& e : store->entries()) grads[run].push_back(grad_of(*store, e.spec.name));
+    if (run > 0) continue;
+    EXPECT_LT(rel_error(lp, cpu_lp), 0.02) << "logprob";
+    EXPECT_LT(rel_error(ent, cpu_ent), 0.02) << "entropy";
+    size_t i = 0;
+    for (const model::ParamEntry& e : cpu_store.entries()) {
+      EXPECT_LT(rel_error(grads[0][i], host_copy(e.grad)), 0.05) << "grad " << e.spec.name;
+      ++i;
+    }
+  }
+  for (size_t i = 0; i < grads[0].size(); ++i) {
+    EXPECT_EQ(grads[0][i], grads[1][i]) << "run to run, tensor " << i;
+    EXPECT_EQ(grads[0][i], grads[2][i]) << "with recompute, tensor " << i;
+  }
+}
+
+TEST_F(ModelGpu, AdamWStepWritesMasterAndBf16Copy) {
+  const model::Qwen2Config c = mid_config();
+  model::ParamStore cpu_store(c, 0, 1);
+  cpu_store.init_random(mid_init());
+  auto store = gpu_store(c);
+  for (const model::ParamEntry& e : cpu_store.entries()) {
+    store->load_local(e.spec.name, e.param.ptr<float>(), e.param.numel());
+    // The same gradient on both: a deterministic function of the element.
+    std::vector<float> g(size_t(e.grad.numel()));
+    for (size_t i = 0; i < g.size(); ++i) g[i] = std::sin(0.37f * float(i) + float(e.offset % 97));
+    std::copy(g.begin(), g.end(), e.grad.ptr<float>());
+    device_->copy_to_device(store->grad(e.spec.name), tensor_f32(g.data(), {int64_t(g.size())}));
+  }
+  optim::AdamWOptions o;
+  optim::AdamW cpu_opt(cpu_store, o), gpu_opt(*store, o);
+  ops::Ctx host;
+  host.scratch = host_scratch_.get();
+  for (int step = 0; step < 2; ++step) {
+    const optim::StepReport rc = cpu_opt.step(host, {}, 1e-3);
+    const optim::StepReport rg = gpu_opt.step(gpu(), {}, 1e-3);
+    EXPECT_NEAR(rg.grad_norm, rc.grad_norm, 1e-5 * rc.grad_norm);
+  }
+  device_->synchronize();
+  for (const model::ParamEntry& e : cpu_store.entries()) {
+    const std::vector<float> got = download(store->param(e.spec.name));
+    const std::vector<float> want = host_copy(e.param);
+    for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-6 + 1e-5 * std::fabs(want[i])) << e.spec.name;
+    // The compute copy is the master rounded to bf16.
+    const std::vector<float> copy = download(store->entry(e.spec.name).compute);
+    for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(copy[i], to_f32(to_bf16(got[i]))) << e.spec.name << " " << i;
+  }
+}
+
+}  // namespace
+}  // namespace dapo::test
