@@ -51,6 +51,10 @@ void UpdateRunner::reserve(std::span<const MicroBatch> micro_batches, bool train
   }
 }
 
+void UpdateRunner::set_dp_bucket_bytes(size_t bytes) {
+  if (buckets_) buckets_ = std::make_unique<optim::GradBuckets>(model_.params(), grid_.dp, *gpu_, bytes);
+}
+
 UpdateRunner::ArenaUse UpdateRunner::arena_use() const {
   ArenaUse u;
   if (act_) u.activations = act_->capacity(), u.activations_peak = act_->peak();

@@ -85,6 +85,9 @@ class UpdateRunner {
     profiler_ = profiler;
     ctx_.profiler = profiler;
   }
+  // The size of the dp gradient buckets on a GPU (optim/grad_buckets.h;
+  // default 64 MiB). Collective in effect: every dp rank must set the same.
+  void set_dp_bucket_bytes(size_t bytes);
   // The arenas' sizes and high-water marks (bytes), for memory reports.
   struct ArenaUse {
     size_t activations = 0, activations_peak = 0, scratch = 0, scratch_peak = 0;
