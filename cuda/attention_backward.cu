@@ -40,19 +40,26 @@ struct BwdParams {
   float scale, scale_log2;
 };
 
-// Eight lanes per (token, head) row, 16-byte loads, a fixed-order shuffle sum.
+// Eight lanes per (token, head) row (D / 8 when the row has fewer 16-byte
+// chunks), 16-byte loads, a fixed-order shuffle sum.
+template <int D>
+constexpr int prep_lanes() {
+  return D >= 64 ? 8 : D / 8;
+}
 template <int D>
 __global__ void attention_backward_prep_kernel(float* delta, float* lse2, const bf16_t* out, const bf16_t* dout,
                                                const float* lse, int64_t rows, int64_t T, int Hq) {
-  constexpr int kChunks = D / 64;  // 16-byte chunks per lane
+  constexpr int kLanes = prep_lanes<D>(), kShift = kLanes == 8 ? 3 : kLanes == 4 ? 2 : 1;
+  constexpr int kChunks = D / (8 * kLanes);  // 16-byte chunks per lane
+  static_assert(kLanes == 1 << kShift && kChunks * 8 * kLanes == D, "head dim");
   const int64_t gid = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  const int64_t row = gid >> 3;
-  const int sub = int(gid & 7);
+  const int64_t row = gid >> kShift;
+  const int sub = int(gid & (kLanes - 1));
   float acc = 0.0f;
   if (row < rows) {
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
-      const int64_t off = row * D + (sub + c * 8) * 8;
+      const int64_t off = row * D + (sub + c * kLanes) * 8;
       const uint4 a = *reinterpret_cast<const uint4*>(out + off);
       const uint4 b = *reinterpret_cast<const uint4*>(dout + off);
       const __nv_bfloat162* pa = reinterpret_cast<const __nv_bfloat162*>(&a);
@@ -65,9 +72,8 @@ __global__ void attention_backward_prep_kernel(float* delta, float* lse2, const 
       }
     }
   }
-  acc += __shfl_xor_sync(0xffffffffu, acc, 1);
-  acc += __shfl_xor_sync(0xffffffffu, acc, 2);
-  acc += __shfl_xor_sync(0xffffffffu, acc, 4);
+#pragma unroll
+  for (int o = 1; o < kLanes; o *= 2) acc += __shfl_xor_sync(0xffffffffu, acc, o);
   if (sub == 0 && row < rows) {
     const int64_t i = row / Hq, h = row % Hq;
     delta[h * T + i] = acc;
@@ -488,8 +494,22 @@ using DqCfg64 = DqCfg<64, 128, 64, 4, false>;
 using KvCfg64 = KvCfg<64, 64, 64, 4, true>;
 using DqCfg128 = DqCfg<128, 128, 32, 4, false>;
 using KvCfg128 = KvCfg<128, 64, 64, 4, false>;
-static_assert(DqCfg64::BM == DqCfg128::BM && KvCfg64::BN == KvCfg128::BN, "one table block size per role");
+// D = 32 and 16 (small test and demo models, not tuned): D = 64's tiles.
+using DqCfg32 = DqCfg<32, 128, 64, 4, false>;
+using KvCfg32 = KvCfg<32, 64, 64, 4, true>;
+using DqCfg16 = DqCfg<16, 128, 64, 4, false>;
+using KvCfg16 = KvCfg<16, 64, 64, 4, true>;
+static_assert(DqCfg64::BM == DqCfg128::BM && DqCfg64::BM == DqCfg32::BM && DqCfg64::BM == DqCfg16::BM &&
+                  KvCfg64::BN == KvCfg128::BN && KvCfg64::BN == KvCfg32::BN && KvCfg64::BN == KvCfg16::BN,
+              "one table block size per role");
 constexpr int kDqBlock = DqCfg64::BM, kKvBlock = KvCfg64::BN;
+
+template <int D>
+void launch_prep(float* delta, float* lse2, const bf16_t* out, const bf16_t* dout, const float* lse, int64_t rows,
+                 int64_t T, int Hq, cudaStream_t stream) {
+  const unsigned blocks = unsigned((rows * prep_lanes<D>() + 255) / 256);
+  attention_backward_prep_kernel<D><<<blocks, 256, 0, stream>>>(delta, lse2, out, dout, lse, rows, T, Hq);
+}
 
 }  // namespace
 
@@ -519,15 +539,14 @@ void attention_backward(const Ctx& ctx, Tensor dq, Tensor dk, Tensor dv, Tensor 
   DAPO_CUDA_CHECK(launch_build_tile_table(kv_tiles, cu, int(d.B), int(d.T), kKvBlock, n_kv, /*last_first=*/false, stream));
 
   const int64_t rows = d.T * d.Hq;
-  const unsigned prep_blocks = unsigned((rows * 8 + 255) / 256);
   const auto* out_p = static_cast<const bf16_t*>(out.data);
   const auto* dout_p = static_cast<const bf16_t*>(dout.data);
-  if (d.D == 64)
-    attention_backward_prep_kernel<64><<<prep_blocks, 256, 0, stream>>>(delta, lse2, out_p, dout_p, lse.ptr<float>(),
-                                                                        rows, d.T, int(d.Hq));
-  else
-    attention_backward_prep_kernel<128><<<prep_blocks, 256, 0, stream>>>(delta, lse2, out_p, dout_p, lse.ptr<float>(),
-                                                                         rows, d.T, int(d.Hq));
+  switch (d.D) {
+    case 16: launch_prep<16>(delta, lse2, out_p, dout_p, lse.ptr<float>(), rows, d.T, int(d.Hq), stream); break;
+    case 32: launch_prep<32>(delta, lse2, out_p, dout_p, lse.ptr<float>(), rows, d.T, int(d.Hq), stream); break;
+    case 64: launch_prep<64>(delta, lse2, out_p, dout_p, lse.ptr<float>(), rows, d.T, int(d.Hq), stream); break;
+    default: launch_prep<128>(delta, lse2, out_p, dout_p, lse.ptr<float>(), rows, d.T, int(d.Hq), stream); break;
+  }
   DAPO_CUDA_CHECK_LAUNCH();
 
   BwdParams p{};
@@ -549,10 +568,12 @@ void attention_backward(const Ctx& ctx, Tensor dq, Tensor dk, Tensor dv, Tensor 
   p.scale_log2 = scale * kLog2e;
   p.kv_tiles = kv_tiles;
   p.dq_tiles = dq_tiles;
-  if (d.D == 64)
-    DAPO_CUDA_CHECK((launch_backward<DqCfg64, KvCfg64, 2>(p, n_dq, n_kv, stream)));
-  else
-    DAPO_CUDA_CHECK((launch_backward<DqCfg128, KvCfg128, 2>(p, n_dq, n_kv, stream)));
+  switch (d.D) {
+    case 16: DAPO_CUDA_CHECK((launch_backward<DqCfg16, KvCfg16, 2>(p, n_dq, n_kv, stream))); break;
+    case 32: DAPO_CUDA_CHECK((launch_backward<DqCfg32, KvCfg32, 2>(p, n_dq, n_kv, stream))); break;
+    case 64: DAPO_CUDA_CHECK((launch_backward<DqCfg64, KvCfg64, 2>(p, n_dq, n_kv, stream))); break;
+    default: DAPO_CUDA_CHECK((launch_backward<DqCfg128, KvCfg128, 2>(p, n_dq, n_kv, stream))); break;
+  }
 }
 
 }  // namespace dapo::ops::cuda

@@ -78,10 +78,19 @@ __device__ __forceinline__ float exp2_approx(float x) {
 // Tiles of ROWS x D bf16 in shared memory, row-major in 16-byte chunks with
 // the chunk index XORed by (row & 7): the 8 row addresses of one ldmatrix
 // 8x8 matrix (same logical chunk, consecutive rows) then fall in 8 distinct
-// bank groups instead of one.
+// bank groups instead of one. Rows shorter than the 128 bytes of the banks
+// (D = 32, 16) fill a bank line 8 / (D / 8) rows at a time, so the rows of
+// one line already differ in bank group; the XOR takes the line index
+// instead, masked below D / 8 so that a chunk stays inside its row.
 template <int D>
 __device__ __forceinline__ uint32_t chunk_offset(int row, int chunk) {
-  return uint32_t(row * (D / 8) + (chunk ^ (row & 7))) * 16u;
+  constexpr int kChunks = D / 8;
+  if constexpr (kChunks >= 8) {
+    return uint32_t(row * kChunks + (chunk ^ (row & 7))) * 16u;
+  } else {
+    constexpr int kRowsPerLine = 8 / kChunks;
+    return uint32_t(row * kChunks + (chunk ^ ((row / kRowsPerLine) & (kChunks - 1)))) * 16u;
+  }
 }
 
 // Rows [0, rows_valid) of a tile from global memory (row stride `stride`
@@ -145,6 +154,7 @@ __device__ __forceinline__ void stage_rows(bf16_t* tile, int r0, const float (&c
 template <int ROWS, int D, int NT>
 __device__ __forceinline__ void store_tile(bf16_t* g, int64_t stride, const bf16_t* tile, int rows_valid, int tid) {
   constexpr int kChunksPerRow = D / 8;
+  static_assert(ROWS * kChunksPerRow % NT == 0, "tile chunks must divide among the threads");
 #pragma unroll
   for (int i = 0; i < ROWS * kChunksPerRow / NT; ++i) {
     const int c = tid + i * NT, r = c / kChunksPerRow, ch = c % kChunksPerRow;
@@ -185,7 +195,7 @@ inline void check_bf16(const Ctx& ctx, const Tensor& t, const char* name, std::i
 }
 
 // Checks what both directions share and returns the sizes: q (T, Hq, D),
-// k and v (T, Hkv, D) bf16, cu_seqlens (B+1) i32, D in {64, 128}.
+// k and v (T, Hkv, D) bf16, cu_seqlens (B+1) i32, D in {16, 32, 64, 128}.
 inline Dims check_common(const Ctx& ctx, const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
                          const Tensor& cu_seqlens, int64_t max_seqlen) {
   DAPO_CHECK(q.ndim == 3 && k.ndim == 3, op, ": q ", q.shape_string(), " and k ", k.shape_string(),
@@ -197,7 +207,8 @@ inline Dims check_common(const Ctx& ctx, const char* op, const Tensor& q, const 
   d.Hkv = k.shape[1];
   DAPO_CHECK(d.Hkv > 0 && d.Hq % d.Hkv == 0, op, ": Hq = ", d.Hq, " is not a multiple of Hkv = ", d.Hkv);
   d.group = d.Hq / d.Hkv;
-  DAPO_CHECK(d.D == 64 || d.D == 128, op, ": head dim ", d.D, " on CUDA (kernels exist for 64 and 128)");
+  DAPO_CHECK(d.D == 16 || d.D == 32 || d.D == 64 || d.D == 128, op, ": head dim ", d.D,
+             " on CUDA (kernels exist for 16, 32, 64 and 128)");
   check_bf16(ctx, q, "q", {d.T, d.Hq, d.D});
   check_bf16(ctx, k, "k", {d.T, d.Hkv, d.D});
   check_bf16(ctx, v, "v", {d.T, d.Hkv, d.D});

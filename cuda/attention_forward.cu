@@ -267,8 +267,9 @@ void attention_forward(const Ctx& ctx, Tensor out, Tensor lse, Tensor q, Tensor 
   // Tiles measured on an H100 SXM (4 x 4096 and 1 x 16384 tokens): D = 128
   // runs best with 64-row query blocks, one m-tile per warp and Q in
   // registers; D = 64 with 128-row blocks, two m-tiles per warp (each K/V
-  // fragment read from shared memory feeds two products).
-  const int block_m = d.D == 64 ? 128 : 64;
+  // fragment read from shared memory feeds two products). D = 32 and 16
+  // (small test and demo models, not tuned) take D = 64's tiles.
+  const int block_m = d.D == 128 ? 64 : 128;
   const cudaStream_t stream = stream_of(ctx);
   ArenaScope scope(*ctx.scratch);
   const int n_tiles = tile_table_entries(d.T, d.B, block_m);
@@ -289,10 +290,12 @@ void attention_forward(const Ctx& ctx, Tensor out, Tensor lse, Tensor q, Tensor 
   p.group = int(d.group);
   p.scale = scale;
   p.scale_log2 = scale * kLog2e;
-  if (d.D == 64)
-    DAPO_CUDA_CHECK((launch_forward<64, 128, 64, 4, 2>(p, n_tiles, stream)));
-  else
-    DAPO_CUDA_CHECK((launch_forward<128, 64, 64, 4, 2>(p, n_tiles, stream)));
+  switch (d.D) {
+    case 16: DAPO_CUDA_CHECK((launch_forward<16, 128, 64, 4, 2>(p, n_tiles, stream))); break;
+    case 32: DAPO_CUDA_CHECK((launch_forward<32, 128, 64, 4, 2>(p, n_tiles, stream))); break;
+    case 64: DAPO_CUDA_CHECK((launch_forward<64, 128, 64, 4, 2>(p, n_tiles, stream))); break;
+    default: DAPO_CUDA_CHECK((launch_forward<128, 64, 64, 4, 2>(p, n_tiles, stream))); break;
+  }
 }
 
 }  // namespace dapo::ops::cuda

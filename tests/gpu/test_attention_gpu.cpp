@@ -1,6 +1,6 @@
 // Causal GQA attention over packed sequences on the GPU (bf16, tensor cores)
 // against the CPU reference (fp32) on bf16-exact inputs: MHA and GQA groups
-// 2, 6, 7, head dims 64 and 128, packed batches with empty and one-token
+// 2, 6, 7, head dims 16, 32, 64 and 128, packed batches with empty and one-token
 // sequences and lengths off the tile sizes, an empty batch, one long
 // sequence; bit-identical backward on repeated runs. DAPO_GPU_PERF=1 adds
 // the timing of the model shapes.
@@ -139,6 +139,17 @@ TEST_F(AttentionGpu, GqaMatchesCpu) {
 TEST_F(AttentionGpu, LongSequenceMatchesCpu) {
   check_shape({{4096}, 12, 2, 128}, 31);
   check_shape({{2500, 1596}, 14, 2, 64}, 32);
+}
+
+// The small models' head dims: the demo model (hidden 128, 4 / 2 heads:
+// D = 32) and the tiny_untied fixture (hidden 64, 4 / 2 heads: D = 16).
+TEST_F(AttentionGpu, SmallHeadDimsMatchCpu) {
+  for (int64_t D : {32, 16}) {
+    check_shape({{1, 17, 0, 130, 64, 200}, 4, 2, D}, 41);  // group 2, empty and one-token sequences
+    check_shape({{129, 1, 66, 0, 255, 31}, 4, 2, D}, 42);
+    check_shape({{600}, 4, 2, D}, 43);                     // one sequence past several key blocks
+    check_shape({{33, 190, 5}, 4, 4, D}, 44);              // MHA
+  }
 }
 
 TEST_F(AttentionGpu, EmptyBatchIsANoOp) {

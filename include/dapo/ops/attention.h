@@ -19,7 +19,8 @@
 // O(T^2) - so sequences of many thousand tokens are fine.
 //
 // CUDA backend: q, k, v, out, dout, dq, dk, dv bf16, lse f32, cu_seqlens i32,
-// all on the device; head dim D = 64 or 128; bf16 tensors 16-byte aligned.
+// all on the device; head dim D = 16, 32, 64 or 128 (tiles tuned for 64 and
+// 128; 16 and 32 serve small test and demo models); bf16 tensors 16-byte aligned.
 // Products on tensor cores (bf16 in, fp32 accumulate), softmax statistics,
 // lse and the backward's rowsum(dout * out) in fp32; P and dS are rounded to
 // bf16 for their products, as in FlashAttention-2. cu_seqlens is never read
@@ -74,7 +75,7 @@ void attention_backward(const Ctx& ctx, Tensor dq, Tensor dk, Tensor dv, Tensor 
                         float scale);
 }  // namespace cpu
 
-// CUDA builds only: the dtypes above (bf16, lse f32), D in {64, 128}.
+// CUDA builds only: the dtypes above (bf16, lse f32), D in {16, 32, 64, 128}.
 namespace cuda {
 void attention_forward(const Ctx& ctx, Tensor out, Tensor lse, Tensor q, Tensor k, Tensor v,
                        Tensor cu_seqlens, int64_t max_seqlen, float scale);
