@@ -100,10 +100,12 @@ class ModelGpu : public GpuTest {
   parallel::Comm tp_ = parallel::Comm::world();
 };
 
-TEST_F(ModelGpu, MatchesHfFixtureInBf16) {
-  const std::string dir = fixtures_dir() + "/model/small_d64";
+class ModelGpuFixture : public ModelGpu, public ::testing::WithParamInterface<std::string> {};
+
+TEST_P(ModelGpuFixture, MatchesHfFixtureInBf16) {
+  const std::string dir = fixtures_dir() + "/model/" + GetParam();
   if (!std::filesystem::exists(dir + "/expected.safetensors"))
-    GTEST_SKIP() << dir << " is absent: run tests/fixtures/model/make_fixture.py --only small_d64";
+    GTEST_SKIP() << dir << " is absent: run tests/fixtures/model/make_fixture.py --only " << GetParam();
   const model::Qwen2Config config = model::load_qwen2_config(dir + "/config.json");
   auto store = gpu_store(config);
   const io::SafetensorsFile weights(dir + "/model.safetensors");
@@ -136,6 +138,10 @@ TEST_F(ModelGpu, MatchesHfFixtureInBf16) {
     }
   }
 }
+
+// Head dims 64 and 16 (tiny_tied's 8 is below the attention kernels' 16).
+INSTANTIATE_TEST_SUITE_P(Fixtures, ModelGpuFixture, ::testing::Values("small_d64", "tiny_untied"),
+                         [](const auto& info) { return info.param; });
 
 // A model of real proportions (head dim 128, GQA 4:1, a vocabulary that is
 // not a power of two) on a packed batch with a long and a one-token

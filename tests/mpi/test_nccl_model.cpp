@@ -150,14 +150,20 @@ TEST(NcclModel, EveryLayoutMatchesOneGpu) {
       model::extract_slice(e.slice, e.spec.shape, ref.param.at(e.spec.name).data(), p.data());
       EXPECT_LT(rel_error(got.grad.at(e.spec.name), g), 0.05) << "gradient of " << e.spec.name;
       // AdamW's first step moves each weight by about lr * sign(gradient):
-      // bf16 noise may flip the sign of a near-zero gradient, never more.
+      // bf16 noise may flip the sign of a gradient near zero (the k biases'
+      // are, as softmax nearly ignores a shift of every key); of gradients
+      // of a tenth of the tensor's RMS or more, at most one in a thousand
+      // (seen: 2 of 176k, at 0.12 RMS, with tp = 4).
       const std::vector<float>& q = got.param.at(e.spec.name);
+      double ms = 0;
+      for (float x : g) ms += double(x) * x;
+      const double rms = std::sqrt(ms / double(std::max<size_t>(g.size(), 1)));
       int64_t flipped = 0;
       for (size_t i = 0; i < p.size(); ++i) {
         ASSERT_LE(std::fabs(q[i] - p[i]), 2.2e-3f) << e.spec.name << " element " << i;
-        flipped += std::fabs(q[i] - p[i]) > 1e-4f;
+        flipped += std::fabs(g[i]) > 0.1 * rms && std::fabs(q[i] - p[i]) > 1e-4f;
       }
-      EXPECT_LE(double(flipped), 0.02 * double(p.size()) + 2) << "updates of " << e.spec.name;
+      EXPECT_LE(double(flipped), 1e-3 * double(p.size())) << "updates of " << e.spec.name << " against one GPU";
     }
   }
 }
