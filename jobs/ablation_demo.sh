@@ -32,7 +32,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ ! -x build/dapo ]; then
   bash jobs/install_deps.sh
-  bash jobs/build.sh
+  DAPO_BUILD_TARGETS=dapo bash jobs/build.sh
 fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 np=${DAPO_DEMO_RANKS:-2}

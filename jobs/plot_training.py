@@ -11,7 +11,8 @@ dumped step.
 
 Writes DIR/training_dynamics.png and, when dumps exist, DIR/rollouts.png
 (DIR defaults to the run's directory). Needs Debian's python3-matplotlib,
-python3-pandas and python3-h5py (`apt-get install ...`; /usr/bin/python3).
+python3-pandas and python3-h5py (`apt-get install ...`; /usr/bin/python3), or
+with another python3 `python3 -m pip install matplotlib pandas h5py`.
 """
 import argparse
 import glob
@@ -19,11 +20,25 @@ import json
 import os
 import sys
 
-import matplotlib
 
-matplotlib.use("Agg")  # files only, no display
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
+def missing_packages_exit(error):
+    """Stops with what to install when a python3 without the plotting
+    packages runs this (a cluster's module, conda, pyenv: not Debian's)."""
+    sys.exit(f"{os.path.basename(sys.argv[0])}: {error} (python3 is {sys.executable}).\n"
+             "It needs matplotlib, pandas and h5py. Install them for this python3 with\n"
+             f"    {sys.executable} -m pip install matplotlib pandas h5py\n"
+             "(add --user outside a virtual environment), or run Debian's /usr/bin/python3 after\n"
+             "    apt-get install python3-matplotlib python3-pandas python3-h5py")
+
+
+try:
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, no display
+    import matplotlib.pyplot as plt
+    import pandas as pd
+except ImportError as e:  # ModuleNotFoundError is an ImportError
+    missing_packages_exit(e)
 
 
 def read_metrics(path):
@@ -92,7 +107,10 @@ def training_dynamics(df, out):
 
 
 def read_dump(path):
-    import h5py  # only needed for dumps
+    try:
+        import h5py  # only needed for dumps
+    except ImportError as e:
+        missing_packages_exit(e)
 
     with h5py.File(path, "r") as f:
         if f.attrs.get("format") not in ("dapo-rollout-dump", b"dapo-rollout-dump"):

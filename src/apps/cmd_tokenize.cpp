@@ -9,6 +9,7 @@
 
 #include "command.h"
 #include "dapo/core/error.h"
+#include "dapo/core/json_text.h"
 #include "dapo/data/tokenizer.h"
 
 namespace dapo::apps {
@@ -45,6 +46,7 @@ int run_tokenize(const Invocation& inv) {
     ++number;
     if (text.find_first_not_of(" \t\r") == std::string::npos) continue;  // blank lines carry nothing
     const std::string where = cat("stdin:", number);
+    refuse_nul_byte(text, where);
     Json line;
     try {
       line = Json::parse(text);

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <set>
@@ -219,6 +220,9 @@ struct Assignment {
 };
 
 std::vector<Assignment> read_ini(const std::string& path) {
+  // An ifstream opens a folder and then reads nothing: an empty config.
+  if (std::filesystem::is_directory(path))
+    throw UserError(cat(path, ": is a directory, not a configuration file"));
   std::ifstream in(path);
   if (!in) throw UserError(cat(path, ": cannot open the configuration file"));
   std::vector<Assignment> out;
@@ -229,21 +233,21 @@ std::vector<Assignment> read_ini(const std::string& path) {
     std::string s = trim(line);
     if (s.empty() || s[0] == '#' || s[0] == ';') continue;
     if (s[0] == '[') {
-      if (s.back() != ']' || s.size() < 3) throw UserError(cat(where, ": malformed section header '", s, "'"));
+      if (s.back() != ']' || s.size() < 3) throw UserError(cat(where, ": malformed section header '", printable(s), "'"));
       section = trim(s.substr(1, s.size() - 2));
       continue;
     }
     const auto eq = s.find('=');
-    if (eq == std::string::npos) throw UserError(cat(where, ": expected 'key = value', got '", s, "'"));
+    if (eq == std::string::npos) throw UserError(cat(where, ": expected 'key = value', got '", printable(s), "'"));
     const std::string key = trim(s.substr(0, eq));
     std::string value = trim(s.substr(eq + 1));
     // An inline comment needs whitespace before it, so values like "a#b" survive.
     for (const char* mark : {" #", "\t#", " ;", "\t;"})
       if (auto c = value.find(mark); c != std::string::npos) value = trim(value.substr(0, c));
-    if (section.empty()) throw UserError(cat(where, ": key '", key, "' outside of any [section]"));
+    if (section.empty()) throw UserError(cat(where, ": key '", printable(key), "' outside of any [section]"));
     if (key.empty()) throw UserError(cat(where, ": empty key"));
     const std::string full = section + "." + key;
-    if (!seen.insert(full).second) throw UserError(cat(where, ": key '", key, "' set twice in [", section, "]"));
+    if (!seen.insert(full).second) throw UserError(cat(where, ": key '", printable(key), "' set twice in [", printable(section), "]"));
     out.push_back({full, value, where});
   }
   return out;
@@ -254,7 +258,7 @@ Assignment parse_override(const std::string& arg) {
   if (s.rfind("--", 0) == 0) s = s.substr(2);
   const auto eq = s.find('=');
   if (eq == std::string::npos || s.find('.') == std::string::npos || s.find('.') > eq)
-    throw UserError(cat("command line: '", arg, "' is not of the form --section.key=value"));
+    throw UserError(cat("command line: '", printable(arg), "' is not of the form --section.key=value"));
   return {s.substr(0, eq), s.substr(eq + 1), "command line"};
 }
 
@@ -262,7 +266,8 @@ void store(const Schema& schema, po::variables_map& vm, const Assignment& a) {
   if (!schema.desc().find_nothrow(a.key, false)) {
     const std::string hint = closest_key(a.key, schema.keys());
     const auto dot = a.key.find('.');
-    throw UserError(cat(a.origin, ": unknown key '", a.key.substr(dot + 1), "' in [", a.key.substr(0, dot), "]",
+    throw UserError(cat(a.origin, ": unknown key '", printable(a.key.substr(dot + 1)), "' in [",
+                        printable(a.key.substr(0, dot)), "]",
                         hint.empty() ? std::string() : cat(" (did you mean ", hint, "?)")));
   }
   po::parsed_options parsed(&schema.desc());
@@ -270,7 +275,7 @@ void store(const Schema& schema, po::variables_map& vm, const Assignment& a) {
   try {
     po::store(parsed, vm);  // the first store of a key wins: overrides go first
   } catch (const po::error& e) {
-    throw UserError(cat(a.origin, ": bad value '", a.value, "' for ", a.key, ": ", e.what()));
+    throw UserError(cat(a.origin, ": bad value '", printable(a.value), "' for ", a.key, ": ", printable(e.what())));
   }
 }
 

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "dapo/core/error.h"
+#include "dapo/core/json_text.h"
 #include "dapo/data/dataset.h"
 
 namespace dapo::data {
@@ -110,6 +111,7 @@ std::string json_error_detail(const json::parse_error& e) {
 PromptRecord parse_prompt_line(std::string_view line, const std::string& file, int64_t line_number,
                                int64_t ordinal, std::string_view default_source) {
   const LineContext ctx{file, line_number};
+  refuse_nul_byte(line, cat(file, ":", line_number));
   json doc;
   try {
     doc = json::parse(line.data(), line.data() + line.size());

@@ -203,16 +203,20 @@ std::string dump_samples(const RolloutDump& d, int64_t k) {
     out += fmt("=== sample %zu of %zu: prompt uid %llu, round %lld, position %lld, source %s, %s, %s; "
                "sample_index %lld of %s\n",
                i + 1, picks.size(), static_cast<unsigned long long>(uint64_t(g.uid)), static_cast<long long>(g.round),
-               static_cast<long long>(g.position), g.data_source.empty() ? "(none)" : g.data_source.c_str(),
+               static_cast<long long>(g.position), g.data_source.empty() ? "(none)" : printable(g.data_source).c_str(),
                dg.trained ? "trained" : "not trained", rl::group_outcome_name(dg.outcome), static_cast<long long>(s),
                count_of(g.num_responses(), "response").c_str());
-    out += "--- prompt\n" + g.prompt_text + "\n";
-    out += "--- response\n" + g.response_text[S] + "\n";
-    out += "--- answer: " + g.pred[S] + " | ground truth: " + g.ground_truth + "\n";
-    out += fmt("score %g, acc %g, reward %g, advantage %s, finish %s, %s, %s\n", g.score[S], g.acc[S], g.reward[S],
+    // Model text may hold any bytes: escaped, so that an ESC in a response
+    // cannot drive the terminal (newlines and tabs kept for reading).
+    out += "--- prompt\n" + printable(g.prompt_text, true) + "\n";
+    out += "--- response\n" + printable(g.response_text[S], true) + "\n";
+    out += "--- answer: " + printable(g.pred[S]) + " | ground truth: " + printable(g.ground_truth) + "\n";
+    // The loss mask (overlong filtering) means something only for a group
+    // that was trained; a dropped group's responses were in no loss.
+    out += fmt("score %g, acc %g, reward %g, advantage %s, finish %s, %s%s\n", g.score[S], g.acc[S], g.reward[S],
                g.advantage.empty() ? "-" : fmt("%g", g.advantage[S]).c_str(),
                d.finish_reason_name(g.finish_reason[S]).c_str(), count_of(g.response_length(s), "token").c_str(),
-               g.in_loss[S] ? "in loss" : "masked out of the loss");
+               !dg.trained ? "" : g.in_loss[S] ? ", in the loss" : ", masked out of the loss (overlong filtering)");
   }
   return out;
 }

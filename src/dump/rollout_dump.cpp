@@ -239,7 +239,12 @@ void write_rollout_dump(const std::string& path, const parallel::Comm& comm, std
     f.set_attr("/", "max_response_length", info.max_response_length);
     f.set_attr("/", "world_size", int64_t(comm.size()));
 
-    DumpWriter w(f, comm, rows, options);
+    // Checksums as in checkpoints: HDF5 verifies each chunk's Fletcher-32
+    // on every read, so a damaged dump fails to load instead of showing
+    // altered text or numbers.
+    io::DatasetOptions checked = options;
+    checked.fletcher32 = true;
+    DumpWriter w(f, comm, rows, checked);
     w.column("/prompts/uid", kPrompts, rows.uid);
     w.column("/prompts/round", kPrompts, rows.round);
     w.column("/prompts/position", kPrompts, rows.position);

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <set>
+#include <string_view>
 
 #include "dapo/core/error.h"
 #include "dapo/core/log.h"
@@ -75,11 +76,32 @@ void agree_on_error(const parallel::Comm& comm, const std::string& error) {
 
 CheckpointWriter::CheckpointWriter(std::string path, const parallel::Comm& comm, const CheckpointInfo& info,
                                    const DatasetOptions& options)
-    : path_(std::move(path)),
+    : path_(output_target(path)),  // a symlink's target is written, the link kept
       partial_(path_ + ".partial"),
       comm_(&comm),
       specs_(model::qwen2_param_specs(info.model)),
       info_(info) {
+  // The rename of the .partial would replace a device or FIFO (--output /dev/null as root).
+  if (writes_in_place(path_))
+    throw UserError(cat(path, ": not a regular file (a device, FIFO or socket): a checkpoint is an HDF5 file, "
+                              "written beside it and renamed into place"));
+  // A full disk found before the file exists, with a message that says so
+  // (and no .partial left behind), rather than deep inside HDF5's writes.
+  std::string error;
+  if (comm.rank() == 0) {
+    uint64_t bytes = uint64_t(1) << 20;  // attributes, metadata
+    for (const auto& spec : specs_) {
+      uint64_t n = sizeof(float);
+      for (const int64_t d : spec.shape) n *= uint64_t(d);
+      bytes += info.training ? 3 * n : n;
+    }
+    try {
+      check_free_space(path_, bytes, info.training ? "training checkpoint" : "checkpoint");
+    } catch (const UserError& e) {
+      error = e.what();
+    }
+  }
+  agree_on_error(comm, error);
   DatasetOptions opts = options;
   opts.fletcher32 = true;
   file_ = H5File::create(partial_, comm);
@@ -226,13 +248,16 @@ CheckpointReader::CheckpointReader(std::string path, const parallel::Comm& comm)
   file_ = H5File::open(path_, comm);
   info_.format_version = check_format(file_, path_, kCheckpointFormat, "dapo checkpoint", kCheckpointFormatVersion);
   info_.step = file_.attr_int("/", "step");
+  // Bad input, not a bug: resume = auto then falls back to the previous checkpoint.
+  if (info_.step < 0) throw UserError(cat(path_, ": step = ", info_.step, " is negative (a damaged checkpoint)"));
   info_.config_ini = file_.attr_string("/", "config");
   info_.model = model::parse_qwen2_config(file_.attr_string("/", "model_config"), cat(path_, ": model_config"));
   info_.world_size = file_.attr_int("/", "world_size");
   info_.tp = file_.attr_int("/", "tp");
   info_.dp = file_.attr_int("/", "dp");
-  specs_ = model::qwen2_param_specs(info_.model);
   if (!file_.exists("/model")) throw UserError(cat(path_, ": no /model group (not a complete checkpoint)"));
+  check_layer_count(info_.model, file_.list_datasets("/model"), cat(path_, ": model_config"));
+  specs_ = model::qwen2_param_specs(info_.model);
   info_.training = file_.exists("/optimizer");
   auto check_tensor = [&](const std::string& ds, const model::ParamSpec& spec) {
     if (!file_.is_dataset(ds)) throw UserError(cat(path_, ": missing tensor ", ds));
@@ -334,6 +359,13 @@ void load_targets(const CheckpointReader& reader, const parallel::Comm& comm, in
         DAPO_CHECK(out != nullptr, "checkpoint load: nowhere to put ", ds);
         const Hyperslab slab = slab_of(spec, slice);
         reader.read_tensor(ds, slab, out);
+        // A model to run or train: NaN/Inf would only surface later, as
+        // non-finite logits far from the cause. resume = auto falls back
+        // past such a checkpoint like past a damaged one.
+        if (const int64_t bad = count_non_finite(out, slab.numel()); bad > 0)
+          throw UserError(cat("non-finite values in tensor ", ds, " of ", reader.path(), " (", bad, " NaN or Inf of ",
+                              slab.numel(), " values read): the model cannot run; use an earlier checkpoint or "
+                              "re-import the weights"));
         if (verify && writes_slice(spec, mc, place)) parts.back() = slab_digest(spec.shape, slab, out);
       } catch (const UserError& e) {
         error = e.what();
@@ -374,6 +406,26 @@ CheckpointInfo load_training_checkpoint(const std::string& path, const parallel:
                {{&model_dataset, &params}, {&exp_avg_dataset, &exp_avg}, {&exp_avg_sq_dataset, &exp_avg_sq}});
   reader.close();
   return reader.info();
+}
+
+void check_layer_count(const model::Qwen2Config& config, const std::vector<std::string>& names,
+                       const std::string& origin) {
+  static constexpr std::string_view kPrefix = "model.layers.";
+  const int64_t want = config.num_hidden_layers;
+  std::vector<bool> present(std::min(size_t(want), names.size()), false);  // no layer without a tensor
+  for (const std::string& name : names) {
+    if (name.compare(0, kPrefix.size(), kPrefix) != 0) continue;
+    int64_t l = 0;
+    size_t i = kPrefix.size();
+    for (; i < name.size() && i < kPrefix.size() + 12 && name[i] >= '0' && name[i] <= '9'; ++i) l = l * 10 + (name[i] - '0');
+    if (i > kPrefix.size() && i < name.size() && name[i] == '.' && l < int64_t(present.size())) present[size_t(l)] = true;
+  }
+  const auto missing = std::find(present.begin(), present.end(), false);
+  if (int64_t(present.size()) < want || missing != present.end())
+    throw UserError(cat(origin, ": num_hidden_layers = ", want, " but there are no tensors of layer ",
+                        missing != present.end() ? int64_t(missing - present.begin()) : int64_t(present.size()),
+                        " (model.layers.N.*; ", names.size(),
+                        " tensors in all): a damaged or mismatched model configuration"));
 }
 
 }  // namespace dapo::io

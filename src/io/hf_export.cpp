@@ -2,12 +2,12 @@
 // model.safetensors that HF transformers loads; rank 0 streams tensor by
 // tensor.
 #include <filesystem>
-#include <fstream>
 
 #include "dapo/core/bf16.h"
 #include "dapo/core/error.h"
 #include "dapo/core/log.h"
 #include "dapo/io/checkpoint.h"
+#include "dapo/io/file_sync.h"
 #include "dapo/io/hf_convert.h"
 #include "dapo/io/safetensors.h"
 
@@ -23,24 +23,13 @@ ExportDtype parse_export_dtype(const std::string& name) {
 
 namespace {
 
-void write_text_file(const fs::path& path, const std::string& text) {
-  const std::string partial = path.string() + ".partial";
-  {
-    std::ofstream out(partial, std::ios::binary | std::ios::trunc);
-    if (!(out << text) || !out.flush()) throw UserError(cat(partial, ": cannot write"));
-  }
-  std::error_code ec;
-  fs::rename(partial, path, ec);
-  if (ec) throw UserError(cat(path.string(), ": cannot rename ", partial, " to it: ", ec.message()));
-}
-
 void write_model_dir(const CheckpointReader& reader, const fs::path& dir, ExportDtype dtype) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec || !fs::is_directory(dir)) throw UserError(cat(dir.string(), ": cannot create the directory: ", ec.message()));
   model::Qwen2Config config = reader.info().model;
   config.torch_dtype = dtype == ExportDtype::bf16 ? "bfloat16" : "float32";
-  write_text_file(dir / "config.json", model::qwen2_config_to_json(config));
+  write_output_file((dir / "config.json").string(), model::qwen2_config_to_json(config), "model configuration");
 
   const char* st_dtype = dtype == ExportDtype::bf16 ? "BF16" : "F32";
   std::vector<SafetensorsWriter::Header> headers;

@@ -1,6 +1,7 @@
 // A model's safetensors over one file or the shards of an HF index.
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -42,6 +43,16 @@ SafetensorsSet SafetensorsSet::open_index(const std::string& index_path) {
     const std::string shard = v.get<std::string>();
     auto it = shard_index.find(shard);
     if (it == shard_index.end()) {
+      // Shards live in the model's folder: an index naming
+      // "../../etc/passwd" or "/etc/passwd" must not open it. Checked
+      // lexically, so the symlinks of a Hugging Face cache (shard -> blob
+      // outside the snapshot folder) still work.
+      const fs::path rel(shard);
+      const bool escapes = shard.empty() || rel.is_absolute() || rel.has_root_name() ||
+                           std::any_of(rel.begin(), rel.end(), [](const fs::path& part) { return part == ".."; });
+      if (escapes)
+        throw UserError(cat(index_path, ": shard '", printable(shard), "' (of tensor '", printable(name),
+                            "') is not a file name inside ", dir.empty() ? std::string(".") : dir.string()));
       const fs::path p = dir / shard;
       if (!fs::is_regular_file(p))
         throw UserError(cat(index_path, ": shard '", shard, "' (of tensor '", name, "') does not exist"));

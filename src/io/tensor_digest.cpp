@@ -1,6 +1,7 @@
-// slab_digest / sum_digests (tensor_digest.h).
+// slab_digest / sum_digests / count_non_finite (tensor_digest.h).
 #include "dapo/io/tensor_digest.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "dapo/core/error.h"
@@ -38,6 +39,12 @@ void sum_digests(const parallel::Comm& comm, std::vector<uint64_t>& parts) {
   comm.all_reduce_i64(halves, parallel::ReduceOp::sum);
   for (size_t i = 0; i < parts.size(); ++i)
     parts[i] = uint64_t(halves[2 * i]) + (uint64_t(halves[2 * i + 1]) << 32);
+}
+
+int64_t count_non_finite(const float* data, int64_t n) {
+  int64_t bad = 0;
+  for (int64_t i = 0; i < n; ++i) bad += std::isfinite(data[i]) ? 0 : 1;
+  return bad;
 }
 
 }  // namespace dapo::io

@@ -78,15 +78,37 @@ void find_pm(const Ast& ast, int32_t i, std::vector<int32_t>* out) {
   for (uint32_t k = 0; k < n.count; ++k) find_pm(ast, ast.kid(n, k), out);
 }
 
+// Whether a subtree only names a quantity: variables (a, a_5, \alpha)
+// joined by + - and products (m+n, p+q, AB, mn). No number, function or
+// power: "2x = 6" solves for x and "x^2 = 4" is not "4".
+bool names_quantity(const Ast& ast, int32_t i) {
+  const Node& n = ast.at(i);
+  switch (n.kind) {
+    case NodeKind::variable:
+      return true;
+    case NodeKind::add:
+    case NodeKind::sub:
+    case NodeKind::mul:
+      return names_quantity(ast, n.a) && names_quantity(ast, n.b);
+    default:
+      return false;
+  }
+}
+
 // "x = 5" -> 5 and "x \in [0, 1]" -> [0, 1]: the left side names what the
-// answer is about.
+// answer is about. So does a compound name with a constant right side:
+// "m+n = 204" -> 204, "p+q = \frac{7}{2}" -> 7/2 (competition answers that
+// restate the asked-for quantity). An equation with variables on both
+// sides ("x+y = 2z") stays an equation.
 int32_t right_side(const Ast& ast, int32_t i) {
   const Node& n = ast.at(i);
   if (n.kind != NodeKind::relation || n.count != 2) return i;
   const RelOp op = ast.ops[size_t(n.b)];
   if (op != RelOp::eq && op != RelOp::in) return i;
-  if (ast.at(ast.kid(n, 0)).kind == NodeKind::variable) return ast.kid(n, 1);
-  if (op == RelOp::eq && ast.at(ast.kid(n, 1)).kind == NodeKind::variable) return ast.kid(n, 0);  // 5 = x
+  const int32_t left = ast.kid(n, 0), right = ast.kid(n, 1);
+  if (ast.at(left).kind == NodeKind::variable) return right;
+  if (op == RelOp::eq && ast.at(right).kind == NodeKind::variable) return left;  // 5 = x
+  if (op == RelOp::eq && names_quantity(ast, left) && collect_variables(ast, right).empty()) return right;
   return i;
 }
 

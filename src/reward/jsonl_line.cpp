@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dapo/core/error.h"
+#include "dapo/core/json_text.h"
 #include "dapo/reward/verifier.h"
 
 namespace dapo::reward {
@@ -30,6 +31,7 @@ std::string reference_of(const Json& obj, const std::string& where) {
 bool score_jsonl_line_nlohmann(std::string_view line, std::string_view source, int64_t line_number,
                                std::string* output) {
   const std::string where = cat(source, ":", line_number);
+  refuse_nul_byte(line, where);
   Json obj;
   try {
     obj = Json::parse(line);

@@ -384,7 +384,14 @@ std::string strip_trailing_units(std::string_view text) {
 }
 
 std::string normalize_answer(std::string_view answer) {
-  std::string s = strip_latex(normalize_unicode(answer));
+  // Control characters other than whitespace (a NUL or \x01 a model
+  // emitted before its answer) are invisible: dropped, as normalize_unicode
+  // drops a NUL, so that they change nothing of what is written.
+  std::string visible;
+  visible.reserve(answer.size());
+  for (const char c : answer)
+    if ((static_cast<unsigned char>(c) >= 0x20 && c != 0x7f) || is_space(c)) visible += c;
+  std::string s = strip_latex(normalize_unicode(visible));
   s = latex_commas(s);
   // Leading "=" / ":" and spaces, trailing punctuation.
   size_t lead = 0;

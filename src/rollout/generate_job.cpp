@@ -6,13 +6,14 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
+#include <sstream>
 #include <optional>
 
 #include "dapo/core/error.h"
 #include "dapo/core/log.h"
 #include "dapo/data/chat_template.h"
 #include "dapo/io/checkpoint.h"
+#include "dapo/io/file_sync.h"
 #include "dapo/model/qwen2_model.h"
 #include "dapo/rollout/generate_jsonl.h"
 #include "dapo/rollout/model_source.h"
@@ -40,17 +41,9 @@ std::vector<RolloutBatch> gather_batches(const parallel::Grid& grid, const Rollo
 
 void write_output(const std::string& path, const GenerateInput& input, const RolloutBatch& batch, int64_t n,
                   const data::Tokenizer* tokenizer) {
-  const std::string partial = path + ".partial";
-  {
-    std::ofstream out(partial, std::ios::binary | std::ios::trunc);
-    if (!out) throw UserError(cat(path, ": cannot create the output file"));
-    write_generate_output(out, input, batch, n, tokenizer);
-    out.flush();
-    if (!out) throw UserError(cat(path, ": write failed"));
-  }
-  std::error_code ec;
-  std::filesystem::rename(partial, path, ec);
-  if (ec) throw UserError(cat(path, ": cannot rename ", partial, " to it: ", ec.message()));
+  std::ostringstream out;
+  write_generate_output(out, input, batch, n, tokenizer);
+  io::write_output_file(path, out.str(), "output");  // devices and FIFOs written in place, files atomically
 }
 
 }  // namespace
@@ -82,6 +75,14 @@ GenerateSummary run_generate_job(const Config& config, const GenerateJob& job, c
                 "earlier line: they are sampled with the same random numbers");
   }
 
+  // The longest prompt decides whether a response can run past the model's positions.
+  const GenerateRecord* longest = nullptr;
+  for (const GenerateRecord& r : input.records)
+    if (!r.skipped && (!longest || r.prompt_ids.size() > longest->prompt_ids.size())) longest = &r;
+  if (longest)
+    check_positions(int64_t(longest->prompt_ids.size()), config.rollout.max_response_length, mc,
+                    cat(job.input, ":", longest->line));
+
   // Round robin over dp: kept prompt i goes to dp rank i % dp.
   std::vector<PromptInput> mine;
   int64_t kept = 0;
@@ -90,6 +91,10 @@ GenerateSummary run_generate_job(const Config& config, const GenerateJob& job, c
     if (kept++ % grid.dp_size == grid.dp_rank) mine.push_back({r.uid, r.prompt_ids});
   }
   const SamplingOptions sampling = sampling_options(config, response_eos_ids(tok, mc), 0);
+  if (root && sampling.temperature == 0 && sampling.n > 1)
+    DAPO_WARN("generate: rollout.n = ", sampling.n, " (", config.origin_of("rollout.n"),
+              ") at rollout.temperature = 0 (greedy): every prompt gets ", sampling.n,
+              " identical responses; set --rollout.n=1, or a temperature > 0 to sample");
   if (sampling.eos_ids.empty())
     DAPO_INFO("generate: no EOS id (no tokenizer and none in the model's config): responses stop at ",
               sampling.max_response_length, " tokens");

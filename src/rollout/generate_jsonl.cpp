@@ -11,6 +11,7 @@
 #include <unordered_set>
 
 #include "dapo/core/error.h"
+#include "dapo/core/json_text.h"
 #include "dapo/data/dataset.h"
 
 namespace dapo::rollout {
@@ -139,6 +140,7 @@ GenerateInput read_generate_input(const std::string& path, const PromptEncoding&
   for (int64_t number = 1; std::getline(in, text); ++number) {
     if (text.find_first_not_of(" \t\r\n") == std::string::npos) continue;
     const Line line{path, number};
+    refuse_nul_byte(text, cat(path, ":", number));
     Json doc;
     try {
       doc = Json::parse(text);

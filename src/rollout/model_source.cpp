@@ -9,7 +9,9 @@
 #include "dapo/core/log.h"
 #include "dapo/data/chat_template.h"
 #include "dapo/io/checkpoint.h"
+#include "dapo/io/hf_convert.h"
 #include "dapo/io/safetensors.h"
+#include "dapo/io/tensor_digest.h"
 #include "dapo/model/qwen2_config.h"
 
 namespace dapo::rollout {
@@ -38,8 +40,14 @@ ModelSource resolve_model_source(const std::string& checkpoint, const ModelConfi
 
 namespace {
 
+// The model's config, checked against the tensors present before the
+// caller sizes a ParamStore by it (a damaged config must not allocate).
 model::Qwen2Config read_config(const ModelSource& source, const parallel::Comm& world) {
-  if (source.hf_dir) return model::load_qwen2_config((fs::path(source.path) / "config.json").string());
+  if (source.hf_dir) {
+    const model::Qwen2Config config = model::load_qwen2_config((fs::path(source.path) / "config.json").string());
+    io::check_hf_weights(io::SafetensorsSet::open_dir(source.path), config, source.path);
+    return config;
+  }
   io::CheckpointReader reader(source.path, world);
   model::Qwen2Config config = reader.info().model;
   reader.close();
@@ -67,6 +75,9 @@ std::string read_hf_slices(const std::string& dir, model::ParamStore& store) {
         weights.read_f32(name, local.data());
       else
         weights.read_f32_slice(name, e.slice.dim, e.slice.begin, e.slice.count, local.data());
+      if (io::count_non_finite(local.data(), int64_t(local.size())) > 0)
+        throw UserError(cat("non-finite values in tensor ", name, " of ", weights.file_of(name).path(),
+                            ": the model cannot run"));
       store.load_local(name, local.data(), int64_t(local.size()));
     }
   } catch (const UserError& e) {
@@ -104,6 +115,15 @@ std::unique_ptr<model::ParamStore> load_model_params(const ModelSource& source, 
     DAPO_INFO("model: ", store->entries().size(), " tensors from the checkpoint ", source.path);
   }
   return store;
+}
+
+void check_positions(int64_t prompt_tokens, int64_t max_response_length, const model::Qwen2Config& config,
+                     const std::string& where) {
+  if (prompt_tokens + max_response_length <= config.max_position_embeddings) return;
+  throw UserError(cat(where, ": a prompt of ", prompt_tokens, " tokens + rollout.max_response_length = ",
+                      max_response_length, " is ", prompt_tokens + max_response_length,
+                      " positions, more than the model's max_position_embeddings = ", config.max_position_embeddings,
+                      ": lower rollout.max_response_length or data.max_prompt_length"));
 }
 
 std::vector<int32_t> response_eos_ids(const data::Tokenizer* tokenizer, const model::Qwen2Config& config) {

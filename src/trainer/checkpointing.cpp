@@ -37,14 +37,21 @@ std::vector<std::pair<int64_t, std::string>> checkpoints_in(const std::string& d
   return out;
 }
 
-// The candidates of resume = auto, in the order to try them.
-std::vector<std::string> auto_candidates(const std::string& dir) {
+// The candidates of resume = auto, in the order to try them. `latest` naming
+// a file that is gone (deleted by hand, or by an older dapo's pruning) is
+// reported: the run then resumes from an older step than the user expects.
+std::vector<std::string> auto_candidates(const std::string& dir, bool report) {
   std::vector<std::string> out;
-  std::ifstream latest((fs::path(dir) / "latest").string());
+  const std::string latest_path = (fs::path(dir) / "latest").string();
+  std::ifstream latest(latest_path);
   std::string name;
   if (latest && std::getline(latest, name) && !name.empty()) {
     const std::string path = (fs::path(dir) / name).string();
-    if (fs::exists(path)) out.push_back(path);
+    if (fs::exists(path))
+      out.push_back(path);
+    else if (report)
+      DAPO_WARN("resume: ", latest_path, " names ", path, ", which does not exist; trying the newest step_*.h5 "
+                "instead");
   }
   for (const auto& [step, path] : checkpoints_in(dir))
     if (std::find(out.begin(), out.end(), path) == out.end()) out.push_back(path);
@@ -89,6 +96,14 @@ ResumePoint load_into(const std::string& path, const parallel::Grid& grid, model
   return p;
 }
 
+// The highest step of a step_*.h5 in `dir` on any rank, -1 for none. Collective.
+int64_t newest_checkpoint_step(const std::string& dir, const parallel::Comm& world) {
+  const auto all = checkpoints_in(dir);
+  std::vector<int64_t> newest{all.empty() ? -1 : all.front().first};
+  world.all_reduce_i64(newest, parallel::ReduceOp::max);
+  return newest[0];
+}
+
 }  // namespace
 
 std::string checkpoint_name(int64_t step) {
@@ -100,15 +115,34 @@ std::string checkpoint_name(int64_t step) {
 std::optional<ResumePoint> resume_training(const Config& config, const parallel::Grid& grid,
                                            model::ParamStore& params, optim::AdamW& optimizer) {
   const std::string& mode = config.checkpoint.resume;
-  if (mode == "never") return std::nullopt;
+  const std::string& dir = config.checkpoint.dir;
+  if (mode == "never") {
+    // A fresh run writes step_00000001.h5 onwards and prunes by step: over
+    // another run's checkpoints it would overwrite some and, with keep_last,
+    // delete its own newest one in favour of the other run's higher steps.
+    const int64_t newest = newest_checkpoint_step(dir, grid.world);
+    if (newest >= 0)
+      throw UserError(cat(config.origin_of("checkpoint.resume"), ": checkpoint.resume = never, but checkpoint.dir = ",
+                          dir, " holds another run's checkpoints (newest: ",
+                          (fs::path(dir) / checkpoint_name(newest)).string(),
+                          "): move them away or choose another checkpoint.dir to start afresh, or resume from them "
+                          "with checkpoint.resume = auto"));
+    return std::nullopt;
+  }
   if (mode != "auto") {
     if (!fs::exists(mode))
       throw UserError(cat(config.origin_of("checkpoint.resume"), ": checkpoint.resume = ", mode, ": no such file"));
-    return load_into(mode, grid, params, optimizer);
+    ResumePoint p = load_into(mode, grid, params, optimizer);
+    const int64_t newest = newest_checkpoint_step(dir, grid.world);
+    if (newest > p.step)
+      DAPO_WARN("resume: checkpoint.dir = ", dir, " holds checkpoints past step ", p.step, " (newest: ",
+                checkpoint_name(newest), "); this run overwrites each as it reaches its step, and keep_last "
+                "prunes only checkpoints before the one it has just written");
+    return p;
   }
   // Every rank lists the directory; rank 0's list is the one tried, so a
   // file system that shows ranks different views cannot split them.
-  std::vector<std::string> candidates = auto_candidates(config.checkpoint.dir);
+  std::vector<std::string> candidates = auto_candidates(config.checkpoint.dir, grid.world_rank() == 0);
   std::vector<int64_t> count{int64_t(candidates.size())};
   grid.world.all_reduce_i64(count, parallel::ReduceOp::min);
   std::vector<std::string> failures;
@@ -161,11 +195,17 @@ std::string save_training_state(const Config& config, const parallel::Grid& grid
       moments(true), moments(false));
   point_latest(config, grid, name, [&] {
     if (config.checkpoint.keep_last <= 0) return;
-    const auto all = checkpoints_in(config.checkpoint.dir);
-    for (size_t i = size_t(config.checkpoint.keep_last); i < all.size(); ++i) {
+    // Only checkpoints of earlier steps go: the one just written (which
+    // `latest` names) and any of later steps stay. Later steps are there
+    // when this run resumed from an earlier checkpoint (a PATH, or resume =
+    // auto past a damaged newest one); counting them would delete this
+    // run's newest checkpoint and leave `latest` naming a missing file.
+    int64_t kept = 1;  // this step's
+    for (const auto& [s, p] : checkpoints_in(config.checkpoint.dir)) {
+      if (s >= step || kept++ < config.checkpoint.keep_last) continue;
       std::error_code ec;
-      fs::remove(all[i].second, ec);
-      if (ec) DAPO_WARN("checkpoint: cannot remove ", all[i].second, " (keep_last): ", ec.message());
+      fs::remove(p, ec);
+      if (ec) DAPO_WARN("checkpoint: cannot remove ", p, " (keep_last): ", ec.message());
     }
   });
   return path;

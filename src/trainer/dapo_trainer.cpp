@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "dapo/core/error.h"
+#include "dapo/core/log.h"
 #include "dapo/optim/lr_schedule.h"
 #include "dapo/rollout/model_source.h"
 #include "dapo/trainer/step_metrics.h"
@@ -72,6 +73,20 @@ DapoStepResult DapoTrainer::step() {
   res.seconds = root_seconds_since(grid_.world, start);
   res.metrics = dapo_step_metrics(config_, grid_, res.generation, res.update, res.seconds);
   return res;
+}
+
+void check_divergence(const Config& config, int64_t step, const UpdatePhaseResult& update, bool warn) {
+  if (update.skipped_steps == 0) return;
+  if (update.skipped_steps < update.optimizer_steps) {
+    if (warn)
+      DAPO_WARN("step ", step, ": ", update.skipped_steps, " of ", update.optimizer_steps,
+                " optimizer steps skipped (non-finite loss or gradient norm)");
+    return;
+  }
+  throw UserError(cat("training diverged at step ", step, ": the loss or gradient norm was non-finite in all ",
+                      update.optimizer_steps, " optimizer steps, so the weights can no longer change; lower optim.lr ",
+                      "(now ", config.optim.lr, ", ", config.origin_of("optim.lr"),
+                      ") and resume from the last checkpoint (nothing of this step is saved)"));
 }
 
 }  // namespace dapo::trainer

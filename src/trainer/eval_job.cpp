@@ -34,6 +34,7 @@ ValidationResult run_eval_job(const Config& config, const EvalJob& job, const pa
     tokenizer.emplace(data::Tokenizer::load(source.tokenizer));
     dataset = data::PromptDataset::load_list(files, job.data.empty() ? "data.val_files" : "--data");
     problems.emplace(dataset, *tokenizer, prompt_set_options(config, params->config().vocab_size));
+    check_prompt_positions(*problems, config, params->config());
   } catch (const UserError& e) {
     error = e.what();
   }
@@ -47,6 +48,9 @@ ValidationResult run_eval_job(const Config& config, const EvalJob& job, const pa
   rollout::GenerationEngine engine(model, grid.tp, ops::Ctx{}, rollout::engine_options(config));
   const rollout::SamplingOptions sampling =
       rollout::validation_sampling_options(config, rollout::response_eos_ids(&*tokenizer, params->config()), 0);
+  if (grid.world_rank() == 0 && sampling.temperature == 0 && sampling.n > 1)
+    DAPO_WARN("eval: rollout.val_n = ", sampling.n, " at rollout.val_temperature = 0 (greedy): the ", sampling.n,
+              " answers to each problem are identical, so pass@", sampling.n, " equals mean@", sampling.n);
   ValidationResult result;
   try {
     result = run_validation(engine, *problems, sampling, reward_settings(config, *tokenizer), grid);

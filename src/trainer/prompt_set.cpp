@@ -4,6 +4,7 @@
 
 
 #include "dapo/core/error.h"
+#include "dapo/rollout/model_source.h"
 
 namespace dapo::trainer {
 
@@ -54,6 +55,15 @@ PromptSet::PromptSet(const data::PromptDataset& dataset, const data::Tokenizer& 
   if (record_.empty())
     throw UserError(cat("every prompt of ", dataset[0].file, " is longer than data.max_prompt_length = ",
                         options.max_prompt_length, " and data.truncation = skip dropped them all"));
+}
+
+void check_prompt_positions(const PromptSet& set, const Config& config, const model::Qwen2Config& model) {
+  int64_t longest = -1;
+  for (int64_t i = 0; i < set.size(); ++i)
+    if (longest < 0 || set.ids(i).size() > set.ids(longest).size()) longest = i;
+  if (longest >= 0)
+    rollout::check_positions(int64_t(set.ids(longest).size()), config.rollout.max_response_length, model,
+                             set.record(longest).where());
 }
 
 }  // namespace dapo::trainer

@@ -2,7 +2,6 @@
 #include "dapo/trainer/run_files.h"
 
 #include <filesystem>
-#include <fstream>
 
 #include "dapo/core/error.h"
 #include "dapo/io/checkpoint.h"
@@ -12,12 +11,7 @@ namespace dapo::trainer {
 namespace fs = std::filesystem;
 
 void write_file_atomically(const std::string& path, const std::string& text, const char* what) {
-  const std::string partial = path + ".partial";
-  {
-    std::ofstream out(partial, std::ios::binary | std::ios::trunc);
-    if (!(out << text) || !(out.flush())) throw UserError(cat(path, ": cannot write the ", what));
-  }
-  io::commit_file(partial, path);  // synced, renamed, directory synced
+  io::write_output_file(path, text, what);  // synced, renamed, directory synced
 }
 
 void make_dir(const std::string& dir, const char* key) {

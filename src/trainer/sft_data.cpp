@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dapo/core/error.h"
+#include "dapo/core/json_text.h"
 
 namespace dapo::trainer {
 namespace {
@@ -103,6 +104,7 @@ int32_t sft_eos_id(const data::Tokenizer* tokenizer, const std::vector<int64_t>&
 bool parse_sft_line(const std::string& text, const std::string& file, int64_t line_number, const SftEncoding& enc,
                     SftExample& out, data::TruncationStats& stats) {
   const Line line{file, line_number};
+  refuse_nul_byte(text, line.where());
   json doc;
   try {
     doc = json::parse(text);

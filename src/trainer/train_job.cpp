@@ -75,10 +75,19 @@ TrainSummary run_train_job(const Config& config, const parallel::Grid& grid, con
     const PromptSetOptions enc = prompt_set_options(config, params.config().vocab_size);
     train_data = data::PromptDataset::load_list(config.data.train_files, "data.train_files");
     train.emplace(train_data, *tokenizer, enc);
+    // Checked before a round asks the prompt order for that many prompts
+    // (rollout.gen_batch_size = 1e9 would allocate gigabytes of indices).
+    if (config.rollout.gen_batch_size > train->size())
+      throw UserError(cat(config.origin_of("rollout.gen_batch_size"), ": rollout.gen_batch_size = ",
+                          config.rollout.gen_batch_size, " is more than the ", train->size(),
+                          " training prompts of data.train_files: a round would hold prompts twice, sampled with "
+                          "the same random numbers; set it to at most ", train->size()));
     if (!config.data.val_files.empty()) {
       val_data = data::PromptDataset::load_list(config.data.val_files, "data.val_files");
       val.emplace(val_data, *tokenizer, enc);
+      check_prompt_positions(*val, config, params.config());
     }
+    check_prompt_positions(*train, config, params.config());
   } catch (const UserError& e) {
     error = e.what();
   }
@@ -202,6 +211,9 @@ TrainSummary run_train_job(const Config& config, const parallel::Grid& grid, con
     summary.last_acc = r.metrics.get("gen/acc/mean");
     if (config.log.every > 0 && (r.step % config.log.every == 0 || last))
       DAPO_INFO(dapo_step_line(r.step, std::max(shown_total, r.step), r.metrics));
+    // After the step's metrics line (which shows the non-finite values),
+    // before anything of it is saved.
+    check_divergence(config, r.step, r.update, root);
     if (config.checkpoint.save_every > 0 && r.step % config.checkpoint.save_every == 0 && !last) save(r.step);
   }
   summary.steps = trainer->steps_done();

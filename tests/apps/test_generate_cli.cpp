@@ -10,10 +10,12 @@
 #include "apps/cli_test_util.h"
 #include <nlohmann/json.hpp>
 
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <array>
 #include <cstdio>
+#include <limits>
 #include <random>
 
 #include "dapo/data/chat_template.h"
@@ -31,6 +33,7 @@ using Json = nlohmann::ordered_json;
 using Result = dapo::test::CliResult;
 using dapo::test::read_jsonl;
 using dapo::test::run_command;
+using dapo::test::run_shell;
 
 std::string dapo() { return dapo::test::dapo_binary(); }
 Result run(const std::string& args) { return run_command(dapo() + args); }
@@ -54,7 +57,8 @@ std::string write_config(const TempDir& dir, const std::string& overrides = "") 
 
 // A small random Qwen2 HF directory whose vocabulary covers the tiny
 // tokenizer (281 ids): weights small enough that sampling is spread out.
-void write_random_hf_dir(const fs::path& dir) {
+// `nan_in`: a tensor whose first value is NaN (a damaged model).
+void write_random_hf_dir(const fs::path& dir, const std::string& nan_in = "") {
   const std::string config = R"({"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "vocab_size": 288,
     "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2, "num_attention_heads": 4,
     "num_key_value_heads": 2, "max_position_embeddings": 256, "rms_norm_eps": 1e-06, "rope_theta": 10000.0,
@@ -70,6 +74,7 @@ void write_random_hf_dir(const fs::path& dir) {
     std::vector<float> v(static_cast<size_t>(n));
     const bool norm = spec.name.find("norm") != std::string::npos;
     for (float& x : v) x = norm ? 1.0f + 0.2f * u(gen) : 0.15f * u(gen);
+    if (spec.name == nan_in) v[0] = std::numeric_limits<float>::quiet_NaN();
     t.bytes.resize(v.size() * 4);
     std::memcpy(t.bytes.data(), v.data(), t.bytes.size());
     tensors.push_back(std::move(t));
@@ -268,6 +273,93 @@ TEST(GenerateCli, BadCommandLinesAndModels) {
   r = run("generate --config " + ini + io + " --model.path=" + fixture("tiny_tied") + " --rollout.kv_cache_gib=0.000001");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.output.find("cannot hold one block"), std::string::npos) << r.output;
+}
+
+// --output onto a symlink writes its target and keeps the link; onto a FIFO
+// writes into the FIFO (a reader gets the lines) instead of renaming a file
+// over it.
+TEST(GenerateCli, OutputThroughSymlinksAndFifos) {
+  TempDir dir;
+  const std::string ini = write_config(dir);
+  write_text(dir.file("p.jsonl"), "{\"prompt_ids\": [1, 2]}\n");
+  const std::string gen =
+      "generate --config " + ini + " --model.path=" + fixture("tiny_tied") + " --input " + dir.file("p.jsonl");
+  fs::create_symlink("real.jsonl", dir.path() / "link.jsonl");
+  Result r = run(gen + " --output " + dir.file("link.jsonl"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(fs::is_symlink(dir.path() / "link.jsonl"));
+  EXPECT_EQ(read_jsonl(dir.file("real.jsonl")).size(), 1u);
+
+  const std::string fifo = dir.file("fifo");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  // A reader in the background (timeout: a dapo that replaced the FIFO
+  // would leave it waiting for a writer forever).
+  r = run_shell("{ timeout 60 cat " + fifo + " > " + dir.file("from_fifo.jsonl") + " & c=$!; " + dapo() + gen +
+                " --output " + fifo + " 2>&1; rc=$?; wait $c; exit $rc; }");
+  ASSERT_EQ(r.code, 0) << r.output;
+  struct stat st {};
+  ASSERT_EQ(stat(fifo.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode)) << "the FIFO was replaced";
+  EXPECT_EQ(read_jsonl(dir.file("from_fifo.jsonl")), read_jsonl(dir.file("real.jsonl")));
+}
+
+// Models that cannot run are refused when loaded, with exit code 2 and one
+// line: a config.json with two billion layers (before anything is sized by
+// it), NaN weights (import-hf warns, generate refuses); and a prompt whose
+// response could run past max_position_embeddings. n > 1 at temperature 0
+// is warned about.
+TEST(GenerateCli, ModelsAndLengthsThatCannotRunAreRefused) {
+  TempDir dir;
+  const std::string ini = write_config(dir);
+  write_text(dir.file("p.jsonl"), "{\"prompt_ids\": [1, 2]}\n");
+  const std::string io = " --input " + dir.file("p.jsonl") + " --output " + dir.file("o.jsonl");
+
+  fs::copy(fixture("tiny_tied"), dir.path() / "huge");
+  Json config = Json::parse(dapo::test::read_text(dir.file("huge/config.json")));
+  config["num_hidden_layers"] = 2000000000;
+  write_text(dir.file("huge/config.json"), config.dump());
+  Result r = run("generate --config " + ini + io + " --model.path=" + dir.file("huge"));
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find(dir.file("huge") + "/config.json: num_hidden_layers = 2000000000 but there are no tensors "
+                          "of layer 3"),
+            std::string::npos)
+      << r.output;
+
+  write_random_hf_dir(dir.path() / "nan", "model.layers.1.mlp.down_proj.weight");
+  r = run("import-hf --hf-dir " + dir.file("nan") + " --output " + dir.file("nan.h5"));
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("import-hf: non-finite values in tensor model.layers.1.mlp.down_proj.weight of " +
+                          dir.file("nan/model.safetensors") + " (1 NaN or Inf)"),
+            std::string::npos)
+      << r.output;
+  r = run("generate --config " + ini + io + " --checkpoint " + dir.file("nan.h5"));
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("non-finite values in tensor /model/model.layers.1.mlp.down_proj.weight of " +
+                          dir.file("nan.h5") + " (1 NaN or Inf of "),
+            std::string::npos)
+      << r.output;
+  r = run("generate --config " + ini + io + " --model.path=" + dir.file("nan"));
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("non-finite values in tensor model.layers.1.mlp.down_proj.weight of " +
+                          dir.file("nan/model.safetensors") + ": the model cannot run"),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("fatal"), std::string::npos) << r.output;
+
+  r = run("generate --config " + ini + io + " --model.path=" + fixture("tiny_tied") +
+          " --rollout.max_response_length=255");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find(dir.file("p.jsonl") + ":1: a prompt of 2 tokens + rollout.max_response_length = 255 is 257 "
+                          "positions, more than the model's max_position_embeddings = 256"),
+            std::string::npos)
+      << r.output;
+
+  r = run("generate --config " + ini + io + " --model.path=" + fixture("tiny_tied") + " --rollout.n=3");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("generate: rollout.n = 3 (command line) at rollout.temperature = 0 (greedy): every prompt "
+                          "gets 3 identical responses"),
+            std::string::npos)
+      << r.output;
 }
 
 // The same output whatever the number of ranks and their split into tp x dp.

@@ -164,6 +164,13 @@ TEST_F(TrainCli, BadInputEndsWithExitCode2) {
                "no training prompts: set data.train_files");
   expect_error(dapo() + train_args("mb") + " --train.ppo_mini_batch_size=5",
                "train.ppo_mini_batch_size: must divide train.train_batch_size = 16");
+  // A response that could run past the model's 256 positions, as sft refuses.
+  expect_error(dapo() + train_args("long") + " --rollout.max_response_length=250",
+               " tokens + rollout.max_response_length = 250 is ");
+  // Refused before a round asks for a billion prompt indices.
+  expect_error(dapo() + train_args("huge") + " --rollout.gen_batch_size=1000000000",
+               "command line: rollout.gen_batch_size = 1000000000 is more than the 2000 training prompts of "
+               "data.train_files");
   expect_error(dapo() + "eval --config " + source("inputs/demo.ini") + demo_paths() + " --checkpoint " + sft_model() +
                    " --data " + dir_->file("none.jsonl"),
                dir_->file("none.jsonl"));

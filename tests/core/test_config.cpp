@@ -166,6 +166,30 @@ TEST_F(ConfigTest, MissingFileAndMalformedLines) {
   EXPECT_NE(error_of(write("[rollout]\nn = 8\nn = 9\n")).find(":3: key 'n' set twice"), std::string::npos);
   EXPECT_NE(error_of(write("[rollout\n")).find(":1: malformed section"), std::string::npos);
   EXPECT_NE(error_of("", {"--rollout.n"}).find("--section.key=value"), std::string::npos);
+  // A folder is no configuration (an ifstream opens it and reads nothing).
+  EXPECT_EQ(error_of(dir_.string()), dir_.string() + ": is a directory, not a configuration file");
+}
+
+// User bytes quoted in an error are escaped: an ESC or NUL in a config line
+// must not reach the terminal raw.
+TEST_F(ConfigTest, ErrorsEscapeControlCharacters) {
+  const std::string path = write("[rollout]\nn = 8\x1b[2J\x01\n");
+  const std::string e = error_of(path);
+  EXPECT_EQ(e.rfind(path + ":2: bad value '8\\x1b[2J\\x01' for rollout.n: ", 0), 0u) << e;
+  EXPECT_EQ(e.find_first_of(std::string("\x1b\x01", 2)), std::string::npos) << e;  // boost's part too
+  EXPECT_EQ(error_of(write(std::string("[rollout]\nbo\0gus = 1\n", 21))),
+            dir_.string() + "/run.ini:2: unknown key 'bo\\x00gus' in [rollout]");
+  EXPECT_EQ(error_of("", {"--rollout.n\x9b"}),
+            "command line: '--rollout.n\\x9b' is not of the form --section.key=value");
+}
+
+TEST(Printable, EscapesControlsAndInvalidUtf8KeepsText) {
+  EXPECT_EQ(printable("plain ascii, \xc3\xa9t\xc3\xa9 \xe2\x88\x9a" "2 \xf0\x9f\x98\x80"),
+            "plain ascii, \xc3\xa9t\xc3\xa9 \xe2\x88\x9a" "2 \xf0\x9f\x98\x80");
+  EXPECT_EQ(printable(std::string("a\0b\x1b[31m\x7f\r\n\tc", 13)), "a\\x00b\\x1b[31m\\x7f\\r\\n\\tc");
+  EXPECT_EQ(printable("line 1\n\tline 2\x1b", true), "line 1\n\tline 2\\x1b");
+  EXPECT_EQ(printable("\xc2\x9b" "1m"), "\\u009b1m");       // C1 CSI, UTF-8 encoded
+  EXPECT_EQ(printable("\xff\xc3(\xed\xa0\x80"), "\\xff\\xc3(\\xed\\xa0\\x80");  // invalid, lone lead, surrogate
 }
 
 TEST_F(ConfigTest, SavedIniReadsBackToTheSameConfig) {

@@ -103,36 +103,59 @@ TEST(Inspect, SamplesRoundRobinOverGroups) {
 --- response
 4
 --- answer: 4 | ground truth: 4
-score 1, acc 1, reward 1, advantage -, finish eos, 1 token, in loss
+score 1, acc 1, reward 1, advantage -, finish eos, 1 token
 === sample 2 of 4: prompt uid 7, round 0, position 1, source math, trained, mixed; sample_index 0 of 2 responses
 --- prompt
 1+1=?
 --- response
 2
 --- answer: 2 | ground truth: 2
-score 1, acc 1, reward 1, advantage 0.7071, finish eos, 1 token, in loss
+score 1, acc 1, reward 1, advantage 0.7071, finish eos, 1 token, in the loss
 === sample 3 of 4: prompt uid 3, round 1, position 0, source math, trained, mixed; sample_index 0 of 2 responses
 --- prompt
 3*3=?
 --- response
 9.
 --- answer: 9 | ground truth: 9
-score 1, acc 1, reward 1, advantage 1, finish eos, 2 tokens, in loss
+score 1, acc 1, reward 1, advantage 1, finish eos, 2 tokens, in the loss
 === sample 4 of 4: prompt uid 9, round 0, position 0, source gsm, not trained, all_correct; sample_index 1 of 2 responses
 --- prompt
 2+2=?
 --- response
 4.
 --- answer: 4 | ground truth: 4
-score 1, acc 1, reward 1, advantage -, finish eos, 2 tokens, in loss
+score 1, acc 1, reward 1, advantage -, finish eos, 2 tokens
 )");
   // More than there are: all six, the last one C's second response.
   const std::string all = dump_samples(d, 100);
   EXPECT_NE(all.find("=== sample 6 of 6: prompt uid 3"), std::string::npos) << all;
-  EXPECT_NE(all.find("score -1, acc 0, reward -1.5, advantage -1, finish length, 1 token, masked out of the loss\n"),
+  EXPECT_NE(all.find("score -1, acc 0, reward -1.5, advantage -1, finish length, 1 token, masked out of the loss (overlong "
+                     "filtering)\n"),
             std::string::npos)
       << all;
   EXPECT_EQ(dump_samples(d, 0), "");
+}
+
+// Response text holds whatever the model wrote: control characters are
+// shown escaped (newlines and tabs kept), never sent to the terminal raw.
+TEST(Inspect, SamplesEscapeControlCharacters) {
+  TempDir dir;
+  rl::GroupData g = group(5, 0, 0, "src\x1b", "line 1\n\tline 2", {1}, "4");
+  add(g, {2, 3}, std::string("a\x1b[2Jb\0c\r", 9), "4\x07", 1, 1, 0, 1);
+  add(g, {4}, "5", "5", -1, -1, 0, 1);
+  g.advantage = {1, -1};
+  DumpInfo info;
+  info.n = 2;
+  info.max_response_length = 3;
+  const std::string path = dir.file("d.h5");
+  const std::vector<rl::GroupData> trained = {g};
+  const std::vector<rl::GroupOutcome> mixed = {rl::GroupOutcome::mixed};
+  write_rollout_dump(path, parallel::Comm::world(), trained, mixed, {}, {}, info);
+  EXPECT_EQ(dump_samples(read_rollout_dump(path), 1),
+            "=== sample 1 of 1: prompt uid 5, round 0, position 0, source src\\x1b, trained, mixed; sample_index 0 "
+            "of 2 responses\n--- prompt\nline 1\n\tline 2\n--- response\na\\x1b[2Jb\\x00c\\r\n"
+            "--- answer: 4\\x07 | ground truth: 4\nscore 1, acc 1, reward 1, advantage 1, finish eos, 2 tokens, in "
+            "the loss\n");
 }
 
 TEST(Inspect, JsonlHasOneObjectPerResponseInGenerationOrder) {

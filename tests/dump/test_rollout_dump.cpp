@@ -211,6 +211,25 @@ TEST(RolloutDump, RewritingReplacesTheFileAndLeavesNoPartial) {
             std::string::npos);
 }
 
+// A byte of a response's text changed on disk: the chunk's Fletcher-32
+// fails the read with the file named, instead of showing altered text.
+TEST(RolloutDump, DamagedBytesFailTheChecksum) {
+  TempDir dir;
+  const std::string path = dir.file("d.h5");
+  rl::GroupData a = test::make_dump_group(1, true);
+  const std::string marker = "a response no other dataset holds: 0123456789";
+  a.response_text[0] = marker;
+  write_rollout_dump(path, parallel::Comm::world(), std::vector<DumpGroup>{{&a, rl::GroupOutcome::mixed, true}},
+                     test_info());
+  std::string bytes = test::read_text(path);
+  const size_t at = bytes.find(marker);
+  ASSERT_NE(at, std::string::npos);
+  bytes[at + 10] = 'X';
+  test::write_text(path, bytes);
+  const std::string err = error_of([&] { read_rollout_dump(path); });
+  EXPECT_NE(err.find(path), std::string::npos) << err;
+}
+
 // ---- bad input -----------------------------------------------------------------
 
 // A valid one-group dump to damage.

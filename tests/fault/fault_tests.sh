@@ -4,7 +4,9 @@
 # checkpoint and exit code 4 (signals repeated during the save change
 # nothing), and the next run resumes from it; a rank killed
 # with SIGKILL mid-step, and a rank that stops responding (DAPO_FAULT_STALL,
-# caught by the watchdog), end the whole job non-zero within 60 s - no hang.
+# caught by the watchdog), end the whole job non-zero within 60 s - no hang;
+# a checkpoint onto a full disk (a 1 MiB tmpfs, when mounts are allowed)
+# says so and leaves no .partial.
 #   fault_tests.sh DAPO_BINARY SOURCE_DIR
 set -uo pipefail
 dapo=$1
@@ -101,6 +103,25 @@ took=$((SECONDS - t0))
 [ $took -lt 60 ] || fail "stalled job took ${took}s to end"
 grep -q "dapo: watchdog: rank 1 on .*: phase 'update' of step 1 has run" "$log" || fail "no watchdog line for rank 1"
 echo "stall: the job ended ${took}s after start, exit code $rc"
+
+# ---- 4. A full disk at the checkpoint: one line saying so, exit 2, no .partial. ----
+# Needs a small tmpfs (root, and a container that allows mounts): skipped otherwise.
+full=$work/full
+mkdir -p "$full"
+if mount -t tmpfs -o size=1m tmpfs "$full" 2>/dev/null; then
+  log=$work/full.log
+  mpirun -np 2 --oversubscribe "$dapo" "${args[@]}" --train.total_steps=1 --log.dir="$work/f" \
+    --checkpoint.dir="$full/ck" >"$log" 2>&1
+  rc=$?
+  [ $rc -eq 2 ] || fail "a save onto a full disk exited $rc, expected 2 ($(tail -3 "$log"))"
+  grep -q "$full/ck/step_00000001.h5: no space left on device for the training checkpoint" "$log" ||
+    fail "no 'no space left on device' line naming the file ($(tail -3 "$log"))"
+  ! ls "$full/ck"/*.partial >/dev/null 2>&1 || fail "a .partial file was left in $full/ck"
+  umount "$full"
+  echo "full disk: exit code $rc, the file and the cause named"
+else
+  echo "full disk: skipped (cannot mount a tmpfs here)"
+fi
 
 if [ $failures -ne 0 ]; then
   echo "$failures fault test(s) failed"

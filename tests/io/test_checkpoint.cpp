@@ -198,7 +198,13 @@ TEST(Checkpoint, BadFilesAreRefusedWithTheFileAndTensor) {
   model::Qwen2Config deeper = test::tiny_config(false);
   deeper.num_hidden_layers = 3;
   EXPECT_EQ(variant("missing.h5", [&](H5File& f) { f.set_attr("/", "model_config", model::qwen2_config_to_json(deeper)); }),
-            dir.file("missing.h5") + ": missing tensor /model/model.layers.2.input_layernorm.weight");
+            dir.file("missing.h5") + ": model_config: num_hidden_layers = 3 but there are no tensors of layer 2 "
+                                     "(model.layers.N.*; 27 tensors in all): a damaged or mismatched model configuration");
+  // Two billion layers: refused before a parameter list (or memory) is sized by it.
+  deeper.num_hidden_layers = 2000000000;
+  EXPECT_EQ(variant("huge.h5", [&](H5File& f) { f.set_attr("/", "model_config", model::qwen2_config_to_json(deeper)); }),
+            dir.file("huge.h5") + ": model_config: num_hidden_layers = 2000000000 but there are no tensors of layer 2 "
+                                  "(model.layers.N.*; 27 tensors in all): a damaged or mismatched model configuration");
   EXPECT_NE(variant("badcfg.h5", [](H5File& f) { f.set_attr("/", "model_config", std::string("{\"model_type\": \"llama\"}")); })
                 .find(dir.file("badcfg.h5") + ": model_config: model_type 'llama' is not supported"),
             std::string::npos);

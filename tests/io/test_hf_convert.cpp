@@ -1,13 +1,17 @@
 // import-hf / export-hf as library calls: tiny HF directories (single file
 // and sharded, bf16 + f32 + f16) import exactly; import -> export -> import
 // is bit-identical; exports carry what transformers needs; bad inputs fail
-// with the file and tensor named and leave no output behind.
+// with the file and tensor named and leave no output behind; NaN weights
+// import with a warning and are refused by a load.
 #include "dapo/io/hf_convert.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <nlohmann/json.hpp>
 
+#include <cstring>
+#include <limits>
 #include <map>
 
 #include "dapo/io/checkpoint.h"
@@ -182,7 +186,7 @@ TEST(ImportHf, BadInputsNameTheFileAndTensorAndWriteNothing) {
                 (dir.path() / "shape").string() + "/config.json needs (8, 16)");
   EXPECT_EQ(import_error("dtype", json, test::tiny_hf_tensors(config, "", {{k, "I32"}})),
             (dir.path() / "dtype" / "model.safetensors").string() + ": tensor '" + k +
-                "' has dtype I32 (import-hf reads F32, BF16, F16)");
+                "' has dtype I32 (dapo reads F32, BF16, F16)");
   EXPECT_NE(import_error("llama", R"({"model_type": "llama", "hidden_size": 16})", test::tiny_hf_tensors(config))
                 .find((dir.path() / "llama" / "config.json").string() + ": model_type 'llama' is not supported"),
             std::string::npos);
@@ -205,6 +209,59 @@ TEST(ImportHf, BadInputsNameTheFileAndTensorAndWriteNothing) {
   test::write_hf_dir(dir.path() / "good", json, test::tiny_hf_tensors(config));
   EXPECT_EQ(error_of([&] { import_hf((dir.path() / "good").string(), dir.file("no/such/c.h5"), world); }),
             dir.file("no/such/c.h5") + ": directory " + dir.file("no/such") + " does not exist");
+  // A layer count the tensors cannot back is refused before anything is
+  // sized by it (2e9 layers would exhaust memory in the parameter list).
+  std::string huge = json;
+  huge.replace(huge.find("\"num_hidden_layers\": 2"), 22, "\"num_hidden_layers\": 2000000000");
+  EXPECT_EQ(import_error("huge", huge, test::tiny_hf_tensors(config)),
+            (dir.path() / "huge" / "config.json").string() +
+                ": num_hidden_layers = 2000000000 but there are no tensors of layer 2 (model.layers.N.*; 28 tensors "
+                "in all): a damaged or mismatched model configuration");
+  // An output that is no regular file is refused, not replaced by a rename.
+  ASSERT_EQ(mkfifo(dir.file("fifo").c_str(), 0600), 0);
+  EXPECT_EQ(error_of([&] { import_hf((dir.path() / "good").string(), dir.file("fifo"), world); }),
+            dir.file("fifo") + ": not a regular file (a device, FIFO or socket): a checkpoint is an HDF5 file, "
+                               "written beside it and renamed into place");
+  struct stat st {};
+  ASSERT_EQ(stat(dir.file("fifo").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+}
+
+// NaN or Inf in the weights: import-hf converts them with a warning naming
+// tensor and file; loading the checkpoint to run it refuses it.
+TEST(ImportHf, NonFiniteWeightsWarnAtImportAndFailTheLoad) {
+  TempDir dir;
+  const parallel::Comm world = parallel::Comm::world();
+  const auto config = test::tiny_config(false);
+  std::vector<test::HfTensor> tensors = test::tiny_hf_tensors(config);
+  for (test::HfTensor& t : tensors)
+    if (t.name == "model.norm.weight") {
+      ASSERT_EQ(t.dtype, "F32");
+      const float nan = std::numeric_limits<float>::quiet_NaN();
+      std::memcpy(t.bytes.data() + 4 * 5, &nan, 4);
+    }
+  test::write_hf_dir(dir.path() / "hf", test::tiny_config_json(false), tensors);
+  testing::internal::CaptureStderr();
+  const ImportSummary s = import_hf((dir.path() / "hf").string(), dir.file("c.h5"), world);
+  const std::string warned = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(s.non_finite, std::vector<std::string>{"model.norm.weight"});
+  EXPECT_NE(warned.find("import-hf: non-finite values in tensor model.norm.weight of " +
+                        (dir.path() / "hf" / "model.safetensors").string() + " (1 NaN or Inf); " + dir.file("c.h5") +
+                        " is written, but generate, train and eval refuse to load it"),
+            std::string::npos)
+      << warned;
+  std::vector<float> buf;
+  EXPECT_EQ(error_of([&] {
+              load_model_checkpoint(dir.file("c.h5"), world, 0, 1, [&](const model::ParamSpec&, const model::SliceSpec& sl) {
+                int64_t n = 1;
+                for (const int64_t d : sl.local_shape) n *= d;
+                buf.resize(size_t(n));
+                return buf.data();
+              });
+            }),
+            "non-finite values in tensor /model/model.norm.weight of " + dir.file("c.h5") +
+                " (1 NaN or Inf of 16 values read): the model cannot run; use an earlier checkpoint or re-import the "
+                "weights");
 }
 
 TEST(ExportHf, BadCheckpointsAndOutputs) {

@@ -262,6 +262,16 @@ TEST(SafetensorsSet, BadIndexesAndDirectories) {
   EXPECT_EQ(err(), index + ": weight_map puts tensor 'a' in shard 's1.safetensors', which has no such tensor");
   test::write_text(dir.file("s1.safetensors"), "garbage!garbage!");
   EXPECT_NE(err().find(dir.file("s1.safetensors") + ": not a safetensors file"), std::string::npos) << err();
+  // Shard paths stay inside the model's folder: nothing outside is opened
+  // (nor its bytes shown), however the path gets out.
+  fs::create_directories(dir.path() / "sub");
+  test::write_tensors(dir.file("sub/s2.safetensors"), {test::make_hf_tensor("a", "F32", {2})});
+  test::write_text(index, R"({"weight_map": {"a": "sub/s2.safetensors"}})");
+  EXPECT_EQ(err(), "");  // a subfolder is inside
+  for (const std::string shard : {"../../../../etc/passwd", "sub/../../x.safetensors", "/etc/passwd", ""}) {
+    test::write_text(index, R"({"weight_map": {"a": ")" + shard + R"("}})");
+    EXPECT_EQ(err(), index + ": shard '" + shard + "' (of tensor 'a') is not a file name inside " + dir.path().string());
+  }
 }
 
 }  // namespace

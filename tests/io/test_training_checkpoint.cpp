@@ -144,6 +144,23 @@ TEST(TrainingCheckpoint, ChangedOrDamagedDataIsDetected) {
   EXPECT_NE(cut.find(dir.file("short.h5")), std::string::npos) << cut;
 }
 
+// A negative step is bad input (a UserError, which resume = auto falls back
+// past), not a failed check that ends the job.
+TEST(TrainingCheckpoint, NegativeStepIsBadInput) {
+  TempDir dir;
+  const parallel::Comm world = parallel::Comm::world();
+  const CheckpointInfo info = training_info();
+  const Tensors t(info.model);
+  save(dir.file("c.h5"), world, info, t);
+  {
+    H5File f = H5File::open(dir.file("c.h5"), world, H5Access::read_write);
+    f.set_attr("/", "step", int64_t{-3});
+  }
+  Tensors out(info.model);
+  EXPECT_EQ(error_of([&] { load(dir.file("c.h5"), world, out); }),
+            dir.file("c.h5") + ": step = -3 is negative (a damaged checkpoint)");
+}
+
 TEST(TrainingCheckpoint, ModelOnlyCheckpointIsNoResumePoint) {
   TempDir dir;
   const parallel::Comm world = parallel::Comm::world();

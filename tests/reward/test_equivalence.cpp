@@ -263,6 +263,15 @@ TEST(Equivalence, Relations) {
       {"x \\ne 3", "x \\neq 3", true, "\\ne and \\neq"},
       {"x<5", "x>5", false, "opposite relations"},
       {"x \\le 2", "x ≤ 2", true, "Unicode less-or-equal"},
+      {"m+n = 204", "204", true, "a compound name on the left: judged by the right side"},
+      {"m+n = 205", "204", false, "the right side still has to be right"},
+      {"\\boxed{p+q=\\frac{7}{2}}", "3.5", true, "a boxed equation restating the asked-for sum"},
+      {"a_5 = 17", "17", true, "a subscripted name"},
+      {"AB = 12", "12", true, "a product of names (a segment)"},
+      {"m+n = 204", "m + n = 204", true, "the same equation"},
+      {"2x = 6", "6", false, "a number on the left: an equation for x, not 6"},
+      {"x^2 = 4", "4", false, "a power on the left is not a name"},
+      {"m+n = 2k", "2k", false, "variables on both sides stay an equation"},
   });
 }
 

@@ -133,6 +133,8 @@ TEST(Normalize, Unicode) {
   // Invalid UTF-8 bytes are dropped, never passed on.
   EXPECT_EQ(normalize_answer("5\xff\xfe"), "5");
   EXPECT_EQ(normalize_answer(std::string("5\0" "6", 3)), "56");
+  // Other control characters are invisible too (stray bytes before an answer).
+  EXPECT_EQ(normalize_answer(std::string("\0\x01\x1b 5\x7f", 6)), "5");
 }
 
 TEST(Normalize, Stages) {

@@ -95,6 +95,10 @@ TEST(ScoreJsonl, ErrorsNameFileLineAndField) {
             "R.jsonl:4: malformed JSON ([json.exception.out_of_range.406] number overflow parsing '1e999')");
   // The first bad line is reported, whichever thread met it.
   EXPECT_NE(error_of(ok + "\n" + "bad\n" + "worse\n").find("R.jsonl:3:"), std::string::npos);
+  // Bytes after a NUL that follows a complete object are not dropped
+  // (nlohmann's parser would end the input at the NUL): the line is refused.
+  EXPECT_EQ(error_of(ok + "{\"response\":\"x\",\"ground_truth\":\"1\"}" + std::string(1, '\0') + "{\"more\": 1}\n"),
+            "R.jsonl:2: a NUL byte at column 36 (not valid JSON)");
 }
 
 }  // namespace

@@ -55,6 +55,17 @@ TEST(Verifier, ScoresAndPred) {
 
   v = verify_math("**Answer:** $\\frac{3}{4}$", "\\boxed{0.75}");
   EXPECT_TRUE(v.acc);
+  // Stray control characters before the answer change nothing.
+  v = verify_math(std::string("Answer: \0\x01 5", 12), "5");
+  EXPECT_TRUE(v.acc) << v.pred;
+  v = verify_math(std::string("Answer: \0\x01 5", 12), "6");
+  EXPECT_FALSE(v.acc) << v.pred;
+  v = verify_math("so $m+n = 204$.\nAnswer: m+n = 204", "204");
+  EXPECT_TRUE(v.acc) << v.pred;
+  v = verify_math("Answer: m+n = 205", "204");
+  EXPECT_FALSE(v.acc) << v.pred;
+  v = verify_math("Thus $\\boxed{p+q=\\frac{7}{2}}$.", "\\frac72");
+  EXPECT_TRUE(v.acc) << v.pred;
   v = verify_math("so \\boxed{2} and \\boxed{3}", "2, 3");
   EXPECT_TRUE(v.acc);
   EXPECT_EQ(v.pred, "2, 3");

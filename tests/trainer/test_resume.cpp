@@ -123,9 +123,66 @@ TEST(Resume, KeepLastAndFallbackToThePreviousCheckpoint) {
   EXPECT_NE(test::error_of([&] { resume_training(c, grid, again.trainer.params(), again.trainer.optimizer()); })
                 .find("checkpoint.resume = auto: none of the 2 checkpoints in " + dir.file("ck") + " loads"),
             std::string::npos);
-  // resume = never starts fresh whatever the directory holds.
+  // resume = never starts fresh - but not over another run's checkpoints,
+  // which it would overwrite and prune.
   c.checkpoint.resume = "never";
+  EXPECT_EQ(test::error_of([&] { resume_training(c, grid, again.trainer.params(), again.trainer.optimizer()); }),
+            "default: checkpoint.resume = never, but checkpoint.dir = " + dir.file("ck") +
+                " holds another run's checkpoints (newest: " + dir.file("ck/step_00000003.h5") +
+                "): move them away or choose another checkpoint.dir to start afresh, or resume from them with "
+                "checkpoint.resume = auto");
+  c.checkpoint.dir = dir.file("empty");
   EXPECT_FALSE(resume_training(c, grid, again.trainer.params(), again.trainer.optimizer()).has_value());
+}
+
+// A run that resumes from an earlier step than the newest checkpoint of its
+// checkpoint.dir (another run's step 50 there) never prunes what it wrote:
+// keep_last = 1 keeps its own newest checkpoint, which `latest` names, and
+// leaves the later step alone.
+TEST(Resume, PruningNeverDeletesThisRunsNewestCheckpoint) {
+  test::TempDir dir;
+  const parallel::Grid grid = parallel::make_grid(1);
+  Config c = tiny_run(dir.file("ck"));
+  c.checkpoint.keep_last = 1;
+  TrainingRun run(c, grid);
+  run.trainer.step();
+  save_training_state(c, grid, run.trainer.params(), run.trainer.optimizer(), run.trainer.order(), 50);
+  Config start = c;
+  start.checkpoint.dir = dir.file("start");
+  save_training_state(start, grid, run.trainer.params(), run.trainer.optimizer(), run.trainer.order(), 1);
+
+  c.checkpoint.resume = dir.file("start/step_00000001.h5");
+  TrainingRun resumed(c, grid);
+  testing::internal::CaptureStderr();
+  const std::optional<ResumePoint> p = resume_training(c, grid, resumed.trainer.params(), resumed.trainer.optimizer());
+  const std::string warned = testing::internal::GetCapturedStderr();
+  EXPECT_NE(warned.find("checkpoint.dir = " + dir.file("ck") + " holds checkpoints past step 1 (newest: "
+                        "step_00000050.h5)"),
+            std::string::npos)
+      << warned;
+  ASSERT_TRUE(p.has_value());
+  resumed.trainer.restore(p->step, p->order, p->path);
+  for (int64_t s = 2; s <= 3; ++s) {
+    resumed.trainer.step();
+    save_training_state(c, grid, resumed.trainer.params(), resumed.trainer.optimizer(), resumed.trainer.order(), s);
+    EXPECT_TRUE(std::filesystem::exists(dir.file("ck/" + checkpoint_name(s)))) << "step " << s;
+    EXPECT_EQ(test::read_text(dir.file("ck/latest")), checkpoint_name(s) + "\n");
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.file("ck/step_00000002.h5")));  // keep_last = 1: the older one of this run
+  EXPECT_TRUE(std::filesystem::exists(dir.file("ck/step_00000050.h5")));
+
+  // `latest` naming a file that is gone: a warning naming it, then the newest step_*.h5.
+  std::filesystem::remove(dir.file("ck/step_00000003.h5"));
+  c.checkpoint.resume = "auto";
+  testing::internal::CaptureStderr();
+  const std::optional<ResumePoint> q = resume_training(c, grid, resumed.trainer.params(), resumed.trainer.optimizer());
+  const std::string latest_warning = testing::internal::GetCapturedStderr();
+  EXPECT_NE(latest_warning.find(dir.file("ck/latest") + " names " + dir.file("ck/step_00000003.h5") +
+                                ", which does not exist; trying the newest step_*.h5 instead"),
+            std::string::npos)
+      << latest_warning;
+  ASSERT_TRUE(q.has_value());
+  EXPECT_EQ(q->step, 50);
 }
 
 }  // namespace

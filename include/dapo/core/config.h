@@ -1,4 +1,4 @@
-// The run configuration: every key of DESIGN.md section 5, grouped by INI
+// The run configuration: every key of docs/DESIGN.md section 5, grouped by INI
 // section, with defaults equal to the DAPO paper's recipe (arXiv:2503.14476,
 // and verl's recipe/dapo scripts where the paper is silent).
 //

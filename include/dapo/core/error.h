@@ -10,6 +10,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace dapo {
 
@@ -26,6 +27,14 @@ std::string cat(const Args&... args) {
   (os << ... << args);
   return os.str();
 }
+
+// `text` made safe to quote in a message or print to a terminal: control
+// characters (C0, DEL and the UTF-8-encoded C1 range) and bytes that are not
+// valid UTF-8 become escapes (\t, \n, \r, \xNN, \u00NN); valid UTF-8
+// text is kept. A stray ESC in a config line or a model's response must not
+// drive the terminal, and a NUL must not cut the line. keep_newlines keeps
+// '\n' and '\t' as they are (multi-line text such as a response).
+std::string printable(std::string_view text, bool keep_newlines = false);
 
 // How the process ends after a fatal error. core cannot include mpi.h, so
 // the parallel runtime installs MPI_Abort here once MPI is up; before that a

@@ -10,7 +10,7 @@
 //            "reward_model": {"ground_truth": "34", "style": "..."},
 //            "extra_info": {"index": "9a9b6eb4-..."}}    (string or integer)
 //   raw:    as verl, but "prompt" is a string: the text is used as is, with
-//           no chat template (DESIGN.md section 5, `generate`).
+//           no chat template (docs/DESIGN.md section 5, `generate`).
 //   simple: {"problem": "...", "answer": "..."}: the problem becomes one user
 //           message, the answer the ground truth.
 // `prompt` wins over `problem`, `reward_model.ground_truth` over `answer`.
@@ -40,7 +40,7 @@ struct ChatMessage {
 
 struct PromptRecord {
   // prompt_uid(data_source, index): the id the sampler keys its randomness on
-  // (DESIGN.md: (seed, step, prompt uid, sample index)) and the dump records.
+  // (docs/DESIGN.md: (seed, step, prompt uid, sample index)) and the dump records.
   uint64_t uid = 0;
   std::string data_source;  // `data_source`; the file's stem when absent or empty
   // `extra_info.index` as text. It is a string, not an integer, because

@@ -33,7 +33,7 @@ struct PromptCursor {
   bool operator==(const PromptCursor&) const = default;
 };
 
-// What the checkpoint stores (DESIGN.md section 4, /data): the cursor and
+// What the checkpoint stores (docs/DESIGN.md section 4, /data): the cursor and
 // what it is only meaningful with, the seed and the number of prompts.
 struct PromptOrderState {
   uint64_t seed = 0;

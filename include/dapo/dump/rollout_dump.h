@@ -1,8 +1,8 @@
-// Rollout dumps (DESIGN.md section 4): every group one training step
+// Rollout dumps (docs/DESIGN.md section 4): every group one training step
 // generated - the ones it trained on and the ones it did not - written to
 // one HDF5 file by all ranks together, each rank writing its own rows, and
 // read back by `dapo inspect` or by h5py. The rows are rl::GroupData (the one
-// rollout batch type of DESIGN.md 3b) laid out as flat arrays + offsets.
+// rollout batch type of docs/DESIGN.md 3b) laid out as flat arrays + offsets.
 //
 // File layout (format "dapo-rollout-dump", format_version 1). P prompts
 // (groups), R responses; "NAME + NAME_offsets" is a ragged array: row i is
@@ -31,6 +31,9 @@
 //                 "eos,length": code i is the i-th name), length i64
 //                 (tokens), score f64, reward f64 (after overlong shaping),
 //                 acc f64, advantage f64 (NaN where not trained), in_loss u8
+//
+// Every non-empty dataset is chunked with HDF5's Fletcher-32 checksum,
+// verified by HDF5 on every read (h5py too): a damaged dump fails to load.
 //
 // Strings are UTF-8 bytes + offsets, not HDF5 variable-length strings:
 // parallel HDF5 cannot write variable-length data collectively. In h5py:

@@ -1,4 +1,4 @@
-// dapo checkpoints (DESIGN.md section 4): the model alone (what `import-hf`
+// dapo checkpoints (docs/DESIGN.md section 4): the model alone (what `import-hf`
 // and `dapo sft` write) or a training checkpoint, which adds the optimizer
 // state, the random-number key and the data loader's position:
 //
@@ -180,9 +180,11 @@ void save_model_checkpoint(const std::string& path, const parallel::Comm& comm, 
 // `sink` returns. Collective over `comm`; a failure on any rank is thrown on
 // every rank. Returns the root attributes. UserError also if the model
 // cannot be split over `tp` (model::check_tp_compatible), and if a stored
-// digest does not match the data read ("damaged"). Digests are verified
-// when the ranks of `comm` together hold every tp rank's slices (as a grid
-// does), from one holder of each slice.
+// digest does not match the data read ("damaged"), and if the data read
+// holds NaN or Inf ("non-finite values in tensor X of FILE": the model could
+// not run; export-hf, which reads with CheckpointReader, converts it as is).
+// Digests are verified when the ranks of `comm` together hold every tp
+// rank's slices (as a grid does), from one holder of each slice.
 CheckpointInfo load_model_checkpoint(const std::string& path, const parallel::Comm& comm, int64_t tp_rank, int64_t tp,
                                      const SliceSink& sink);
 
@@ -199,6 +201,15 @@ void save_training_checkpoint(const std::string& path, const parallel::Comm& com
 CheckpointInfo load_training_checkpoint(const std::string& path, const parallel::Comm& comm, int64_t tp_rank,
                                         int64_t tp, const SliceSink& params, const SliceSink& exp_avg,
                                         const SliceSink& exp_avg_sq);
+
+// Refuses a model config whose num_hidden_layers the tensors present cannot
+// back (UserError naming `origin`): every layer 0 .. L-1 needs tensors named
+// model.layers.<l>.*. Checked before the parameter list of the config is
+// built, so that a damaged config (num_hidden_layers = 2e9) fails at once
+// instead of allocating for two billion layers. `names`: the HF tensor
+// names present.
+void check_layer_count(const model::Qwen2Config& config, const std::vector<std::string>& names,
+                       const std::string& origin);
 
 // Throws the same UserError on every rank of `comm` if `error` is non-empty
 // on any rank (the lowest such rank's message), else returns. Collective.

@@ -17,6 +17,7 @@ struct ImportSummary {
   int64_t tensors = 0;
   int64_t parameters = 0;            // elements over all tensors
   std::vector<std::string> ignored;  // tensors of the HF files that are not parameters (rotary inv_freq, ...)
+  std::vector<std::string> non_finite;  // parameters holding NaN or Inf (imported, with a warning)
 };
 
 // Reads `hf_dir`/config.json (unsupported architectures refused) and the
@@ -26,11 +27,22 @@ struct ImportSummary {
 // when complete). Every input is checked before the output is created: a
 // missing tensor, a shape that does not fit config.json or another dtype is
 // a UserError naming the file and tensor. A tied model's lm_head.weight, if
-// present, is ignored like other extra tensors (debug log).
+// present, is ignored like other extra tensors (debug log). NaN or Inf in a
+// parameter is imported as is, with a warning per tensor ("non-finite
+// values in tensor X of FILE"): loading the checkpoint to run or train it
+// (load_model_checkpoint) refuses it.
 // Collective over `comm`: the ranks split the rows of every tensor between
 // them (each reads and writes only its rows). Errors are raised on every
 // rank alike.
 ImportSummary import_hf(const std::string& hf_dir, const std::string& output, const parallel::Comm& comm);
+
+class SafetensorsSet;
+
+// Checks an HF directory's weights against its config.json before anything
+// is sized from the config: the layer count (check_layer_count), then every
+// parameter present with its shape and a dtype dapo reads (F32, BF16, F16).
+// UserError naming the file and tensor. Returns the parameters' element count.
+int64_t check_hf_weights(const SafetensorsSet& weights, const model::Qwen2Config& config, const std::string& hf_dir);
 
 enum class ExportDtype { f32, bf16 };
 ExportDtype parse_export_dtype(const std::string& name);  // "f32"/"float32", "bf16"/"bfloat16"; UserError

@@ -1,5 +1,5 @@
 // The optimizer of the update: AdamW over a ParamStore's flat fp32 master
-// buffer (DESIGN.md sections 2 phase 8 and 3b), with torch.optim.AdamW's
+// buffer (docs/DESIGN.md sections 2 phase 8 and 3b), with torch.optim.AdamW's
 // semantics as verl's FSDP actor uses it:
 //  - weight decay (decoupled) on EVERY parameter, norms and biases
 //    included: verl builds AdamW over module.parameters() with one

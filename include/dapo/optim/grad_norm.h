@@ -1,5 +1,5 @@
 // Gradient reduction over data-parallel ranks and the global gradient norm
-// over tensor-parallel slices (DESIGN.md section 2, phase 8).
+// over tensor-parallel slices (docs/DESIGN.md section 2, phase 8).
 //
 // dp: SUM, not average. The policy loss (rl/policy_loss.h) already divides
 // by the mini-batch's GLOBAL token (or sequence) count, so each rank's

@@ -8,7 +8,12 @@
 //  3. otherwise both are parsed (expr.h); if either does not parse, only
 //     identical text is equal;
 //  4. "x = 5", "5 = x" and "x \in S" compare by the side that is not a
-//     lone variable; a bare list ("1, 2", "1 or 2") and \pm (2 \pm \sqrt{3}
+//     lone variable, and so does an equation whose left side only names a
+//     quantity (variables joined by + - and products: "m+n = 204",
+//     "p+q = \frac{7}{2}") and whose right side has no variable; "2x = 6"
+//     and "x^2 = 4" stay equations (a number or power on the left solves
+//     for something else). So a reference written "m+n = 204" also
+//     accepts "204", as "x = 5" accepts "5"; a bare list ("1, 2", "1 or 2") and \pm (2 \pm \sqrt{3}
 //     is two answers) compare as multisets, so several candidates never
 //     match a single reference (a bare list does equal the set of its
 //     elements); tuples and intervals compare element by element and their

@@ -2,6 +2,7 @@
 // text that the expression parser reads and that exact-text comparison uses.
 //
 // Rules, in order (each is a pure function of its input; nothing is global):
+//  0. Control characters (C0 other than whitespace, DEL) are dropped.
 //  1. Unicode: U+2212 and dashes -> '-', middle dot / times -> '*', division
 //     sign -> '/', superscript and subscript digits -> ^{..} / _{..}, vulgar
 //     fractions -> \frac{a}{b}, pi, sqrt, infinity, <=, >=, !=, +-, set

@@ -1,5 +1,5 @@
 // Overlong reward shaping of DAPO (arXiv:2503.14476, section 3.4), as
-// DESIGN.md states it:
+// docs/DESIGN.md states it:
 //  - soft overlong punishment: with L_max = max_response_length and
 //    L_cache = overlong_buffer_len, expected = L_max - L_cache and
 //        penalty = min(-(len - expected) / L_cache * factor, 0),

@@ -1,4 +1,4 @@
-// GRPO outcome advantages (DESIGN.md section 2, phase 6): one scalar per
+// GRPO outcome advantages (docs/DESIGN.md section 2, phase 6): one scalar per
 // response, computed within its group of n responses to the same prompt,
 //   norm_adv_by_std:  A = (r - mean_group) / (std_group + 1e-6)
 //   otherwise:        A =  r - mean_group                 (Dr. GRPO)

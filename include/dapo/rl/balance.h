@@ -1,5 +1,5 @@
 // Balancing the kept groups over data-parallel ranks by token count
-// (DESIGN.md section 2, phase 5), and the exchange that moves them.
+// (docs/DESIGN.md section 2, phase 5), and the exchange that moves them.
 //
 // The plan. The selection (dynamic_sampling.h) is cut into mini-batches of
 // `mini_batch_groups` consecutive groups (train.ppo_mini_batch_size); each

@@ -1,4 +1,4 @@
-// Dynamic sampling (DAPO, arXiv:2503.14476 section 3.2; DESIGN.md section 2,
+// Dynamic sampling (DAPO, arXiv:2503.14476 section 3.2; docs/DESIGN.md section 2,
 // phase 4): keep a group iff its filter metric is not the same for all of
 // its responses (a group whose responses are all right or all wrong has
 // zero advantages and no gradient), generating more rounds of prompts

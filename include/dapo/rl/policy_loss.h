@@ -1,4 +1,4 @@
-// The DAPO policy loss of one micro-batch (DESIGN.md section 2, phase 8),
+// The DAPO policy loss of one micro-batch (docs/DESIGN.md section 2, phase 8),
 // with verl's formulas (core_algos.compute_policy_loss_vanilla, agg_loss,
 // kl_penalty "low_var_kl"/k3) and the gradient the model's backward needs.
 //

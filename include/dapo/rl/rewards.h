@@ -1,4 +1,4 @@
-// From verifier outputs to the rewards of the update (DESIGN.md section 2,
+// From verifier outputs to the rewards of the update (docs/DESIGN.md section 2,
 // phase 3): each response's score (+1 correct / -1 wrong) plus DAPO's soft
 // overlong punishment (reward/overlong.h), and whether the response stays in
 // the loss (overlong filtering masks out truncated responses). Also the

@@ -21,7 +21,7 @@ namespace dapo::rollout {
 struct GenerateJob {
   std::string checkpoint;  // --checkpoint; empty: model.path
   std::string input;       // prompts JSONL
-  std::string output;      // written by world rank 0 (as OUTPUT.partial, then renamed)
+  std::string output;      // written by world rank 0 (io::write_output_file: a file atomically, a device or FIFO in place)
   EngineOptions engine;
 };
 

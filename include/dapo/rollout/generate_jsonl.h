@@ -1,4 +1,4 @@
-// The JSONL side of `dapo generate` (DESIGN.md section 5): prompt lines in,
+// The JSONL side of `dapo generate` (docs/DESIGN.md section 5): prompt lines in,
 // the same lines with their responses out.
 //
 // Input: one JSON object per line (blank lines are skipped) with either

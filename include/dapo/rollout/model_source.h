@@ -42,4 +42,11 @@ std::vector<int32_t> response_eos_ids(const data::Tokenizer* tokenizer, const mo
 std::unique_ptr<model::ParamStore> load_model_params(const ModelSource& source, const parallel::Grid& grid,
                                                      Device device = Device::cpu, void* stream = nullptr);
 
+// A prompt of `prompt_tokens` plus up to `max_response_length` response
+// tokens must fit the model's max_position_embeddings, as `dapo sft`
+// requires of its pairs (beyond it the rotary positions are ones the model
+// never saw). UserError "<where>: ..." naming both keys otherwise.
+void check_positions(int64_t prompt_tokens, int64_t max_response_length, const model::Qwen2Config& config,
+                     const std::string& where);
+
 }  // namespace dapo::rollout

@@ -1,5 +1,5 @@
 // The rollout batch: what generation produces and what every later phase of
-// a DAPO step reads (DESIGN.md 3b, "One rollout batch type"). Ragged token
+// a DAPO step reads (docs/DESIGN.md 3b, "One rollout batch type"). Ragged token
 // arrays are flat data + offsets, per-prompt and per-response values are
 // plain arrays, so the batch moves between ranks as one byte string
 // (balancing, gathering to rank 0) and goes to the HDF5 dump as is, with no

@@ -1,4 +1,4 @@
-// Training checkpoints of `dapo train` (DESIGN.md section 4, io/checkpoint.h
+// Training checkpoints of `dapo train` (docs/DESIGN.md section 4, io/checkpoint.h
 // for the file): what is saved, when, where, and where a run resumes from.
 //
 // Saved: the fp32 master weights, both AdamW moments and its step count,
@@ -10,18 +10,25 @@
 // backend (tests/apps/test_resume_cli.cpp).
 //
 // Files: checkpoint.dir/step_%08d.h5 (atomic: .partial, fsync, rename),
-// then checkpoint.dir/latest names it (atomic too); then checkpoints beyond
-// the newest checkpoint.keep_last are deleted - only after the new one is
-// complete, so an interrupted save leaves the previous ones loadable.
+// then checkpoint.dir/latest names it (atomic too); then, of the checkpoints
+// of earlier steps, those beyond the newest checkpoint.keep_last - 1 are
+// deleted - only after the new one is complete, so an interrupted save
+// leaves the previous ones loadable. The new checkpoint and any of later
+// steps are never deleted: `latest` always names an existing file.
 //
 // Resume (checkpoint.resume):
-//   auto   the checkpoint `latest` names, else the newest step_*.h5; one
-//          that fails to load (damaged, truncated, digest mismatch) is
+//   auto   the checkpoint `latest` names (a warning when that file is gone),
+//          else the newest step_*.h5; one that fails to load (damaged,
+//          truncated, digest mismatch, negative step, non-finite values) is
 //          reported with a warning and the previous one is tried; if every
 //          candidate fails, the run stops (UserError) rather than silently
 //          starting over; no checkpoint at all: a fresh start from model.path
-//   never  a fresh start from model.path
-//   PATH   that file; failing to load it is a UserError
+//   never  a fresh start from model.path; a UserError if checkpoint.dir
+//          already holds step_*.h5 files (another run's: this one would
+//          overwrite and prune them)
+//   PATH   that file; failing to load it is a UserError. Checkpoints of
+//          later steps in checkpoint.dir are kept (with a warning) until
+//          this run overwrites them
 // The checkpoint's model must be the model.path model's architecture (its
 // weights are replaced). Resharding is loading: a checkpoint saved with any
 // tp and dp resumes with any other. The prompt order is global (every rank

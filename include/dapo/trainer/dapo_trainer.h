@@ -1,4 +1,4 @@
-// The DAPO trainer: one call of step() runs the phases of DESIGN.md
+// The DAPO trainer: one call of step() runs the phases of docs/DESIGN.md
 // section 2 - generation rounds with dynamic sampling and balancing
 // (generation_phase.h), advantages, old log-probs and the mini-batch
 // updates (update_phase.h) - and returns the step's metrics, reduced over
@@ -88,5 +88,13 @@ class DapoTrainer {
   Watchdog* watchdog_ = nullptr;
   int64_t steps_done_ = 0;
 };
+
+// Stops a run whose update could not move the weights: when every
+// optimizer step of `step` was skipped for a non-finite gradient norm (AdamW
+// skips such steps, so the weights stay finite but would never change
+// again), a UserError "training diverged at step N ..." naming optim.lr.
+// Some skipped steps, not all: a warning (when `warn`: world rank 0). Call
+// it on every rank: the update's counts, and so the error, are the same.
+void check_divergence(const Config& config, int64_t step, const UpdatePhaseResult& update, bool warn);
 
 }  // namespace dapo::trainer

@@ -1,4 +1,4 @@
-// Phases 1-5 of a DAPO step (DESIGN.md section 2): generation rounds with
+// Phases 1-5 of a DAPO step (docs/DESIGN.md section 2): generation rounds with
 // dynamic sampling, then the kept groups balanced over the dp ranks.
 //
 // Round r of step s: the next rollout.gen_batch_size prompts of the

@@ -1,4 +1,4 @@
-// metrics.jsonl (DESIGN.md section 4): one JSON object per training step,
+// metrics.jsonl (docs/DESIGN.md section 4): one JSON object per training step,
 // {"step": S, "<name>": value, ...}, keys in the order the caller gives
 // them (verl's names: "train/loss", "actor/grad_norm", "perf/throughput",
 // "timing_s/step", ...). Values are integers (written as such) or doubles

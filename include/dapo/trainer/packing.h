@@ -1,5 +1,5 @@
 // Packing training sequences into micro-batches under a token budget
-// (DESIGN.md section 3b, "packed micro-batches"): the sequences of one
+// (docs/DESIGN.md section 3b, "packed micro-batches"): the sequences of one
 // rank's share of a (mini-)batch are concatenated without padding, with
 // cumulative offsets, next-token targets, a per-position loss mask and any
 // number of per-position float channels (the DAPO update's advantages, old

@@ -19,6 +19,7 @@
 #include "dapo/data/dataset.h"
 #include "dapo/data/tokenizer.h"
 #include "dapo/data/truncation.h"
+#include "dapo/model/qwen2_config.h"
 
 namespace dapo::trainer {
 
@@ -50,5 +51,10 @@ class PromptSet {
   std::vector<std::vector<int32_t>> ids_;  // (P) token ids after the template and truncation
   data::TruncationStats truncation_;
 };
+
+// The longest prompt of `set` plus rollout.max_response_length must fit the
+// model's max_position_embeddings (rollout::check_positions): a UserError
+// naming that prompt's FILE:LINE otherwise.
+void check_prompt_positions(const PromptSet& set, const Config& config, const model::Qwen2Config& model);
 
 }  // namespace dapo::trainer

@@ -1,4 +1,4 @@
-// From the generation engine's output to scored GRPO groups (DESIGN.md
+// From the generation engine's output to scored GRPO groups (docs/DESIGN.md
 // section 2, phase 3): every response decoded, verified against its prompt's
 // ground truth (reward/verifier.h, on all CPU threads), given DAPO's soft
 // overlong punishment and the overlong-filter mask (rl/rewards.h), and the

@@ -17,8 +17,9 @@
 namespace dapo::trainer {
 
 // Writes `text` to path.partial, syncs it and renames it to `path` (then
-// syncs the directory). UserError naming the file (and `what` it is) on
-// failure.
+// syncs the directory); io::write_output_file: a device or FIFO is written
+// in place, a symlink's target is written. UserError naming the file (and
+// `what` it is) on failure.
 void write_file_atomically(const std::string& path, const std::string& text, const char* what);
 
 // Creates `dir` and its parents; UserError naming `dir` and the config `key`.

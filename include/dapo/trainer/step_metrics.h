@@ -1,5 +1,5 @@
 // The metrics of one DAPO step, reduced over ranks, with verl's names where
-// verl has one (DESIGN.md section 4):
+// verl has one (docs/DESIGN.md section 4):
 //   gen/acc/mean, gen/score/mean, gen/response_length/mean,
 //   gen/response_length/clip_ratio       every generated response of every round
 //                                        (before dynamic sampling: the policy's

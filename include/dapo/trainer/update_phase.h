@@ -1,4 +1,4 @@
-// Phases 6-8 of a DAPO step (DESIGN.md section 2) on this rank's share of
+// Phases 6-8 of a DAPO step (docs/DESIGN.md section 2) on this rank's share of
 // the kept groups: GRPO advantages, old (and reference) log-probs from a
 // forward pass with the weights before the update, then for each of
 // train.ppo_epochs passes and each mini-batch one AdamW step on the policy
