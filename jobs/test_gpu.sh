@@ -8,7 +8,10 @@
 #      NCCL collectives, and the model + update step split tp x dp against
 #      one GPU;
 #   3. `dapo sft` of the demo task on one GPU against the CPU backend: the
-#      loss curves agree within bf16 noise.
+#      loss curves agree within bf16 noise;
+#   4. (2+ GPUs) a rank that stops answering during a dp=2 `dapo sft` on
+#      GPUs: its peer blocks in an NCCL collective, and the watchdog ends the
+#      job (exit 5) within seconds instead of letting it hang.
 # Usage: bash jobs/test_gpu.sh [BIN]
 #   BIN: where dapo, test_gpu and test_mpi are (default: build/, after
 #   bash jobs/build.sh; or a gpu-bundle's bin/ after sourcing its env.sh).
@@ -60,4 +63,19 @@ print(f"sft loss, cpu: {cpu[0]:.4f} -> {cpu[-1]:.4f}; gpu: {gpu[0]:.4f} -> {gpu[
 assert worst < 0.05, "the GPU loss curve left the CPU's"
 assert gpu[-1] < 0.67 * gpu[0] and cpu[-1] < 0.67 * cpu[0], "no learning"
 PY
+if [ "$gpus" -ge 2 ]; then
+  echo "== 4. a stuck rank during dapo sft on 2 GPUs: the watchdog ends the job"
+  t0=$SECONDS
+  set +e
+  DAPO_FAULT_STALL=1:update timeout 120 mpirun -np 2 -x DAPO_FAULT_STALL "$dapo" sft --config inputs/demo_sft.ini \
+    --parallel.backend=cuda --train.total_steps=20 --train.phase_timeout_s=10 --log.dir="$tmp/stall" \
+    --checkpoint.dir="$tmp/stall" > "$tmp/stall.log" 2>&1
+  rc=$?
+  set -e
+  took=$((SECONDS - t0))
+  grep -E "watchdog|DAPO_FAULT" "$tmp/stall.log" | head -4
+  [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $took -lt 90 ] && grep -q "dapo: watchdog: rank [01] on .*phase 'update'" "$tmp/stall.log" ||
+    { tail -20 "$tmp/stall.log"; echo "test_gpu.sh: the stuck 2-GPU job was not ended by the watchdog (exit $rc after ${took}s)"; exit 1; }
+  echo "stall: ended by the watchdog ${took}s after start, exit code $rc"
+fi
 echo "test_gpu.sh: all GPU tests passed"

@@ -16,6 +16,7 @@
 #include "dapo/trainer/rank_device.h"
 #include "dapo/trainer/run_files.h"
 #include "dapo/trainer/sft_step.h"
+#include "dapo/trainer/watchdog.h"
 
 namespace dapo::trainer {
 namespace fs = std::filesystem;
@@ -80,7 +81,14 @@ SftSummary run_sft_job(const Config& config, const std::string& data_path, const
   io::agree_on_error(grid.world, error);
 
   const int64_t steps = trainer->planned_steps();
+  // A dead or stuck rank (a hung NCCL collective included) ends the job
+  // with one line and exit 5 instead of hanging it, as in dapo train.
+  Watchdog watchdog(config.train.phase_timeout_s, grid.world_rank());
+  watchdog.watch(&grid.world, "world");
+  watchdog.watch(&grid.tp, "tp");
+  watchdog.watch(&grid.dp, "dp");
   for (int64_t s = 0; s < steps; ++s) {
+    watchdog.enter("update", s + 1);
     SftStepResult r;
     error.clear();
     try {
@@ -100,6 +108,7 @@ SftSummary run_sft_job(const Config& config, const std::string& data_path, const
   summary.steps = steps;
 
   // The final model, then `latest` naming it.
+  watchdog.enter("checkpoint", steps);
   summary.checkpoint = save_model_snapshot(config, grid, params, steps, kSftCheckpointName);
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return summary;

@@ -11,6 +11,8 @@
 #include "dapo/model/qwen2_model.h"
 #include "dapo/optim/adamw.h"
 #include "dapo/parallel/comm.h"
+#include "dapo/parallel/grid.h"
+#include "dapo/trainer/update_step.h"
 #include "gpu/gpu_test_util.h"
 #include "model/model_test_util.h"
 
@@ -222,6 +224,36 @@ TEST_F(ModelGpu, MatchesCpuModelAndIsDeterministic) {
     EXPECT_EQ(grads[0][i], grads[1][i]) << "run to run, tensor " << i;
     EXPECT_EQ(grads[0][i], grads[2][i]) << "with recompute, tensor " << i;
   }
+}
+
+// The whole update path (UpdateRunner: staging, forward, host loss,
+// backward, AdamW) twice from the same start on the same GPU: the same bits.
+TEST_F(ModelGpu, TwoRunsOfTheSameUpdateGiveIdenticalWeights) {
+  const model::Qwen2Config c = mid_config();
+  const parallel::Grid grid = parallel::make_grid(1);
+  trainer::MicroBatch mb;
+  HostBatch hb({300, 7, 129}, c.vocab_size, 9);
+  mb.tokens = hb.tokens, mb.positions = hb.positions, mb.cu_seqlens = hb.cu_seqlens, mb.targets = hb.targets;
+  mb.mask.assign(hb.tokens.size(), 1);
+  const std::vector<trainer::MicroBatch> micro{mb, mb};  // two micro-batches: gradients accumulate
+  const trainer::TokenGradient ce = [](const trainer::MicroBatch& m, const trainer::ForwardOutputs&,
+                                       std::span<float> dlogprob, std::span<float>) {
+    for (size_t t = 0; t < m.tokens.size(); ++t) dlogprob[t] = -1.0f / float(m.tokens.size());
+  };
+  std::vector<std::vector<float>> weights[2];
+  for (int run = 0; run < 2; ++run) {
+    auto store = gpu_store(c);
+    store->init_random(mid_init());
+    model::Qwen2Model m(*store, grid.tp, model::ModelOptions{true});
+    optim::AdamW opt(*store, optim::AdamWOptions{});
+    trainer::UpdateRunner runner(m, &opt, grid, device_.get());
+    for (int step = 0; step < 3; ++step) runner.step(micro, ce, 1e-3);
+    for (const model::ParamEntry& e : store->entries()) {
+      weights[run].push_back(download(store->param(e.spec.name)));
+      weights[run].push_back(download(e.compute));
+    }
+  }
+  for (size_t i = 0; i < weights[0].size(); ++i) ASSERT_EQ(weights[0][i], weights[1][i]) << "tensor " << i / 2;
 }
 
 TEST_F(ModelGpu, AdamWStepWritesMasterAndBf16Copy) {
