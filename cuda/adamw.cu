@@ -17,15 +17,6 @@ using detail::AdamWScalars;
 
 constexpr int kThreads = 256;
 
-// f32 -> bf16 bits, round to nearest even, NaN kept quiet with its sign:
-// core/bf16.h's to_bf16, so the copy matches ops::cast on either backend.
-__device__ __forceinline__ uint32_t bf16_bits(float x) {
-  uint32_t u = __float_as_uint(x);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (u >> 16) | 0x40u;
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return u >> 16;
-}
-
 // One element: updates m, v and returns the new param.
 __device__ __forceinline__ float adamw_element(float w, float g, float& m, float& v, const AdamWScalars& s) {
   const float gi = __fmul_rn(g, s.scale);

@@ -61,6 +61,16 @@ __device__ __forceinline__ float load_f32(const __nv_bfloat16* p, int64_t i) { r
 __device__ __forceinline__ void store_f32(float* p, int64_t i, float v) { p[i] = v; }
 __device__ __forceinline__ void store_f32(__nv_bfloat16* p, int64_t i, float v) { p[i] = __float2bfloat16_rn(v); }
 
+// f32 -> bf16 bits, round to nearest even, NaN kept quiet with its sign:
+// core/bf16.h's to_bf16 on the device, so that AdamW's bf16 copy and
+// ops::cast give the same bits on both backends, NaN payloads included.
+__device__ __forceinline__ uint32_t bf16_bits(float x) {
+  uint32_t u = __float_as_uint(x);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (u >> 16) | 0x40u;
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return u >> 16;
+}
+
 // Device flags (device_flags.h): a bad id or a non-finite value is counted,
 // and the first one's site, row (and id) kept for the host's report. `f` may
 // be null (a Ctx without flags): then nothing is recorded.

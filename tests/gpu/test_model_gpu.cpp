@@ -14,6 +14,7 @@
 #include "dapo/parallel/grid.h"
 #include "dapo/trainer/update_step.h"
 #include "gpu/gpu_test_util.h"
+#include "model/fixture_util.h"
 #include "model/model_test_util.h"
 
 namespace dapo::test {
@@ -24,30 +25,6 @@ namespace {
 std::string fixtures_dir() {
   if (const char* d = std::getenv("DAPO_FIXTURES_DIR")) return d;
   return std::string(DAPO_SOURCE_DIR) + "/tests/fixtures";
-}
-
-std::vector<float> read_f32(const io::SafetensorsFile& f, const std::string& name) {
-  std::vector<float> v(size_t(f.info(name).numel()));
-  f.read_f32(name, v.data());
-  return v;
-}
-
-std::vector<int32_t> read_i32(const io::SafetensorsFile& f, const std::string& name) {
-  std::vector<int64_t> v(size_t(f.info(name).numel()));
-  f.read_i64(name, v.data());
-  return std::vector<int32_t>(v.begin(), v.end());
-}
-
-// How far a bf16 result is from an fp32 reference, as a whole: the relative
-// error of the vector (||a - b|| / ||b||). Elementwise bounds do not fit bf16
-// gradients, whose small elements carry large relative errors.
-double rel_error(const std::vector<float>& got, const std::vector<float>& want) {
-  double d = 0, n = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    d += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
-    n += double(want[i]) * want[i];
-  }
-  return n == 0 ? std::sqrt(d) : std::sqrt(d / n);
 }
 
 bool all_finite(const std::vector<float>& v) {

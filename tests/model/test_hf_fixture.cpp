@@ -14,6 +14,7 @@
 #include "dapo/io/safetensors.h"
 #include "dapo/model/qwen2_model.h"
 #include "dapo/parallel/comm.h"
+#include "model/fixture_util.h"
 #include "model/model_test_util.h"
 
 namespace dapo::model {
@@ -23,17 +24,8 @@ std::string fixture_dir(const std::string& name) {
   return std::string(DAPO_SOURCE_DIR) + "/tests/fixtures/model/" + name;
 }
 
-std::vector<float> read_f32(const io::SafetensorsFile& f, const std::string& name) {
-  std::vector<float> v(size_t(f.info(name).numel()));
-  f.read_f32(name, v.data());
-  return v;
-}
-
-std::vector<int32_t> read_i32(const io::SafetensorsFile& f, const std::string& name) {
-  std::vector<int64_t> v(size_t(f.info(name).numel()));
-  f.read_i64(name, v.data());
-  return std::vector<int32_t>(v.begin(), v.end());
-}
+using test::read_f32;
+using test::read_i32;
 
 double max_abs(const std::vector<float>& v) {
   double m = 0;

@@ -20,6 +20,7 @@
 #include "dapo/optim/adamw.h"
 #include "dapo/parallel/grid.h"
 #include "dapo/trainer/update_step.h"
+#include "model/fixture_util.h"
 
 namespace dapo::parallel {
 namespace {
@@ -85,14 +86,7 @@ trainer::TokenGradient weighted(std::vector<float>& seen) {
   };
 }
 
-double rel_error(const std::vector<float>& got, const std::vector<float>& want) {
-  double d = 0, n = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    d += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
-    n += double(want[i]) * want[i];
-  }
-  return n == 0 ? std::sqrt(d) : std::sqrt(d / n);
-}
+using test::rel_error;
 
 struct Result {
   std::vector<float> logprob;  // this rank's tokens, in batch order

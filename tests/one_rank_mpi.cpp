@@ -1,7 +1,9 @@
-// test_model runs without mpirun, but the model reaches its tp group only
-// through a Comm, and a Comm needs MPI. This environment starts a one-rank
-// MPI runtime (MPI singleton start-up) around all tests of the program.
-// Comms made by the tests are destroyed before its TearDown finalizes MPI.
+// For test programs that run without mpirun (test_io, test_model,
+// test_rollout, test_trainer, test_gpu) but reach Comms, which need MPI:
+// this environment starts a one-rank MPI runtime (MPI singleton start-up)
+// around all tests of the program. Comms and files the tests make are gone
+// before its TearDown finalizes MPI. tests/CMakeLists.txt links it into the
+// modules that need it.
 #include <gtest/gtest.h>
 
 #include <memory>
