@@ -167,7 +167,7 @@ class Schema {
     add("train", "val_before_train", &C::train, &TrainConfig::val_before_train, "validate the starting model");
     add("train", "phase_timeout_s", &C::train, &TrainConfig::phase_timeout_s,
         "watchdog: end the job when a phase runs longer (seconds); 0: off");
-    add("parallel", "backend", &C::parallel, &ParallelConfig::backend, "auto | cpu | cuda");
+    add("parallel", "backend", &C::parallel, &ParallelConfig::backend, "auto | cpu | cuda (auto: cuda where every rank has a GPU and the subcommand runs on GPUs, else cpu)");
     add("parallel", "tp", &C::parallel, &ParallelConfig::tp, "tensor-parallel size (dp = world / tp)");
     add("checkpoint", "dir", &C::checkpoint, &CheckpointConfig::dir, "checkpoint directory");
     add("checkpoint", "save_every", &C::checkpoint, &CheckpointConfig::save_every, "steps; 0: at the end only");

@@ -7,10 +7,11 @@
 namespace dapo::trainer {
 
 std::unique_ptr<ops::CudaDevice> open_rank_device(const Config& config, const parallel::Grid& grid, int local_rank) {
-  if (config.parallel.backend != BackendChoice::cuda) return nullptr;
+  if (config.parallel.backend == BackendChoice::cpu) return nullptr;
   const int count = cuda_available() ? ops::cuda_device_count() : 0;
   // Every rank decides alike, so that none is left waiting in a collective.
   const int64_t worst = grid.world.all_reduce_i64(count > local_rank ? 1 : 0, parallel::ReduceOp::min);
+  if (worst == 0 && config.parallel.backend == BackendChoice::auto_) return nullptr;  // auto: the CPU
   if (worst == 0)
     throw UserError(cat(config.origin_of("parallel.backend"), ": parallel.backend = cuda, but ",
                         count == 0 ? std::string("this build or a node has no usable GPU")

@@ -13,9 +13,11 @@
 
 namespace dapo::trainer {
 
-// nullptr for the CPU backend (parallel.backend = cpu, or auto: auto keeps
-// the CPU until every subcommand runs on GPUs). For cuda: UserError when
-// this build or node has no GPU, or fewer GPUs than ranks on the node.
+// nullptr for the CPU backend: parallel.backend = cpu, or auto where some
+// rank has no GPU of its own (auto is cuda where every rank has one). For
+// cuda: UserError when this build or a node has no GPU, or fewer GPUs than
+// ranks on the node. Subcommands that do not run on GPUs yet (train, eval,
+// generate) refuse cuda themselves and treat auto as cpu.
 // Collective over grid.world (the NCCL communicators).
 std::unique_ptr<ops::CudaDevice> open_rank_device(const Config& config, const parallel::Grid& grid, int local_rank);
 
