@@ -66,6 +66,16 @@ __device__ __forceinline__ float w_of(const T* row, int32_t v, float inv_t, floa
   return expf(__fsub_rn(z_of(row, v, inv_t), m));
 }
 
+// A bound on d = z - m below which expf(d) is certainly under the weight
+// whose bits are key_lo (a margin of 1e-3 in log space covers the few-ulp
+// errors of expf and logf): passes that only look at weights >= key_lo skip
+// the exp and the bookkeeping of the rest of the row. Only a shortcut: every
+// kept decision is still made on the exact key.
+__device__ __forceinline__ float skip_below(uint32_t key_lo) {
+  const float w = __uint_as_float(key_lo);
+  return w > 0.0f ? logf(w) - 1e-3f : -INFINITY;
+}
+
 // Fixed-order block reductions: warp butterflies, then every thread adds the
 // warps' partials in warp order (the same bits in every thread).
 __device__ double block_sum(double v, Smem& sm) {
@@ -139,6 +149,7 @@ __device__ int32_t rth_tie(const T* row, int32_t V, float inv_t, float m, Cut wi
   if (threadIdx.x == 0) sm.found = INT_MAX;
   __syncthreads();
   int32_t before = 0;
+  const float lo = skip_below(thr);
   for (int32_t c0 = 0; c0 < V; c0 += kChunk) {
     const int32_t v0 = c0 + int32_t(threadIdx.x) * kPerThread;
     uint32_t tie_mask = 0;
@@ -146,7 +157,9 @@ __device__ int32_t rth_tie(const T* row, int32_t V, float inv_t, float m, Cut wi
     for (int j = 0; j < kPerThread; ++j) {
       const int32_t v = v0 + j;
       if (v < V) {
-        const uint32_t key = __float_as_uint(w_of(row, v, inv_t, m));
+        const float d = __fsub_rn(z_of(row, v, inv_t), m);
+        if (d < lo) continue;
+        const uint32_t key = __float_as_uint(expf(d));
         if (key == thr && in_cut(within, key, v)) tie_mask |= 1u << j;
       }
     }
@@ -182,8 +195,11 @@ __device__ Cut select_cut(const T* row, int32_t V, float inv_t, float m, Cut wit
       cnt[j] = 0;
       mass[j] = 0;
     }
+    const float lo = skip_below(prefix > within.thr ? prefix : within.thr);
     for (int32_t v = threadIdx.x; v < V; v += kThreads) {
-      const float w = w_of(row, v, inv_t, m);
+      const float dz = __fsub_rn(z_of(row, v, inv_t), m);
+      if (dz < lo) continue;
+      const float w = expf(dz);
       const uint32_t key = __float_as_uint(w);
       if ((key & hi_mask) != prefix || !in_cut(within, key, v)) continue;
       const uint32_t d = (key >> shift) & (kBins - 1);
@@ -312,8 +328,11 @@ __global__ void __launch_bounds__(kThreads)
   if (top_k > 0 && top_k < V) {
     ck = select_cut<false>(row, V, inv_t, m, all, double(top_k), sm);
     double s = 0;
+    const float lo = skip_below(ck.thr);
     for (int32_t v = threadIdx.x; v < V; v += kThreads) {
-      const float w = w_of(row, v, inv_t, m);
+      const float dz = __fsub_rn(z_of(row, v, inv_t), m);
+      if (dz < lo) continue;
+      const float w = expf(dz);
       if (in_cut(ck, __float_as_uint(w), v)) s += double(w);
     }
     mass = block_sum(s, sm);
@@ -321,8 +340,11 @@ __global__ void __launch_bounds__(kThreads)
   if (top_p < 1.0f) {
     cp = select_cut<true>(row, V, inv_t, m, ck, double(top_p) * mass, sm);
     double s = 0;
+    const float lo = skip_below(cp.thr > ck.thr ? cp.thr : ck.thr);
     for (int32_t v = threadIdx.x; v < V; v += kThreads) {
-      const float w = w_of(row, v, inv_t, m);
+      const float dz = __fsub_rn(z_of(row, v, inv_t), m);
+      if (dz < lo) continue;
+      const float w = expf(dz);
       const uint32_t key = __float_as_uint(w);
       if (in_cut(ck, key, v) && in_cut(cp, key, v)) s += double(w);
     }
@@ -338,6 +360,7 @@ __global__ void __launch_bounds__(kThreads)
   }
   __syncthreads();
   double before = 0;
+  const float lo = skip_below(cp.thr > ck.thr ? cp.thr : ck.thr);
   int32_t last = -1;  // the last kept id with w > 0: the answer if rounding leaves the walk short
   for (int32_t c0 = 0; c0 < V; c0 += kChunk) {
     const int32_t v0 = c0 + int32_t(threadIdx.x) * kPerThread;
@@ -347,8 +370,9 @@ __global__ void __launch_bounds__(kThreads)
     for (int j = 0; j < kPerThread; ++j) {
       const int32_t v = v0 + j;
       w[j] = 0.0f;
-      if (v < V) {
-        const float x = w_of(row, v, inv_t, m);
+      const float dz = v < V ? __fsub_rn(z_of(row, v, inv_t), m) : -INFINITY;
+      if (dz >= lo) {
+        const float x = expf(dz);
         const uint32_t key = __float_as_uint(x);
         if (in_cut(ck, key, v) && in_cut(cp, key, v)) w[j] = x;
       }
