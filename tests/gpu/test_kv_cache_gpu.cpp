@@ -42,7 +42,7 @@ class KvCacheGpu : public GpuTest {
     }
     max_blocks += 1;  // a table wider than needed: entries past a sequence are ignored
     const int64_t NB = total_blocks + 3;
-    std::vector<int32_t> perm(size_t(NB));
+    std::vector<int32_t> perm(static_cast<size_t>(NB));
     std::iota(perm.begin(), perm.end(), 0);
     std::shuffle(perm.begin(), perm.end(), std::mt19937(seed));
     std::vector<int32_t> table(size_t(B * max_blocks), 0);
@@ -110,10 +110,10 @@ TEST_F(KvCacheGpu, WriteMatchesCpu) {
   for (const Case c : {Case{20, 16, 2, 128, 37}, Case{5, 3, 1, 12, 9}, Case{4, 16, 2, 64, 0}}) {
     SCOPED_TRACE(testing::Message() << "D " << c.D << " N " << c.N);
     const int64_t slots_total = c.NB * c.BS;
-    std::vector<int32_t> all(size_t(slots_total));
+    std::vector<int32_t> all(static_cast<size_t>(slots_total));
     std::iota(all.begin(), all.end(), 0);
     std::shuffle(all.begin(), all.end(), std::mt19937(11));
-    std::vector<int32_t> slots(size_t(c.N));
+    std::vector<int32_t> slots(static_cast<size_t>(c.N));
     for (int64_t i = 0; i < c.N; ++i) slots[size_t(i)] = i % 4 == 1 ? -1 : all[size_t(i)];
     auto kc = random_bf16_exact(size_t(slots_total * c.Hkv * c.D), 12);
     auto vc = random_bf16_exact(kc.size(), 13);
@@ -163,7 +163,7 @@ TEST_F(KvCacheGpu, PagedAttentionDecodePerf) {
     fill_random(*device_, vc, 2);
     Tensor q = big.alloc(DType::bf16, {B, Hq, D}), out = big.alloc(DType::bf16, {B, Hq, D});
     fill_random(*device_, q, 3, -3, 3);
-    std::vector<int32_t> table(size_t(NB)), lens(size_t(B), int32_t(len)), cu(size_t(B + 1));
+    std::vector<int32_t> table(static_cast<size_t>(NB)), lens(static_cast<size_t>(B), static_cast<int32_t>(len)), cu(static_cast<size_t>(B + 1));
     std::iota(table.begin(), table.end(), 0);
     std::shuffle(table.begin(), table.end(), std::mt19937(4));
     std::iota(cu.begin(), cu.end(), 0);
