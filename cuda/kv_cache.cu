@@ -52,7 +52,7 @@ constexpr int kRows = 8;      // query rows (token, head) per tile
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
 constexpr int kChunk = 256;   // keys whose scores sit in shared memory at once
-constexpr int kUnroll = 4;    // key steps whose loads are in flight together
+constexpr int kUnroll = 8;    // key steps whose loads are in flight together
 constexpr float kLog2e = 1.4426950408889634f;
 
 struct PagedArgs {
@@ -164,12 +164,13 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(const PagedAr
       // Scores of keys [cs, ce) for every row of the tile.
       for (int base = cs + warp * KPS; base < ce; base += KPC * kUnroll) {
         uint4 kw[kUnroll];
-        int64_t offs[kUnroll];
+        bool ok[kUnroll];
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
           const int p = base + u * KPC + kslot;
-          offs[u] = p < ce ? key_offset(p) : -1;
-          kw[u] = offs[u] >= 0 ? *reinterpret_cast<const uint4*>(a.kc + offs[u]) : make_uint4(0, 0, 0, 0);
+          const int64_t off = p < ce ? key_offset(p) : -1;
+          ok[u] = off >= 0;
+          kw[u] = ok[u] ? *reinterpret_cast<const uint4*>(a.kc + off) : make_uint4(0, 0, 0, 0);
         }
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
@@ -189,7 +190,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(const PagedAr
           if (p < ce) {
 #pragma unroll
             for (int r = 0; r < kRows; ++r)
-              if (sub == r % LPK) s_w[r][p - cs] = (p <= pos[r] && offs[u] >= 0) ? sc[r] : -INFINITY;
+              if (sub == r % LPK) s_w[r][p - cs] = (p <= pos[r] && ok[u]) ? sc[r] : -INFINITY;
           }
         }
       }
