@@ -3,6 +3,8 @@
 // sequence's last new token gathered to the whole vocabulary.
 #include "dapo/model/qwen2_model.h"
 
+#include <algorithm>
+
 #include "dapo/ops/embedding.h"
 #include "dapo/ops/matmul.h"
 #include "dapo/ops/rmsnorm.h"
@@ -63,6 +65,13 @@ void Qwen2Model::forward_cached(const ops::Ctx& ctx, Arena& act, const KvCache& 
              cache.k.size(), " layers for a model of ", dims_.L);
   DAPO_CHECK_SHAPE(logits, {B, dims_.V});
 
+  int64_t max_context_len = batch.max_context_len;
+  if (max_context_len <= 0) {
+    DAPO_CHECK(batch.context_lens.device == Device::cpu, "a device batch must set max_context_len");
+    const int32_t* lens = batch.context_lens.ptr<int32_t>();
+    for (int64_t i = 0; i < B; ++i) max_context_len = std::max<int64_t>(max_context_len, lens[i]);
+  }
+
   ArenaScope scope(act);
   detail::Carver c(&act);
   detail::CachedBuffers b = detail::carve_cached(c, dims_, N, B);
@@ -73,7 +82,8 @@ void Qwen2Model::forward_cached(const ops::Ctx& ctx, Arena& act, const KvCache& 
   if (dims_.L > 0) detail::norm_input(ctx, dims_, weights_[0], a);
   for (int64_t l = 0; l < dims_.L; ++l) {
     const detail::CacheStep step{cache.k[size_t(l)],  cache.v[size_t(l)],  batch.slot_mapping,
-                                 batch.block_table,   batch.context_lens, batch.cu_seqlens_q};
+                                 batch.block_table,   batch.context_lens, batch.cu_seqlens_q,
+                                 max_context_len};
     // The last layer's fused norm (model.norm over all N rows) is not used:
     // the head normalises only the B rows it samples from, below.
     const detail::NextNorm next{b.x, a.xn1, a.rstd1,

@@ -84,7 +84,7 @@ void layer_forward(const ops::Ctx& ctx, const parallel::Comm& tp, const Dims& d,
   } else {
     ops::kv_cache_write(ctx, cache->k_cache, cache->v_cache, a.k, a.v, cache->slot_mapping);
     ops::paged_attention(ctx, a.attn, a.q, cache->k_cache, cache->v_cache, cache->block_table,
-                         cache->context_lens, cache->cu_seqlens_q, d.scale);
+                         cache->context_lens, cache->cu_seqlens_q, cache->max_context_len, d.scale);
   }
   ops::linear_forward(ctx, partial, a.attn.reshape({T, d.hq * d.D}), w.wo, Tensor{});
   parallel::reduce_from_tp_forward(ctx, tp, partial, partial);

@@ -7,7 +7,7 @@ namespace dapo::ops {
 
 void sample_tokens(const Ctx& ctx, Tensor tokens, Tensor logprobs, Tensor logits, Tensor rng_streams,
                    Tensor rng_counters, const SamplingParams& p) {
-  DAPO_DISPATCH_CPU_ONLY(ctx, sample_tokens, tokens, logprobs, logits, rng_streams, rng_counters, p);
+  DAPO_DISPATCH(ctx, sample_tokens, tokens, logprobs, logits, rng_streams, rng_counters, p);
 }
 
 }  // namespace dapo::ops

@@ -116,7 +116,8 @@ struct Paged {
     ops::paged_attention(ctx_with(scratch), tensor_f32(out.data(), {N, Hq, D}),
                          tensor_f32(qn.data(), {N, Hq, D}), tensor_f32(kc.data(), {NB, BS, Hkv, D}),
                          tensor_f32(vc.data(), {NB, BS, Hkv, D}), tensor_i32(table.data(), {B, max_blocks}),
-                         tensor_i32(ctx_lens.data(), {B}), tensor_i32(cu_q.data(), {B + 1}), scale);
+                         tensor_i32(ctx_lens.data(), {B}), tensor_i32(cu_q.data(), {B + 1}),
+                         *std::max_element(lens.begin(), lens.end()), scale);
     EXPECT_EQ(scratch.used(), 0u);
     for (int64_t b = 0; b < B; ++b)
       for (int64_t p = first_new[b]; p < lens[b]; ++p)
@@ -191,14 +192,21 @@ TEST(KvCacheDeathTest, BadSlotsAndTablesAreErrors) {
   EXPECT_EXIT(ops::paged_attention(ctx_with(scratch), tensor_f32(out.data(), {1, 1, 4}),
                                    tensor_f32(q.data(), {1, 1, 4}), tensor_f32(kc.data(), {2, 2, 1, 4}),
                                    tensor_f32(vc.data(), {2, 2, 1, 4}), tensor_i32(table.data(), {1, 2}),
-                                   tensor_i32(lens.data(), {1}), tensor_i32(cu_q.data(), {2}), 0.5f),
+                                   tensor_i32(lens.data(), {1}), tensor_i32(cu_q.data(), {2}), 3, 0.5f),
               testing::ExitedWithCode(1), "block_table\\[0, 1\\] = 2 outside");
   lens = {0};
   EXPECT_EXIT(ops::paged_attention(ctx_with(scratch), tensor_f32(out.data(), {1, 1, 4}),
                                    tensor_f32(q.data(), {1, 1, 4}), tensor_f32(kc.data(), {2, 2, 1, 4}),
                                    tensor_f32(vc.data(), {2, 2, 1, 4}), tensor_i32(table.data(), {1, 2}),
-                                   tensor_i32(lens.data(), {1}), tensor_i32(cu_q.data(), {2}), 0.5f),
+                                   tensor_i32(lens.data(), {1}), tensor_i32(cu_q.data(), {2}), 3, 0.5f),
               testing::ExitedWithCode(1), "1 new tokens but context length 0");
+  lens = {3};
+  table = {0, 1};
+  EXPECT_EXIT(ops::paged_attention(ctx_with(scratch), tensor_f32(out.data(), {1, 1, 4}),
+                                   tensor_f32(q.data(), {1, 1, 4}), tensor_f32(kc.data(), {2, 2, 1, 4}),
+                                   tensor_f32(vc.data(), {2, 2, 1, 4}), tensor_i32(table.data(), {1, 2}),
+                                   tensor_i32(lens.data(), {1}), tensor_i32(cu_q.data(), {2}), 2, 0.5f),
+              testing::ExitedWithCode(1), "max_context_len = 2 but a sequence has context length 3");
 }
 
 }  // namespace

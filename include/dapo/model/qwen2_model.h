@@ -82,6 +82,7 @@ struct CachedBatch {
   Tensor slot_mapping;  // (N) i32 flat cache slot of each new token (ops/kv_cache.h)
   Tensor block_table;   // (B, max_blocks) i32
   Tensor context_lens;  // (B) i32 cached positions of each sequence, new tokens included
+  int64_t max_context_len = 0;  // >= every context_lens[b]; 0: read from context_lens (host batches only)
 };
 
 class Qwen2Model {

@@ -7,7 +7,7 @@
 // and their reference counts, is the engine's business, not the ops'.
 //
 // Cache layout, per layer: k_cache, v_cache (num_blocks, block_size, Hkv, D)
-// f32. Logical position p of sequence b lives in physical block
+// f32 (CUDA: bf16). Logical position p of sequence b lives in physical block
 // block_table[b, p / block_size] at offset p % block_size, i.e. at the flat
 // slot block_table[b, p / block_size] * block_size + p % block_size.
 #pragma once
@@ -44,15 +44,43 @@ void kv_cache_write(const Ctx& ctx, Tensor k_cache, Tensor v_cache, Tensor k, Te
 //                the one at position p attends to positions 0..p.
 // scale:         multiplies q . k; usually 1 / sqrt(D).
 // Hq % Hkv == 0; query head h reads kv head h / (Hq / Hkv).
-// Needs ctx.scratch (nthreads * max(context_lens) floats).
+// max_context_len: >= every context_lens[b], given by the caller (who built
+//                the batch on the host) so that a GPU launch never reads
+//                context_lens back; the CPU op checks it.
+// Needs ctx.scratch (CPU: nthreads * max(context_lens) floats; CUDA: at most
+// 64 MiB of split-KV partials, none when max_context_len is short).
 void paged_attention(const Ctx& ctx, Tensor out, Tensor q, Tensor k_cache, Tensor v_cache,
-                     Tensor block_table, Tensor context_lens, Tensor cu_seqlens_q, float scale);
+                     Tensor block_table, Tensor context_lens, Tensor cu_seqlens_q, int64_t max_context_len,
+                     float scale);
 
 namespace cpu {
 void kv_cache_write(const Ctx& ctx, Tensor k_cache, Tensor v_cache, Tensor k, Tensor v,
                     Tensor slot_mapping);
 void paged_attention(const Ctx& ctx, Tensor out, Tensor q, Tensor k_cache, Tensor v_cache,
-                     Tensor block_table, Tensor context_lens, Tensor cu_seqlens_q, float scale);
+                     Tensor block_table, Tensor context_lens, Tensor cu_seqlens_q, int64_t max_context_len,
+                     float scale);
 }  // namespace cpu
+
+// CUDA builds only: k_cache, v_cache, k, v, q, out bf16; slot_mapping,
+// block_table, context_lens, cu_seqlens_q i32; all on the device. Softmax
+// and accumulation in fp32. paged_attention: D in {16, 32, 64, 128}; q,
+// out and the caches 16-byte aligned. kv_cache_write copies 16 bytes at a
+// time where rows and pointers allow (any shape works). The metadata is not
+// read on the host and a malformed one is not diagnosed (the CPU op checks
+// it): kv_cache_write skips slots outside [0, num_blocks * block_size);
+// paged_attention skips sequences whose lengths contradict max_context_len,
+// the table width or cu_seqlens_q (their rows left unwritten) and reads a
+// block id outside [0, num_blocks) as masked keys. Decode-first design: one
+// CTA reads a stretch of a sequence's cache once for all query heads of a
+// KV group; long contexts are split over CTAs (split-KV) and the partial
+// softmax states merged in a fixed order, so results are bit-identical on
+// repeated runs with the same shapes.
+namespace cuda {
+void kv_cache_write(const Ctx& ctx, Tensor k_cache, Tensor v_cache, Tensor k, Tensor v,
+                    Tensor slot_mapping);
+void paged_attention(const Ctx& ctx, Tensor out, Tensor q, Tensor k_cache, Tensor v_cache,
+                     Tensor block_table, Tensor context_lens, Tensor cu_seqlens_q, int64_t max_context_len,
+                     float scale);
+}  // namespace cuda
 
 }  // namespace dapo::ops

@@ -10,7 +10,7 @@ namespace dapo::ops {
 
 // For every j: block dst_blocks[j] of k_cache and of v_cache becomes a copy
 // of block src_blocks[j] (all block_size slots, all heads).
-// k_cache, v_cache: (num_blocks, block_size, Hkv, D) f32, updated in place
+// k_cache, v_cache: (num_blocks, block_size, Hkv, D) f32 (CUDA: bf16), updated in place
 //                   (only the dst blocks are written).
 // src_blocks, dst_blocks: (M) i32 physical block ids in [0, num_blocks);
 //                   M may be 0. The dst ids must be distinct and none may be
@@ -21,5 +21,14 @@ void kv_block_copy(const Ctx& ctx, Tensor k_cache, Tensor v_cache, Tensor src_bl
 namespace cpu {
 void kv_block_copy(const Ctx& ctx, Tensor k_cache, Tensor v_cache, Tensor src_blocks, Tensor dst_blocks);
 }  // namespace cpu
+
+// CUDA builds only: k_cache, v_cache bf16 (f32 also works), src_blocks,
+// dst_blocks i32, all on the device; 16-byte copies where the block size in
+// bytes and the pointers allow. The ids are not read on the host and not
+// diagnosed (the CPU op checks them): a copy naming a block outside
+// [0, num_blocks) is skipped.
+namespace cuda {
+void kv_block_copy(const Ctx& ctx, Tensor k_cache, Tensor v_cache, Tensor src_blocks, Tensor dst_blocks);
+}  // namespace cuda
 
 }  // namespace dapo::ops

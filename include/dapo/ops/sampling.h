@@ -49,7 +49,14 @@ struct SamplingParams {
 // rng_streams (B) i64: stream ids from stream_id(), bit-cast to i64.
 // rng_counters (B) i64: the draw index within the stream (e.g. the position
 //   of the token being sampled).
-// ctx.scratch: 8 * V bytes per OpenMP thread on the CPU backend.
+// ctx.scratch: 8 * V bytes per OpenMP thread on the CPU backend; none on CUDA.
+// CUDA: logits f32 or bf16 (widened exactly, fp32 math as on the CPU), every
+//   tensor on the device; tokens and logprobs are written by the kernel and
+//   nothing is copied to the host. The token equals the CPU op's except
+//   where u falls within float rounding of a CDF boundary (the two backends
+//   round exp and order their double sums differently); greedy always
+//   equals. Non-finite logits raise the device flag (site logprob) and give
+//   token 0, log-prob NaN for that row.
 void sample_tokens(const Ctx& ctx, Tensor tokens, Tensor logprobs, Tensor logits, Tensor rng_streams,
                    Tensor rng_counters, const SamplingParams& p);
 
@@ -57,5 +64,15 @@ namespace cpu {
 void sample_tokens(const Ctx& ctx, Tensor tokens, Tensor logprobs, Tensor logits, Tensor rng_streams,
                    Tensor rng_counters, const SamplingParams& p);
 }  // namespace cpu
+
+// CUDA builds only.
+namespace cuda {
+void sample_tokens(const Ctx& ctx, Tensor tokens, Tensor logprobs, Tensor logits, Tensor rng_streams,
+                   Tensor rng_counters, const SamplingParams& p);
+// out (B, 4) i32 (the u32 words): philox_draw(seed, rng_streams[b],
+// rng_counters[b]) computed on the device, for tests that the device draw
+// has the host's bits.
+void philox_draws(const Ctx& ctx, Tensor out, Tensor rng_streams, Tensor rng_counters, uint64_t seed);
+}  // namespace cuda
 
 }  // namespace dapo::ops

@@ -74,7 +74,8 @@ void kv_cache_write(const Ctx&, Tensor k_cache, Tensor v_cache, Tensor k, Tensor
 }
 
 void paged_attention(const Ctx& ctx, Tensor out, Tensor q, Tensor k_cache, Tensor v_cache,
-                     Tensor block_table, Tensor context_lens, Tensor cu_seqlens_q, float scale) {
+                     Tensor block_table, Tensor context_lens, Tensor cu_seqlens_q, int64_t max_context_len,
+                     float scale) {
   const CacheDims c = check_cache("paged_attention", k_cache, v_cache);
   DAPO_CHECK_DTYPE(out, DType::f32);
   DAPO_CHECK_DTYPE(q, DType::f32);
@@ -112,6 +113,8 @@ void paged_attention(const Ctx& ctx, Tensor out, Tensor q, Tensor k_cache, Tenso
     }
     max_len = std::max<int64_t>(max_len, lens[b]);
   }
+  DAPO_CHECK(max_len <= max_context_len, "paged_attention: max_context_len = ", max_context_len,
+             " but a sequence has context length ", max_len);
   DAPO_CHECK(cu[B] == N, "paged_attention: cu_seqlens_q[B] = ", cu[B], " but N = ", N);
   if (N == 0 || Hq == 0) return;
   DAPO_CHECK(ctx.scratch != nullptr, "paged_attention needs ctx.scratch");
