@@ -7,9 +7,9 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 
 #include "dapo/core/arena.h"
+#include "dapo/core/clock.h"
 #include "dapo/core/error.h"
 #include "dapo/ops/kv_copy.h"
 #include "dapo/ops/sampling.h"
@@ -153,7 +153,7 @@ RolloutBatch GenerationEngine::generate(std::span<const PromptInput> prompts, co
   DAPO_CHECK(sampling.n >= 1 && sampling.temperature >= 0 && sampling.top_p > 0 && sampling.max_response_length >= 0,
              "SamplingOptions: n ", sampling.n, ", temperature ", sampling.temperature, ", top_p ", sampling.top_p,
              ", max_response_length ", sampling.max_response_length);
-  const auto start = std::chrono::steady_clock::now();
+  const auto start = Clock::now();
   const model::Qwen2Config& config = model_.config();
   const int64_t V = model_.dims().V, tp_size = model_.dims().tp, bs = options_.block_size;
   const Device device = ops::backend_device(ctx_.backend);
@@ -256,13 +256,13 @@ RolloutBatch GenerationEngine::generate(std::span<const PromptInput> prompts, co
       p.finished = sched.num_finished();
       p.total = sched.num_responses();
       p.generated_tokens = sched.stats().sampled_tokens;
-      p.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      p.elapsed_s = seconds_since(start);
       p.tokens_per_s = p.elapsed_s > 0 ? double(p.generated_tokens) / p.elapsed_s : 0.0;
       progress(p);
     }
   }
   stats_.scheduler = sched.stats();
-  stats_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  stats_.seconds = seconds_since(start);
   stats_.tokens_per_s = stats_.seconds > 0 ? double(stats_.scheduler.sampled_tokens) / stats_.seconds : 0.0;
   return sched.result();
 }
