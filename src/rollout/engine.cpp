@@ -9,6 +9,7 @@
 #include <algorithm>
 
 #include "dapo/core/arena.h"
+#include "dapo/core/carver.h"
 #include "dapo/core/clock.h"
 #include "dapo/core/error.h"
 #include "dapo/ops/kv_copy.h"
@@ -16,6 +17,30 @@
 
 namespace dapo::rollout {
 namespace {
+
+// The per-step rows of generate(): the logits of the step (B, V), the rows
+// to sample from (R, V) and, per row, the sampled token, its logprob and its
+// random-stream key. B and R are at most max_seqs. Carved from c's arena,
+// or only counted when c has none: generate() sizes its arena by counting.
+struct StepRows {
+  float* logits;
+  float* row_logits;
+  int32_t* tokens;
+  float* logprobs;
+  int64_t* streams;
+  int64_t* counters;
+};
+
+StepRows carve_step_rows(Carver& c, int64_t max_seqs, int64_t V) {
+  StepRows r;
+  r.logits = c.alloc_array<float>(size_t(max_seqs * V));
+  r.row_logits = c.alloc_array<float>(size_t(max_seqs * V));
+  r.tokens = c.alloc_array<int32_t>(size_t(max_seqs));
+  r.logprobs = c.alloc_array<float>(size_t(max_seqs));
+  r.streams = c.alloc_array<int64_t>(size_t(max_seqs));
+  r.counters = c.alloc_array<int64_t>(size_t(max_seqs));
+  return r;
+}
 
 size_t host_memory_bytes() {
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
@@ -207,15 +232,12 @@ RolloutBatch GenerationEngine::generate(std::span<const PromptInput> prompts, co
                 "generation-scratch");
   ops::Ctx ctx = ctx_;
   ctx.scratch = &scratch;
-  // Logits of the step (B, V); the rows to sample from (R, V) with their keys.
-  Arena rows(6 * Arena::kAlign + size_t(2 * max_seqs * V) * sizeof(float) + size_t(max_seqs) * 24, device,
-             "generation-rows");  // six arrays, each aligned
-  float* logits = rows.alloc_array<float>(size_t(max_seqs * V));
-  float* row_logits = rows.alloc_array<float>(size_t(max_seqs * V));
-  int32_t* tokens = rows.alloc_array<int32_t>(size_t(max_seqs));
-  float* logprobs = rows.alloc_array<float>(size_t(max_seqs));
-  int64_t* streams = rows.alloc_array<int64_t>(size_t(max_seqs));
-  int64_t* counters = rows.alloc_array<int64_t>(size_t(max_seqs));
+  // The step's rows, in an arena sized by a counting pass of the same carve.
+  Carver count_rows(nullptr);
+  carve_step_rows(count_rows, max_seqs, V);
+  Arena rows(count_rows.arena_bytes(), device, "generation-rows");
+  Carver carve_rows(&rows);
+  const auto [logits, row_logits, tokens, logprobs, streams, counters] = carve_step_rows(carve_rows, max_seqs, V);
   const ops::SamplingParams params{sampling.seed, float(sampling.temperature), float(sampling.top_p),
                                    int(std::min<int64_t>(std::max<int64_t>(sampling.top_k, 0), INT32_MAX))};
 
