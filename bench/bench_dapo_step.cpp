@@ -18,12 +18,12 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <string>
 #include <vector>
 
+#include "dapo/core/clock.h"
 #include "dapo/core/config.h"
 #include "dapo/data/dataset.h"
 #include "dapo/ops/matmul.h"
@@ -35,9 +35,6 @@
 namespace {
 
 using namespace dapo;
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 std::string src(const std::string& rel) { return (std::filesystem::path(DAPO_SOURCE_DIR) / rel).string(); }
 

@@ -8,10 +8,10 @@
 // for per-core numbers. Links dapo_rollout (part of DAPO_APP_LIBS).
 #include <omp.h>
 
-#include <chrono>
 #include <cstdio>
 #include <vector>
 
+#include "dapo/core/clock.h"
 #include "dapo/model/qwen2_model.h"
 #include "dapo/parallel/comm.h"
 #include "dapo/parallel/runtime.h"
@@ -21,9 +21,6 @@
 namespace {
 
 using namespace dapo;
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 }  // namespace
 

@@ -17,7 +17,6 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -25,6 +24,7 @@
 #include <vector>
 
 #include "dapo/core/bf16.h"
+#include "dapo/core/clock.h"
 #include "dapo/core/error.h"
 #include "dapo/io/checkpoint.h"
 #include "dapo/io/hf_convert.h"
@@ -34,9 +34,10 @@
 
 namespace {
 
+using dapo::Clock;
+using dapo::seconds_since;
+
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 dapo::model::Qwen2Config make_config(double million) {
   dapo::model::Qwen2Config c;
@@ -94,11 +95,11 @@ int main(int argc, char** argv) {
       buf.resize(size_t(set.info(s.name).numel()));
       set.read_f32(s.name, buf.data());
     }
-    const double st_s = since(t0);
+    const double st_s = seconds_since(t0);
 
     t0 = Clock::now();
     dapo::io::import_hf((dir / "hf").string(), (dir / "c.h5").string(), world);
-    const double import_s = since(t0);
+    const double import_s = seconds_since(t0);
 
     // Buffers are allocated and touched before the clock starts, as a
     // model's parameter buffer would be.
@@ -115,7 +116,7 @@ int main(int argc, char** argv) {
                                       [&](const dapo::model::ParamSpec&, const dapo::model::SliceSpec&) {
                                         return out[next++].data();
                                       });
-      return since(start);
+      return seconds_since(start);
     };
     const double load_s = load(0, 1);
     const double load_tp2_s = load(1, 2);
@@ -136,7 +137,7 @@ int main(int argc, char** argv) {
                                         return host[next++].data();
                                       },
                                       options);
-      return since(start);
+      return seconds_since(start);
     };
     const double save_s = save("plain.h5", false);
     const double save_sum_s = save("sum.h5", true);
@@ -145,7 +146,7 @@ int main(int argc, char** argv) {
 
     t0 = Clock::now();
     dapo::io::export_hf((dir / "c.h5").string(), (dir / "out").string(), dapo::io::ExportDtype::f32, world);
-    const double export_s = since(t0);
+    const double export_s = seconds_since(t0);
 
     // Baseline: the same number of fp32 bytes, in tensor-sized writes.
     std::vector<float> raw(size_t(std::max<int64_t>(1, params / int64_t(specs.size()) * 4)), 0.5f);
@@ -162,7 +163,7 @@ int main(int argc, char** argv) {
       ::fsync(fd);
       ::close(fd);
     }
-    const double raw_write_s = since(t0);
+    const double raw_write_s = seconds_since(t0);
     t0 = Clock::now();
     {
       const int fd = ::open(raw_path.c_str(), O_RDONLY);
@@ -170,7 +171,7 @@ int main(int argc, char** argv) {
       }
       ::close(fd);
     }
-    const double raw_read_s = since(t0);
+    const double raw_read_s = seconds_since(t0);
 
     std::printf(
         "{\"bench\": \"io\", \"parameters\": %lld, \"layers\": %lld, \"st_read_gb_s\": %.2f, \"import_mb_s\": %.0f, "

@@ -10,10 +10,10 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <vector>
 
+#include "dapo/core/clock.h"
 #include "dapo/model/qwen2_model.h"
 #include "dapo/ops/matmul.h"
 #include "dapo/parallel/comm.h"
@@ -22,9 +22,6 @@
 namespace {
 
 using namespace dapo;
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // The best of `reps` runs of f, in seconds.
 template <class F>

@@ -9,7 +9,6 @@
 // Both divide by the thread's CPU time, so that other load on a shared
 // machine does not count (wall_mb_per_s is the same first pass by the clock).
 // MB = 10^6 bytes of UTF-8 input.
-#include <chrono>
 #include <ctime>
 #include <cstdio>
 #include <cstdlib>
@@ -17,14 +16,14 @@
 #include <string>
 #include <vector>
 
+#include "dapo/core/clock.h"
 #include "dapo/core/error.h"
 #include "dapo/data/tokenizer.h"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+using dapo::Clock;
+using dapo::seconds_since;
 
 double thread_cpu_seconds() {
   timespec ts;

@@ -9,13 +9,13 @@
 // --profile, a second line with each op's share of the step's GPU time.
 // Run the peer in the same command for the comparison:
 //   bench_update_gpu 1.5b --recompute 1 ; python3 peer_train_step.py 1.5b
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "dapo/core/clock.h"
 #include "dapo/core/log.h"
 #include "dapo/model/qwen2_model.h"
 #include "dapo/ops/cuda_device.h"
@@ -61,10 +61,6 @@ int64_t parameters(const model::Qwen2Config& c) {
     n += k;
   }
   return n;
-}
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 }  // namespace
@@ -133,7 +129,7 @@ int main(int argc, char** argv) {
 
   for (int w = 0; w < 2; ++w) runner.step(micro, ce, 1e-6);  // warm-up: plans, arenas
   gpu.synchronize();
-  const auto t0 = std::chrono::steady_clock::now();
+  const auto t0 = Clock::now();
   optim::StepReport r;
   for (int64_t s = 0; s < steps; ++s) r = runner.step(micro, ce, 1e-6);
   gpu.synchronize();
@@ -161,7 +157,7 @@ int main(int argc, char** argv) {
   if (profile) {
     ops::OpProfiler profiler;
     runner.set_profiler(&profiler);
-    const auto p0 = std::chrono::steady_clock::now();
+    const auto p0 = Clock::now();
     runner.step(micro, ce, 1e-6);
     gpu.synchronize();
     const double step_ms = seconds_since(p0) * 1e3;

@@ -9,7 +9,6 @@
 //                       per-line path it replaced
 // Needs dapo_reward linked into the benchmark executables.
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <random>
@@ -20,12 +19,16 @@
 #include <string_view>
 #include <vector>
 
+#include "dapo/core/clock.h"
 #include "dapo/reward/jsonl_fast.h"
 #include "dapo/reward/jsonl_line.h"
 #include "dapo/reward/score_jsonl.h"
 #include "dapo/reward/verifier.h"
 
 namespace {
+
+using dapo::Clock;
+using dapo::seconds_since;
 
 struct Case {
   std::string response, truth;
@@ -165,11 +168,11 @@ int bench_jsonl(const std::vector<Case>& cases) {
   run_file(1);
   cpu = thread_seconds() - cpu;
   const int repeats = std::max(8, int(2.0 / std::max(cpu, 1e-3)));
-  const auto wall_start = std::chrono::steady_clock::now();
+  const auto wall_start = Clock::now();
   const double cpu_start = thread_seconds();
   const dapo::reward::VerifySummary summary = run_file(repeats);
   cpu = thread_seconds() - cpu_start;
-  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  const double wall = seconds_since(wall_start);
   const int64_t lines = summary.responses, correct = summary.correct;
 
   // The baseline: the nlohmann document path of each line, as before.
@@ -211,7 +214,7 @@ int main(int argc, char** argv) {
   // Warm up, then run for at least two seconds of CPU time.
   for (const auto& c : cases) correct += dapo::reward::verify_math(c.response, c.truth).acc;
   correct = 0;
-  const auto wall_start = std::chrono::steady_clock::now();
+  const auto wall_start = Clock::now();
   const double cpu_start = thread_seconds();
   double cpu = 0;
   while (cpu < 2.0) {
@@ -219,7 +222,7 @@ int main(int argc, char** argv) {
     done += cases.size();
     cpu = thread_seconds() - cpu_start;
   }
-  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  const double wall = seconds_since(wall_start);
   std::printf("{\"bench\":\"verify\",\"responses_per_s_per_core\":%.0f,\"target\":50000,"
               "\"responses_per_s_wall\":%.0f,\"responses\":%zu,\"accuracy\":%.3f,\"mean_response_bytes\":%zu}\n",
               double(done) / cpu, double(done) / wall, done, double(correct) / double(done), bytes / cases.size());

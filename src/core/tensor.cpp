@@ -1,4 +1,4 @@
-// Tensor view helpers: sizes, reshapes, row slices, shape strings.
+// Tensor view helpers: sizes, reshapes, row slices, shape strings, overlap.
 #include "dapo/core/tensor.h"
 
 namespace dapo {
@@ -74,6 +74,13 @@ bool Tensor::same_shape(const Tensor& o) const {
   for (int i = 0; i < ndim; ++i)
     if (shape[i] != o.shape[i]) return false;
   return true;
+}
+
+bool overlaps(const Tensor& x, const Tensor& y) {
+  if (x.data == nullptr || y.data == nullptr || x.nbytes() == 0 || y.nbytes() == 0) return false;
+  const char* xb = static_cast<const char*>(x.data);
+  const char* yb = static_cast<const char*>(y.data);
+  return xb < yb + y.nbytes() && yb < xb + x.nbytes();
 }
 
 namespace detail {

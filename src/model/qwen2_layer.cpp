@@ -14,24 +14,6 @@
 
 namespace dapo::model::detail {
 
-Tensor Carver::alloc(DType dtype, std::initializer_list<int64_t> dims) {
-  Tensor t(nullptr, dtype, dims, arena_ ? arena_->device() : Device::cpu);
-  if (arena_) {
-    t.data = arena_->alloc_bytes(t.nbytes());
-    used_ = arena_->mark();
-  } else {
-    used_ = (used_ + Arena::kAlign - 1) / Arena::kAlign * Arena::kAlign + t.nbytes();
-  }
-  if (used_ > peak_) peak_ = used_;
-  return t;
-}
-
-void Carver::reset(size_t mark) {
-  DAPO_CHECK(mark >= base_ && mark <= used_, "carver reset to ", mark, " outside [", base_, ", ", used_, "]");
-  if (arena_) arena_->reset(mark);
-  used_ = mark;
-}
-
 LayerActivations carve_layer(Carver& c, const Dims& d, int64_t T) {
   LayerActivations a;
   a.rstd1 = c.f32({T});

@@ -1,12 +1,13 @@
 // Private to the model module: one Qwen2 decoder layer's forward and
 // backward (tensor-parallel), the buffers they work in, and the allocator
-// that carves those buffers from an arena or only counts their bytes, so
-// that memory planning follows the very allocation code it plans for.
+// that carves those buffers from an arena or only counts their bytes
+// (core/carver.h), so that memory planning follows the very allocation code
+// it plans for.
 #pragma once
 
 #include <initializer_list>
 
-#include "dapo/core/arena.h"
+#include "dapo/core/carver.h"
 #include "dapo/model/activations.h"
 #include "dapo/model/qwen2_model.h"
 #include "dapo/parallel/comm.h"
@@ -16,27 +17,13 @@ namespace dapo::model::detail {
 using Dims = Qwen2Model::Dims;
 using LayerParams = Qwen2Model::LayerParams;
 
-// Carves f32/i32 tensors from an arena, or, without one, only counts the
-// bytes the same sequence of allocations would take (tensors then have no
-// data). peak() is the high-water mark since construction, relative to
-// where the arena stood then.
-class Carver {
+// core/carver.h's Carver, with the model's activation dtype.
+class Carver : public dapo::Carver {
  public:
-  explicit Carver(Arena* arena) : arena_(arena), base_(arena ? arena->mark() : 0), used_(base_) {}
-  Tensor alloc(DType dtype, std::initializer_list<int64_t> dims);
-  Tensor f32(std::initializer_list<int64_t> dims) { return alloc(DType::f32, dims); }
+  using dapo::Carver::Carver;
   // An activation: the model's activation dtype (Dims::act: f32 on the CPU
   // backend, bf16 on CUDA).
   Tensor act(const Dims& d, std::initializer_list<int64_t> dims) { return alloc(d.act, dims); }
-  size_t mark() const { return used_; }
-  void reset(size_t mark);
-  size_t peak() const { return peak_ - base_; }
-
- private:
-  Arena* arena_;
-  size_t base_;
-  size_t used_;
-  size_t peak_ = 0;
 };
 
 // Everything of a layer but its input x, for T tokens.

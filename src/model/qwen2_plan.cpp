@@ -92,7 +92,7 @@ size_t Qwen2Model::train_activation_bytes(int64_t T) const {
   detail::carve_head_backward_temps(c, dims_, T);
   c.reset(head);
   detail::carve_train_backward_temps(c, dims_, T, saved.recompute);
-  return c.peak() + Arena::kAlign;  // the arena's mark may not be aligned when we start
+  return c.arena_bytes();
 }
 
 size_t Qwen2Model::inference_activation_bytes(int64_t T) const {
@@ -102,13 +102,13 @@ size_t Qwen2Model::inference_activation_bytes(int64_t T) const {
   detail::carve_head_temps(c, dims_, T);    // forward_logprob
   c.reset(mark);
   c.alloc(DType::f32, {T, dims_.vl});       // forward_logits' local shard (f32 at most)
-  return c.peak() + Arena::kAlign;
+  return c.arena_bytes();
 }
 
 size_t Qwen2Model::cached_activation_bytes(int64_t N, int64_t B) const {
   detail::Carver c(nullptr);
   detail::carve_cached(c, dims_, N, B);
-  return c.peak() + Arena::kAlign;
+  return c.arena_bytes();
 }
 
 size_t Qwen2Model::scratch_bytes(int64_t T, int64_t max_len, int64_t gathered_rows, int threads) const {

@@ -79,17 +79,6 @@ MPI_Op mpi_op(ReduceOp op, bool is_bf16) {
   DAPO_FAIL("bad reduce op ", int(op));
 }
 
-void check_host(const Tensor& t, const char* what) {
-  DAPO_CHECK(t.device == Device::cpu, "Comm::", what, ": tensor is not on the host");
-  DAPO_CHECK(t.data != nullptr || t.numel() == 0, "Comm::", what, ": null data");
-}
-
-bool overlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
-  const char* pa = static_cast<const char*>(a);
-  const char* pb = static_cast<const char*>(b);
-  return a_bytes && b_bytes && pa < pb + b_bytes && pb < pa + a_bytes;
-}
-
 // Same dtype, same dims except dim 0, where a has `factor` times b's rows.
 bool rows_times(const Tensor& a, const Tensor& b, int64_t factor) {
   if (a.ndim != b.ndim || a.ndim < 1 || a.shape[0] != factor * b.shape[0]) return false;
@@ -224,7 +213,7 @@ void Comm::set_max_chunk(int64_t elements) {
 void Comm::all_reduce(Tensor buf, ReduceOp op, void* stream) const {
   check_valid("all_reduce");
   if (buf.device == Device::cuda) return NcclPath::all_reduce(*this, buf, op, stream);
-  check_host(buf, "all_reduce");
+  check_buffer(buf, Device::cpu, "all_reduce");
   all_reduce_raw(impl_->comm, buf.data, buf.numel(), mpi_type(buf.dtype), dtype_size(buf.dtype),
                  mpi_op(op, buf.dtype == DType::bf16), max_chunk_);
 }
@@ -237,13 +226,13 @@ void Comm::all_gather(Tensor out, Tensor in, void* stream) const {
   DAPO_CHECK(rows_times(out, in, size_), "Comm::all_gather: out ", out.shape_string(), " must be in ",
              in.shape_string(), " with ", size_, "x the rows");
   if (in.device == Device::cuda) return NcclPath::all_gather(*this, out, in, stream);
-  check_host(out, "all_gather");
-  check_host(in, "all_gather");
+  check_buffer(out, Device::cpu, "all_gather");
+  check_buffer(in, Device::cpu, "all_gather");
   const size_t es = dtype_size(in.dtype);
   const int64_t n = in.numel();
   const void* own_block = at(out.data, int64_t(rank_) * n, es);
   const bool in_place = n > 0 && in.data == own_block;
-  DAPO_CHECK(in_place || !overlap(out.data, out.nbytes(), in.data, in.nbytes()),
+  DAPO_CHECK(in_place || !overlaps(out, in),
              "Comm::all_gather: in overlaps out but is not this rank's block of it");
   all_gather_raw(impl_->comm, out.data, in.data, n, mpi_type(in.dtype), es, in_place, max_chunk_);
 }
@@ -255,11 +244,10 @@ void Comm::reduce_scatter(Tensor out, Tensor in, ReduceOp op, void* stream) cons
              ", in is ", dtype_name(in.dtype));
   DAPO_CHECK(rows_times(in, out, size_), "Comm::reduce_scatter: in ", in.shape_string(),
              " must be out ", out.shape_string(), " with ", size_, "x the rows");
-  DAPO_CHECK(!overlap(out.data, out.nbytes(), in.data, in.nbytes()),
-             "Comm::reduce_scatter: out and in overlap");
+  DAPO_CHECK(!overlaps(out, in), "Comm::reduce_scatter: out and in overlap");
   if (in.device == Device::cuda) return NcclPath::reduce_scatter(*this, out, in, op, stream);
-  check_host(out, "reduce_scatter");
-  check_host(in, "reduce_scatter");
+  check_buffer(out, Device::cpu, "reduce_scatter");
+  check_buffer(in, Device::cpu, "reduce_scatter");
   const size_t es = dtype_size(in.dtype);
   const int64_t n = out.numel();
   const MPI_Datatype type = mpi_type(in.dtype);
@@ -282,7 +270,7 @@ void Comm::broadcast(Tensor buf, int root, void* stream) const {
   check_valid("broadcast");
   DAPO_CHECK(root >= 0 && root < size_, "Comm::broadcast: root ", root, " of ", size_, " ranks");
   if (buf.device == Device::cuda) return NcclPath::broadcast(*this, buf, root, stream);
-  check_host(buf, "broadcast");
+  check_buffer(buf, Device::cpu, "broadcast");
   const size_t es = dtype_size(buf.dtype);
   const int64_t n = buf.numel();
   for (int64_t off = 0; off < n; off += max_chunk_) {

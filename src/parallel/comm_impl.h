@@ -20,6 +20,15 @@ struct Comm::Impl {
   std::atomic<void*> nccl{nullptr};
 };
 
+// A collective's buffer is on `device` and has data (a tensor with no
+// elements may have none): the host path (comm.cpp) and the device path
+// (nccl_path.cpp) check their buffers with it before any transfer.
+inline void check_buffer(const Tensor& t, Device device, const char* what) {
+  DAPO_CHECK(t.device == device, "Comm::", what, ": a tensor on ", device_name(t.device), ", expected ",
+             device_name(device));
+  DAPO_CHECK(t.data != nullptr || t.numel() == 0, "Comm::", what, ": null data");
+}
+
 // The device collectives (nccl_path.cpp; fatal errors in builds without CUDA).
 struct NcclPath {
   static void all_reduce(const Comm& c, Tensor buf, ReduceOp op, void* stream);

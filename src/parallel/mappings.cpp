@@ -40,17 +40,11 @@ void copy_rows(const ops::Ctx& ctx, void* dst, size_t dst_pitch, const void* src
 #endif
 }
 
-bool overlap(const Tensor& a, const Tensor& b) {
-  const char* pa = static_cast<const char*>(a.data);
-  const char* pb = static_cast<const char*>(b.data);
-  return a.nbytes() && b.nbytes() && pa < pb + b.nbytes() && pb < pa + a.nbytes();
-}
-
 // out = in (same shape); nothing to do when out is in.
 void copy_or_alias(const ops::Ctx& ctx, Tensor out, Tensor in, const char* what) {
   DAPO_CHECK(out.same_shape(in), what, ": shapes ", out.shape_string(), " and ", in.shape_string());
   if (out.data == in.data) return;
-  DAPO_CHECK(!overlap(out, in), what, ": out partly overlaps in");
+  DAPO_CHECK(!overlaps(out, in), what, ": out partly overlaps in");
   copy_rows(ctx, out.data, in.nbytes(), in.data, in.nbytes(), in.nbytes(), 1);
 }
 
@@ -60,7 +54,7 @@ int64_t check_split(const Tensor& full, const Tensor& part, int tp, const char* 
   for (int i = 0; ok && i + 1 < full.ndim; ++i) ok = full.shape[i] == part.shape[i];
   DAPO_CHECK(ok, what, ": full ", full.shape_string(), " and slice ", part.shape_string(),
              " must agree except in the last dimension, which is ", tp, "x in the full one");
-  DAPO_CHECK(!overlap(full, part), what, ": full and slice overlap");
+  DAPO_CHECK(!overlaps(full, part), what, ": full and slice overlap");
   return part.size(-1);
 }
 

@@ -45,11 +45,6 @@ ncclRedOp_t nccl_op(ReduceOp op) {
 
 cudaStream_t stream_of(void* s) { return static_cast<cudaStream_t>(s); }
 
-void check_device(const Tensor& t, const char* what) {
-  DAPO_CHECK(t.device == Device::cuda, "Comm::", what, ": mixed host and device tensors");
-  DAPO_CHECK(t.data != nullptr || t.numel() == 0, "Comm::", what, ": null data");
-}
-
 }  // namespace
 
 void* NcclPath::communicator(const Comm& c) {
@@ -65,30 +60,30 @@ void* NcclPath::communicator(const Comm& c) {
 }
 
 void NcclPath::all_reduce(const Comm& c, Tensor buf, ReduceOp op, void* stream) {
-  check_device(buf, "all_reduce");
+  check_buffer(buf, Device::cuda, "all_reduce");
   ncclComm_t comm = static_cast<ncclComm_t>(communicator(c));
   DAPO_NCCL_CHECK(ncclAllReduce(buf.data, buf.data, size_t(buf.numel()), nccl_type(buf.dtype), nccl_op(op), comm,
                                 stream_of(stream)));
 }
 
 void NcclPath::all_gather(const Comm& c, Tensor out, Tensor in, void* stream) {
-  check_device(out, "all_gather");
-  check_device(in, "all_gather");
+  check_buffer(out, Device::cuda, "all_gather");
+  check_buffer(in, Device::cuda, "all_gather");
   ncclComm_t comm = static_cast<ncclComm_t>(communicator(c));
   // NCCL takes in == this rank's block of out as the in-place form.
   DAPO_NCCL_CHECK(ncclAllGather(in.data, out.data, size_t(in.numel()), nccl_type(in.dtype), comm, stream_of(stream)));
 }
 
 void NcclPath::reduce_scatter(const Comm& c, Tensor out, Tensor in, ReduceOp op, void* stream) {
-  check_device(out, "reduce_scatter");
-  check_device(in, "reduce_scatter");
+  check_buffer(out, Device::cuda, "reduce_scatter");
+  check_buffer(in, Device::cuda, "reduce_scatter");
   ncclComm_t comm = static_cast<ncclComm_t>(communicator(c));
   DAPO_NCCL_CHECK(ncclReduceScatter(in.data, out.data, size_t(out.numel()), nccl_type(in.dtype), nccl_op(op), comm,
                                     stream_of(stream)));
 }
 
 void NcclPath::broadcast(const Comm& c, Tensor buf, int root, void* stream) {
-  check_device(buf, "broadcast");
+  check_buffer(buf, Device::cuda, "broadcast");
   ncclComm_t comm = static_cast<ncclComm_t>(communicator(c));
   DAPO_NCCL_CHECK(ncclBroadcast(buf.data, buf.data, size_t(buf.numel()), nccl_type(buf.dtype), root, comm,
                                 stream_of(stream)));

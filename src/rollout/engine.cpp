@@ -7,15 +7,40 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 
 #include "dapo/core/arena.h"
+#include "dapo/core/carver.h"
+#include "dapo/core/clock.h"
 #include "dapo/core/error.h"
 #include "dapo/ops/kv_copy.h"
 #include "dapo/ops/sampling.h"
 
 namespace dapo::rollout {
 namespace {
+
+// The per-step rows of generate(): the logits of the step (B, V), the rows
+// to sample from (R, V) and, per row, the sampled token, its logprob and its
+// random-stream key. B and R are at most max_seqs. Carved from c's arena,
+// or only counted when c has none: generate() sizes its arena by counting.
+struct StepRows {
+  float* logits;
+  float* row_logits;
+  int32_t* tokens;
+  float* logprobs;
+  int64_t* streams;
+  int64_t* counters;
+};
+
+StepRows carve_step_rows(Carver& c, int64_t max_seqs, int64_t V) {
+  StepRows r;
+  r.logits = c.alloc_array<float>(size_t(max_seqs * V));
+  r.row_logits = c.alloc_array<float>(size_t(max_seqs * V));
+  r.tokens = c.alloc_array<int32_t>(size_t(max_seqs));
+  r.logprobs = c.alloc_array<float>(size_t(max_seqs));
+  r.streams = c.alloc_array<int64_t>(size_t(max_seqs));
+  r.counters = c.alloc_array<int64_t>(size_t(max_seqs));
+  return r;
+}
 
 size_t host_memory_bytes() {
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
@@ -153,7 +178,7 @@ RolloutBatch GenerationEngine::generate(std::span<const PromptInput> prompts, co
   DAPO_CHECK(sampling.n >= 1 && sampling.temperature >= 0 && sampling.top_p > 0 && sampling.max_response_length >= 0,
              "SamplingOptions: n ", sampling.n, ", temperature ", sampling.temperature, ", top_p ", sampling.top_p,
              ", max_response_length ", sampling.max_response_length);
-  const auto start = std::chrono::steady_clock::now();
+  const auto start = Clock::now();
   const model::Qwen2Config& config = model_.config();
   const int64_t V = model_.dims().V, tp_size = model_.dims().tp, bs = options_.block_size;
   const Device device = ops::backend_device(ctx_.backend);
@@ -207,15 +232,12 @@ RolloutBatch GenerationEngine::generate(std::span<const PromptInput> prompts, co
                 "generation-scratch");
   ops::Ctx ctx = ctx_;
   ctx.scratch = &scratch;
-  // Logits of the step (B, V); the rows to sample from (R, V) with their keys.
-  Arena rows(6 * Arena::kAlign + size_t(2 * max_seqs * V) * sizeof(float) + size_t(max_seqs) * 24, device,
-             "generation-rows");  // six arrays, each aligned
-  float* logits = rows.alloc_array<float>(size_t(max_seqs * V));
-  float* row_logits = rows.alloc_array<float>(size_t(max_seqs * V));
-  int32_t* tokens = rows.alloc_array<int32_t>(size_t(max_seqs));
-  float* logprobs = rows.alloc_array<float>(size_t(max_seqs));
-  int64_t* streams = rows.alloc_array<int64_t>(size_t(max_seqs));
-  int64_t* counters = rows.alloc_array<int64_t>(size_t(max_seqs));
+  // The step's rows, in an arena sized by a counting pass of the same carve.
+  Carver count_rows(nullptr);
+  carve_step_rows(count_rows, max_seqs, V);
+  Arena rows(count_rows.arena_bytes(), device, "generation-rows");
+  Carver carve_rows(&rows);
+  const auto [logits, row_logits, tokens, logprobs, streams, counters] = carve_step_rows(carve_rows, max_seqs, V);
   const ops::SamplingParams params{sampling.seed, float(sampling.temperature), float(sampling.top_p),
                                    int(std::min<int64_t>(std::max<int64_t>(sampling.top_k, 0), INT32_MAX))};
 
@@ -256,13 +278,13 @@ RolloutBatch GenerationEngine::generate(std::span<const PromptInput> prompts, co
       p.finished = sched.num_finished();
       p.total = sched.num_responses();
       p.generated_tokens = sched.stats().sampled_tokens;
-      p.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      p.elapsed_s = seconds_since(start);
       p.tokens_per_s = p.elapsed_s > 0 ? double(p.generated_tokens) / p.elapsed_s : 0.0;
       progress(p);
     }
   }
   stats_.scheduler = sched.stats();
-  stats_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  stats_.seconds = seconds_since(start);
   stats_.tokens_per_s = stats_.seconds > 0 ? double(stats_.scheduler.sampled_tokens) / stats_.seconds : 0.0;
   return sched.result();
 }

@@ -3,12 +3,12 @@
 #include "dapo/rollout/generate_job.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <sstream>
 #include <optional>
 
+#include "dapo/core/clock.h"
 #include "dapo/core/error.h"
 #include "dapo/core/log.h"
 #include "dapo/data/chat_template.h"
@@ -101,15 +101,14 @@ GenerateSummary run_generate_job(const Config& config, const GenerateJob& job, c
 
   model::Qwen2Model model(*store, grid.tp);
   GenerationEngine engine(model, grid.tp, ops::Ctx{}, job.engine);
-  auto last = std::chrono::steady_clock::now();
+  auto last = Clock::now();
   const ProgressCallback progress = [&](const GenerationProgress& p) {
-    const auto now = std::chrono::steady_clock::now();
-    if (std::chrono::duration<double>(now - last).count() < 2.0 && p.finished < p.total) return;
-    last = now;
+    if (seconds_since(last) < 2.0 && p.finished < p.total) return;
+    last = Clock::now();
     DAPO_INFO("generate: step ", p.step, ", ", p.running, " running, ", p.waiting, " waiting, ", p.finished, "/",
               p.total, " responses, ", int64_t(p.tokens_per_s), " tokens/s");
   };
-  const auto start = std::chrono::steady_clock::now();
+  const auto start = Clock::now();
   RolloutBatch batch;
   std::string error;
   try {
@@ -125,7 +124,7 @@ GenerateSummary run_generate_job(const Config& config, const GenerateJob& job, c
 
   std::vector<RolloutBatch> by_dp = gather_batches(grid, batch);
   GenerateSummary summary;
-  summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  summary.seconds = seconds_since(start);
   if (!root) return summary;
   // Back to input order: kept prompt i is prompt i / dp of dp rank i % dp.
   RolloutBatch all;

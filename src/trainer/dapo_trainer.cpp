@@ -1,7 +1,6 @@
 // DapoTrainer: generation phase -> update phase -> metrics.
 #include "dapo/trainer/dapo_trainer.h"
 
-#include <chrono>
 
 #include "dapo/core/error.h"
 #include "dapo/core/log.h"
@@ -44,7 +43,7 @@ void DapoTrainer::restore(int64_t steps_done, const data::PromptOrderState& orde
 }
 
 DapoStepResult DapoTrainer::step() {
-  const auto start = std::chrono::steady_clock::now();
+  const auto start = Clock::now();
   DapoStepResult res;
   res.step = steps_done_ + 1;
 

@@ -1,7 +1,6 @@
 // Generation rounds -> dynamic sampling -> balance -> exchange.
 #include "dapo/trainer/generation_phase.h"
 
-#include <chrono>
 
 #include "dapo/core/error.h"
 #include "dapo/core/rng.h"
@@ -40,11 +39,11 @@ GenerationResult run_generation_phase(GenerationContext& ctx, const parallel::Gr
     }
     rollout::SamplingOptions sampling = ctx.sampling;
     sampling.step = rollout_step_key(step, round);
-    auto t0 = std::chrono::steady_clock::now();
+    auto t0 = Clock::now();
     const rollout::RolloutBatch out = ctx.engine->generate(inputs, sampling, ctx.progress);
     res.generated.generation_s += seconds_since(t0);
 
-    t0 = std::chrono::steady_clock::now();
+    t0 = Clock::now();
     std::vector<rl::GroupData> groups = score_rollouts(out, prompts, round, ctx.rewards);
     std::vector<rl::GroupCandidate> candidates;
     candidates.reserve(groups.size());
@@ -64,7 +63,7 @@ GenerationResult run_generation_phase(GenerationContext& ctx, const parallel::Gr
   }
   if (res.sampler.status() == rl::SamplingStatus::exhausted) throw UserError(res.sampler.exhausted_message());
 
-  const auto t0 = std::chrono::steady_clock::now();
+  const auto t0 = Clock::now();
   const std::vector<rl::SelectedGroup> selection = res.sampler.selection();
   res.plan = rl::plan_balance(rl::balance_items(selection), D, ctx.mini_batch_groups);
   std::vector<rl::GroupBlob> local;

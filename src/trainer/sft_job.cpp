@@ -2,11 +2,11 @@
 // final checkpoint.
 #include "dapo/trainer/sft_job.h"
 
-#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
 
+#include "dapo/core/clock.h"
 #include "dapo/core/error.h"
 #include "dapo/core/log.h"
 #include "dapo/data/dataset.h"
@@ -33,7 +33,7 @@ std::vector<std::string> data_files(const Config& config, const std::string& dat
 }  // namespace
 
 SftSummary run_sft_job(const Config& config, const std::string& data_path, const parallel::Grid& grid) {
-  const auto start = std::chrono::steady_clock::now();
+  const auto start = Clock::now();
   const bool root = grid.world_rank() == 0;
   const std::unique_ptr<ops::CudaDevice> gpu = open_rank_device(config, grid, grid.local_rank);
   write_run_config(config, grid);
@@ -110,7 +110,7 @@ SftSummary run_sft_job(const Config& config, const std::string& data_path, const
   // The final model, then `latest` naming it.
   watchdog.enter("checkpoint", steps);
   summary.checkpoint = save_model_snapshot(config, grid, params, steps, kSftCheckpointName);
-  summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  summary.seconds = seconds_since(start);
   return summary;
 }
 

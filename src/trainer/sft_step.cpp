@@ -2,7 +2,6 @@
 // cross-entropy gradients -> AdamW.
 #include "dapo/trainer/sft_step.h"
 
-#include <chrono>
 
 #include "dapo/core/error.h"
 #include "dapo/optim/lr_schedule.h"
@@ -65,7 +64,7 @@ SftTrainer::SftTrainer(model::ParamStore& params, const parallel::Grid& grid, co
 }
 
 SftStepResult SftTrainer::step() {
-  const auto start = std::chrono::steady_clock::now();
+  const auto start = Clock::now();
   const int64_t B = config_.train.train_batch_size;
   const std::vector<int64_t> batch = order_.next_batch(B);
   const int64_t dp = grid_.dp_size, r = grid_.dp_rank;

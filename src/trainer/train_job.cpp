@@ -2,7 +2,6 @@
 // console, final model.
 #include "dapo/trainer/train_job.h"
 
-#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -29,10 +28,10 @@ namespace {
 
 // A progress line at most every `period` seconds while generating.
 rollout::ProgressCallback progress_lines(const char* what, double period) {
-  auto last = std::make_shared<std::chrono::steady_clock::time_point>(std::chrono::steady_clock::now());
+  auto last = std::make_shared<Clock::time_point>(Clock::now());
   return [what, period, last](const rollout::GenerationProgress& p) {
     if (seconds_since(*last) < period) return;
-    *last = std::chrono::steady_clock::now();
+    *last = Clock::now();
     DAPO_INFO(what, ": ", p.finished, "/", p.total, " responses, ", p.running, " running, ", p.waiting, " waiting, ",
               int64_t(p.tokens_per_s), " tokens/s");
   };
@@ -48,7 +47,7 @@ void log_validation(const ValidationResult& v, int64_t step) {
 }  // namespace
 
 TrainSummary run_train_job(const Config& config, const parallel::Grid& grid, const StopSignals& signals) {
-  const auto start = std::chrono::steady_clock::now();
+  const auto start = Clock::now();
   const bool root = grid.world_rank() == 0;
   if (config.parallel.backend == BackendChoice::cuda)
     throw UserError(cat(config.origin_of("parallel.backend"),
@@ -201,7 +200,7 @@ TrainSummary run_train_job(const Config& config, const parallel::Grid& grid, con
     if (val && (due || last)) validate(r.step, r.metrics);
     if (dump_due(config, r.step)) {
       watchdog.enter("dump", r.step);
-      const auto t0 = std::chrono::steady_clock::now();
+      const auto t0 = Clock::now();
       const std::string dump = write_step_dump(config, grid, trainer->rewards(), r.generation, r.step);
       r.metrics.add("timing_s/dump", seconds_since(t0));
       DAPO_INFO("dump: ", dump);

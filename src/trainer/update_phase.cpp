@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <array>
-#include <chrono>
 #include <cmath>
 
 #include "dapo/core/error.h"
@@ -116,7 +115,7 @@ UpdatePhaseResult run_update_phase(const UpdatePhaseContext& ctx, const parallel
 
   // Old and reference log-probs (phase 7), before any weight changes.
   std::vector<MiniBatch> mbs(static_cast<size_t>(num_mini_batches));
-  auto t0 = std::chrono::steady_clock::now();
+  auto t0 = Clock::now();
   for (int64_t m = 0; m < num_mini_batches; ++m) {
     mbs[size_t(m)] = pack_mini_batch(groups, mini_batch, m, ctx.max_token_len);
     score_into(*ctx.actor, ctx.inv_temperature, mbs[size_t(m)], kOldLogprob);
@@ -124,13 +123,13 @@ UpdatePhaseResult run_update_phase(const UpdatePhaseContext& ctx, const parallel
   }
   res.old_logprob_s = seconds_since(t0);
   if (kl) {
-    t0 = std::chrono::steady_clock::now();
+    t0 = Clock::now();
     for (MiniBatch& mb : mbs) score_into(*ctx.reference, ctx.inv_temperature, mb, kRefLogprob);
     res.ref_s = seconds_since(t0);
   }
 
   // The update (phase 8).
-  t0 = std::chrono::steady_clock::now();
+  t0 = Clock::now();
   UpdateOptions options;
   options.inv_temperature = ctx.inv_temperature;
   options.entropy_gradient = ctx.loss.entropy_coeff != 0;

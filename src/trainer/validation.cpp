@@ -2,7 +2,6 @@
 #include "dapo/trainer/validation.h"
 
 #include <algorithm>
-#include <chrono>
 #include <map>
 
 #include "dapo/core/error.h"
@@ -35,7 +34,7 @@ void ValidationResult::add_to(Metrics& metrics) const {
 ValidationResult run_validation(rollout::GenerationEngine& engine, const PromptSet& problems,
                                 rollout::SamplingOptions sampling, const RewardSettings& rewards,
                                 const parallel::Grid& grid, const rollout::ProgressCallback& progress) {
-  const auto start = std::chrono::steady_clock::now();
+  const auto start = Clock::now();
   sampling.step = validation_step_key();
   // Every rank knows every source: the index of each in the sorted list.
   std::map<std::string, size_t> index;

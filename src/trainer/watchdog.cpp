@@ -10,7 +10,7 @@
 namespace dapo::trainer {
 
 Watchdog::Watchdog(double timeout_s, int rank)
-    : timeout_s_(timeout_s), rank_(rank), since_(std::chrono::steady_clock::now()) {
+    : timeout_s_(timeout_s), rank_(rank), since_(Clock::now()) {
   if (const char* stall = std::getenv("DAPO_FAULT_STALL")) {
     const char* colon = std::strchr(stall, ':');
     if (colon) {
@@ -35,7 +35,7 @@ void Watchdog::enter(const char* phase, int64_t step) {
     std::lock_guard<std::mutex> lock(mu_);
     phase_ = phase;
     step_ = step;
-    since_ = std::chrono::steady_clock::now();
+    since_ = Clock::now();
   }
   if (rank_ == stall_rank_ && stall_phase_ == phase) {
     std::fprintf(stderr, "dapo: DAPO_FAULT_STALL: rank %d stops in phase '%s' of step %lld\n", rank_, phase,
@@ -65,7 +65,7 @@ void Watchdog::run() {
       std::fflush(stderr);
       std::_Exit(kWatchdogExit);
     }
-    const double ran = std::chrono::duration<double>(std::chrono::steady_clock::now() - since_).count();
+    const double ran = seconds_since(since_);
     if (timeout_s_ > 0 && ran > timeout_s_) {
       std::fprintf(stderr,
                    "dapo: watchdog: rank %d on %s: phase '%s' of step %lld has run %.0f s, past "

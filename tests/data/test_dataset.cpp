@@ -5,7 +5,6 @@
 
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -13,6 +12,7 @@
 
 #include <unistd.h>
 
+#include "dapo/core/clock.h"
 #include "dapo/core/error.h"
 
 namespace dapo::data {
@@ -245,11 +245,11 @@ TEST_F(DatasetFiles, LoadsADapoMathSizedFileQuickly) {
             "\"}}\n";
   }
   const std::string path = write("dapo-math-17k.jsonl", text);
-  const auto t0 = std::chrono::steady_clock::now();
+  const auto t0 = Clock::now();
   const std::clock_t c0 = std::clock();
   const PromptDataset d = PromptDataset::load({path});
   const double cpu_seconds = double(std::clock() - c0) / CLOCKS_PER_SEC;
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double seconds = seconds_since(t0);
   ASSERT_EQ(d.size(), n);
   EXPECT_EQ(d[n - 1].ground_truth, std::to_string((n - 1) % 1000));
   std::printf("loaded %d prompts (%.1f MB) in %.3f s (%.3f s of CPU)\n", n, double(text.size()) / 1e6, seconds,

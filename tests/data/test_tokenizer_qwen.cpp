@@ -7,10 +7,10 @@
 // `tokenizers`) are compared when that file exists.
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <cstdlib>
 #include <fstream>
 
+#include "dapo/core/clock.h"
 #include "dapo/data/chat_template.h"
 #include "dapo/data/tokenizer.h"
 #include "dapo/data/tokenizer_utf8.h"
@@ -38,9 +38,9 @@ class QwenTokenizer : public ::testing::Test {
   static void SetUpTestSuite() {
     const char* path = std::getenv("DAPO_QWEN_TOKENIZER");
     if (!path || !*path) return;
-    const auto t0 = std::chrono::steady_clock::now();
+    const auto t0 = Clock::now();
     tok_ = new Tokenizer(Tokenizer::load(path));
-    load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    load_seconds_ = seconds_since(t0);
   }
   static void TearDownTestSuite() {
     delete tok_;

@@ -66,6 +66,11 @@ struct Tensor {
   bool same_shape(const Tensor& other) const;
 };
 
+// Whether the bytes of x and y intersect. Tensors without elements or data
+// never do. Ops and collectives use it to refuse an output that aliases an
+// input in part (which would read values already overwritten).
+bool overlaps(const Tensor& x, const Tensor& y);
+
 // Typed constructors for host views: tensor_f32(ptr, {T, C}).
 inline Tensor tensor_f32(float* p, std::initializer_list<int64_t> d) { return Tensor(p, DType::f32, d); }
 inline Tensor tensor_i32(int32_t* p, std::initializer_list<int64_t> d) { return Tensor(p, DType::i32, d); }

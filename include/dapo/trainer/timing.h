@@ -1,18 +1,11 @@
-// Wall-clock helpers of the trainer's phases and metrics.
+// Wall-clock helpers of the trainer's phases and metrics: core/clock.h's
+// Clock and seconds_since, and their collective form.
 #pragma once
 
-#include <chrono>
-
+#include "dapo/core/clock.h"
 #include "dapo/parallel/comm.h"
 
 namespace dapo::trainer {
-
-using Clock = std::chrono::steady_clock;
-
-// Seconds from `start` to now.
-inline double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 // World rank 0's seconds since `start`, on every rank of `world`: metrics
 // that carry a time are then identical on every rank. Collective.

@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "dapo/core/clock.h"
 #include "dapo/parallel/comm.h"
 
 namespace dapo::trainer {
@@ -58,7 +59,7 @@ class Watchdog {
   const char* phase_ = "start";
   std::vector<std::pair<const parallel::Comm*, const char*>> comms_;
   int64_t step_ = 0;
-  std::chrono::steady_clock::time_point since_;
+  Clock::time_point since_;
   int stall_rank_ = -1;
   std::string stall_phase_;
   std::thread thread_;

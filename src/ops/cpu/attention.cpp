@@ -12,38 +12,17 @@
 #include <algorithm>
 #include <cmath>
 
+#include "attention_row.h"
+#include "cu_seqlens.h"
+
 namespace dapo::ops::cpu {
 namespace {
 
-// Validates cu_seqlens (B+1) against T and returns the longest sequence.
-int64_t check_cu_seqlens(const char* op, const int32_t* cu, int64_t B, int64_t T) {
-  DAPO_CHECK(cu[0] == 0, op, ": cu_seqlens[0] = ", cu[0], ", expected 0");
-  int64_t max_len = 0;
-  for (int64_t b = 0; b < B; ++b) {
-    DAPO_CHECK(cu[b + 1] >= cu[b], op, ": cu_seqlens decreases at ", b + 1, " (", cu[b], " -> ",
-               cu[b + 1], ")");
-    max_len = std::max<int64_t>(max_len, cu[b + 1] - cu[b]);
-  }
-  DAPO_CHECK(cu[B] == T, op, ": cu_seqlens[B] = ", cu[B], " but T = ", T);
-  return max_len;
-}
-
-// The sequence b with cu[b] <= row < cu[b+1] (empty sequences skipped).
-inline int64_t sequence_of(const int32_t* cu, int64_t B, int64_t row) {
-  return int64_t(std::upper_bound(cu, cu + B + 1, int32_t(row)) - cu) - 1;
-}
-
-inline float dot(const float* a, const float* b, int64_t n) {
-  float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-  for (int64_t d = 0; d < n; ++d) s += a[d] * b[d];
-  return s;
-}
-
-inline void axpy(float* y, float a, const float* x, int64_t n) {
-#pragma omp simd
-  for (int64_t d = 0; d < n; ++d) y[d] += a * x[d];
-}
+using detail::attend_row;
+using detail::axpy;
+using detail::check_cu_seqlens;
+using detail::dot;
+using detail::sequence_of;
 
 struct Dims {
   int64_t T, Hq, Hkv, D, B, group;
@@ -84,7 +63,7 @@ void attention_forward(const Ctx& ctx, Tensor out, Tensor lse, Tensor q, Tensor 
   DAPO_CHECK_SHAPE(out, {T, Hq, D});
   DAPO_CHECK_SHAPE(lse, {Hq, T});
   const int32_t* cu = cu_seqlens.ptr<int32_t>();  // (B+1)
-  const int64_t max_len = check_cu_seqlens("attention_forward", cu, B, T);
+  const int64_t max_len = check_cu_seqlens("attention_forward", "cu_seqlens", cu, B, T, "T");
   DAPO_CHECK(max_len <= max_seqlen, "attention_forward: a sequence of ", max_len, " tokens, max_seqlen = ", max_seqlen);
   if (T == 0 || Hq == 0) return;
   DAPO_CHECK(ctx.scratch != nullptr, "attention_forward needs ctx.scratch");
@@ -109,23 +88,11 @@ void attention_forward(const Ctx& ctx, Tensor out, Tensor lse, Tensor q, Tensor 
       const int64_t i = r / Hq, h = r % Hq, g = h / group;
       const int64_t start = cu[sequence_of(cu, B, i)];
       const int64_t n = i - start + 1;  // keys start..i
-      const float* qi = qp + (i * Hq + h) * D;
-      float m = -INFINITY;
-      for (int64_t j = 0; j < n; ++j) {
-        s[j] = scale * dot(qi, kp + ((start + j) * Hkv + g) * D, D);
-        m = std::max(m, s[j]);
-      }
-      float l = 0.0f;
-      for (int64_t j = 0; j < n; ++j) {
-        s[j] = std::exp(s[j] - m);
-        l += s[j];
-      }
-      float* oi = o + (i * Hq + h) * D;
-      std::fill(oi, oi + D, 0.0f);
-      for (int64_t j = 0; j < n; ++j) axpy(oi, s[j], vp + ((start + j) * Hkv + g) * D, D);
-      const float inv_l = 1.0f / l;
-      for (int64_t d = 0; d < D; ++d) oi[d] *= inv_l;
-      ls[h * T + i] = m + std::log(l);
+      const detail::RowSoftmax sm = attend_row(
+          o + (i * Hq + h) * D, qp + (i * Hq + h) * D, n, D, scale, s,
+          [&](int64_t j) { return kp + ((start + j) * Hkv + g) * D; },
+          [&](int64_t j) { return vp + ((start + j) * Hkv + g) * D; });
+      ls[h * T + i] = sm.max + std::log(sm.sum);
     }
   }
 }
@@ -147,7 +114,7 @@ void attention_backward(const Ctx& ctx, Tensor dq, Tensor dk, Tensor dv, Tensor 
   DAPO_CHECK_SHAPE(out, {T, Hq, D});
   DAPO_CHECK_SHAPE(lse, {Hq, T});
   const int32_t* cu = cu_seqlens.ptr<int32_t>();  // (B+1)
-  const int64_t max_len = check_cu_seqlens("attention_backward", cu, B, T);
+  const int64_t max_len = check_cu_seqlens("attention_backward", "cu_seqlens", cu, B, T, "T");
   DAPO_CHECK(max_len <= max_seqlen, "attention_backward: a sequence of ", max_len, " tokens, max_seqlen = ", max_seqlen);
   if (T == 0 || Hq == 0) return;
   DAPO_CHECK(ctx.scratch != nullptr, "attention_backward needs ctx.scratch");

@@ -12,27 +12,18 @@ namespace {
 // full speed, small enough that a multi-GB weight copy spreads over threads.
 constexpr size_t kCopyChunk = size_t(1) << 20;
 
-bool overlap(const Tensor& x, const Tensor& y) {
-  if (x.nbytes() == 0 || y.nbytes() == 0) return false;
-  const char* xb = static_cast<const char*>(x.data);
-  const char* yb = static_cast<const char*>(y.data);
-  return xb < yb + y.nbytes() && yb < xb + x.nbytes();
-}
-
 }  // namespace
 
 void cast(const Ctx&, Tensor out, Tensor in) {
   DAPO_CHECK(out.same_shape(in), "cast: out ", out.shape_string(), " and in ", in.shape_string(),
              " differ in shape");
-  DAPO_CHECK(out.device == Device::cpu && in.device == Device::cpu,
-             "cast: the CPU backend needs host memory");
   const int64_t n = in.numel();
   if (n == 0) return;
   DAPO_CHECK(out.data != nullptr && in.data != nullptr, "cast: a tensor has no data");
 
   if (out.dtype == in.dtype) {
     if (out.data == in.data) return;
-    DAPO_CHECK(!overlap(out, in), "cast: out partially overlaps in");
+    DAPO_CHECK(!overlaps(out, in), "cast: out partially overlaps in");
     char* o = static_cast<char*>(out.data);
     const char* s = static_cast<const char*>(in.data);
     const size_t bytes = in.nbytes();
@@ -45,7 +36,7 @@ void cast(const Ctx&, Tensor out, Tensor in) {
     return;
   }
 
-  DAPO_CHECK(!overlap(out, in), "cast ", dtype_name(in.dtype), " -> ", dtype_name(out.dtype),
+  DAPO_CHECK(!overlaps(out, in), "cast ", dtype_name(in.dtype), " -> ", dtype_name(out.dtype),
              " cannot run in place");
   if (in.dtype == DType::f32 && out.dtype == DType::bf16) {
     const float* s = in.ptr<float>();

@@ -14,7 +14,7 @@ namespace {
 // different threads rarely share a line.
 constexpr int64_t kColumnChunk = 32;
 
-using detail::check_cpu;
+using detail::check_tensor;
 
 // A negative id would index before the table; catch it before any thread
 // reads memory with it.
@@ -32,9 +32,9 @@ void check_ids(const Tensor& ids, int64_t vocab_start) {
 }  // namespace
 
 void embedding_forward(const Ctx&, Tensor out, Tensor ids, Tensor weight, int64_t vocab_start) {
-  check_cpu(out, DType::f32, "out");
-  check_cpu(ids, DType::i32, "ids");
-  check_cpu(weight, DType::f32, "weight");
+  check_tensor(out, DType::f32, "out");
+  check_tensor(ids, DType::i32, "ids");
+  check_tensor(weight, DType::f32, "weight");
   DAPO_CHECK(ids.ndim == 1 && weight.ndim == 2, "embedding_forward: ids ", ids.shape_string(),
              " must be 1-D and weight ", weight.shape_string(), " 2-D");
   const int64_t N = ids.shape[0], V = weight.shape[0], C = weight.shape[1];
@@ -52,9 +52,9 @@ void embedding_forward(const Ctx&, Tensor out, Tensor ids, Tensor weight, int64_
 }
 
 void embedding_backward(const Ctx&, Tensor dweight, Tensor dout, Tensor ids, int64_t vocab_start) {
-  check_cpu(dweight, DType::f32, "dweight");
-  check_cpu(dout, DType::f32, "dout");
-  check_cpu(ids, DType::i32, "ids");
+  check_tensor(dweight, DType::f32, "dweight");
+  check_tensor(dout, DType::f32, "dout");
+  check_tensor(ids, DType::i32, "ids");
   DAPO_CHECK(ids.ndim == 1 && dweight.ndim == 2, "embedding_backward: ids ", ids.shape_string(),
              " must be 1-D and dweight ", dweight.shape_string(), " 2-D");
   const int64_t N = ids.shape[0], V = dweight.shape[0], C = dweight.shape[1];

@@ -7,8 +7,10 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
+
+#include "attention_row.h"
+#include "cu_seqlens.h"
 
 namespace dapo::ops::cpu {
 namespace {
@@ -27,18 +29,6 @@ CacheDims check_cache(const char* op, const Tensor& k_cache, const Tensor& v_cac
   DAPO_CHECK(c.block_size > 0 && c.Hkv > 0, op, ": empty cache geometry ",
              k_cache.shape_string());
   return c;
-}
-
-inline float dot(const float* a, const float* b, int64_t n) {
-  float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-  for (int64_t d = 0; d < n; ++d) s += a[d] * b[d];
-  return s;
-}
-
-inline void axpy(float* y, float a, const float* x, int64_t n) {
-#pragma omp simd
-  for (int64_t d = 0; d < n; ++d) y[d] += a * x[d];
 }
 
 }  // namespace
@@ -97,12 +87,12 @@ void paged_attention(const Ctx& ctx, Tensor out, Tensor q, Tensor k_cache, Tenso
   const int32_t* bt = block_table.ptr<int32_t>();     // (B, max_blocks)
   const int32_t* lens = context_lens.ptr<int32_t>();  // (B)
   const int32_t* cu = cu_seqlens_q.ptr<int32_t>();    // (B+1)
-  DAPO_CHECK(cu[0] == 0, "paged_attention: cu_seqlens_q[0] = ", cu[0], ", expected 0");
+  detail::check_cu_seqlens("paged_attention", "cu_seqlens_q", cu, B, N, "N");
   int64_t max_len = 0;
   for (int64_t b = 0; b < B; ++b) {
     const int64_t nq = int64_t(cu[b + 1]) - cu[b];
-    DAPO_CHECK(nq >= 0 && nq <= lens[b], "paged_attention: sequence ", b, " has ", nq,
-               " new tokens but context length ", lens[b]);
+    DAPO_CHECK(nq <= lens[b], "paged_attention: sequence ", b, " has ", nq, " new tokens but context length ",
+               lens[b]);
     const int64_t nblocks = (int64_t(lens[b]) + c.block_size - 1) / c.block_size;
     DAPO_CHECK(nblocks <= max_blocks, "paged_attention: sequence ", b, " of length ", lens[b],
                " needs ", nblocks, " blocks, block_table has ", max_blocks);
@@ -115,7 +105,6 @@ void paged_attention(const Ctx& ctx, Tensor out, Tensor q, Tensor k_cache, Tenso
   }
   DAPO_CHECK(max_len <= max_context_len, "paged_attention: max_context_len = ", max_context_len,
              " but a sequence has context length ", max_len);
-  DAPO_CHECK(cu[B] == N, "paged_attention: cu_seqlens_q[B] = ", cu[B], " but N = ", N);
   if (N == 0 || Hq == 0) return;
   DAPO_CHECK(ctx.scratch != nullptr, "paged_attention needs ctx.scratch");
 
@@ -135,7 +124,7 @@ void paged_attention(const Ctx& ctx, Tensor out, Tensor q, Tensor k_cache, Tenso
 #pragma omp for schedule(dynamic, 4)
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t i = r / Hq, h = r % Hq, g = h / group;
-      const int64_t b = int64_t(std::upper_bound(cu, cu + B + 1, int32_t(i)) - cu) - 1;
+      const int64_t b = detail::sequence_of(cu, B, i);
       const int64_t nq = cu[b + 1] - cu[b];
       const int64_t n = lens[b] - nq + (i - cu[b]) + 1;  // keys at positions 0..pos
       const int32_t* table = bt + b * max_blocks;
@@ -143,22 +132,8 @@ void paged_attention(const Ctx& ctx, Tensor out, Tensor q, Tensor k_cache, Tenso
       auto slot = [&](int64_t p) {
         return ((int64_t(table[p / c.block_size]) * c.block_size + p % c.block_size) * Hkv + g) * D;
       };
-      const float* qi = qp + (i * Hq + h) * D;
-      float m = -INFINITY;
-      for (int64_t p = 0; p < n; ++p) {
-        s[p] = scale * dot(qi, kc + slot(p), D);
-        m = std::max(m, s[p]);
-      }
-      float l = 0.0f;
-      for (int64_t p = 0; p < n; ++p) {
-        s[p] = std::exp(s[p] - m);
-        l += s[p];
-      }
-      float* oi = o + (i * Hq + h) * D;
-      std::fill(oi, oi + D, 0.0f);
-      for (int64_t p = 0; p < n; ++p) axpy(oi, s[p], vc + slot(p), D);
-      const float inv_l = 1.0f / l;
-      for (int64_t d = 0; d < D; ++d) oi[d] *= inv_l;
+      detail::attend_row(o + (i * Hq + h) * D, qp + (i * Hq + h) * D, n, D, scale, s,
+                         [&](int64_t p) { return kc + slot(p); }, [&](int64_t p) { return vc + slot(p); });
     }
   }
 }

@@ -18,9 +18,7 @@ constexpr int64_t kColumnChunk = 64;
 
 // An optional argument left out is Tensor{}: no dimensions and no data.
 
-void check_f32_cpu(const Tensor& t, const char* name) { detail::check_cpu(t, DType::f32, name); }
-
-using detail::overlap;
+using detail::check_f32;
 
 // BLAS takes int sizes (OpenBLAS without INTERFACE64).
 int blas_int(int64_t v, const char* what) {
@@ -32,9 +30,9 @@ int blas_int(int64_t v, const char* what) {
 
 void matmul(const Ctx&, Tensor c, Tensor a, Tensor b, bool trans_a, bool trans_b, float alpha,
             float beta) {
-  check_f32_cpu(c, "c");
-  check_f32_cpu(a, "a");
-  check_f32_cpu(b, "b");
+  check_f32(c, "c");
+  check_f32(a, "a");
+  check_f32(b, "b");
   DAPO_CHECK(c.ndim == 2 && a.ndim == 2 && b.ndim == 2, "matmul needs 2-D tensors, got c ",
              c.shape_string(), " a ", a.shape_string(), " b ", b.shape_string());
   const int64_t M = c.shape[0], N = c.shape[1];
@@ -43,7 +41,7 @@ void matmul(const Ctx&, Tensor c, Tensor a, Tensor b, bool trans_a, bool trans_b
   else DAPO_CHECK_SHAPE(a, {M, K});
   if (trans_b) DAPO_CHECK_SHAPE(b, {N, K});
   else DAPO_CHECK_SHAPE(b, {K, N});
-  DAPO_CHECK(!overlap(c, a) && !overlap(c, b), "matmul output c overlaps an input");
+  DAPO_CHECK(!overlaps(c, a) && !overlaps(c, b), "matmul output c overlaps an input");
   if (M == 0 || N == 0) return;
   float* cp = c.ptr<float>();
   if (K == 0) {
@@ -61,9 +59,9 @@ void matmul(const Ctx&, Tensor c, Tensor a, Tensor b, bool trans_a, bool trans_b
 }
 
 void linear_forward(const Ctx& ctx, Tensor out, Tensor in, Tensor weight, Tensor bias) {
-  check_f32_cpu(out, "out");
-  check_f32_cpu(in, "in");
-  check_f32_cpu(weight, "weight");
+  check_f32(out, "out");
+  check_f32(in, "in");
+  check_f32(weight, "weight");
   DAPO_CHECK(in.ndim == 2 && weight.ndim == 2, "linear_forward: in ", in.shape_string(),
              " and weight ", weight.shape_string(), " must be 2-D");
   const int64_t N = in.shape[0], I = in.shape[1], O = weight.shape[0];
@@ -71,9 +69,9 @@ void linear_forward(const Ctx& ctx, Tensor out, Tensor in, Tensor weight, Tensor
   DAPO_CHECK_SHAPE(out, {N, O});
   const bool has_bias = bias.defined();
   if (has_bias) {
-    check_f32_cpu(bias, "bias");
+    check_f32(bias, "bias");
     DAPO_CHECK_SHAPE(bias, {O});
-    DAPO_CHECK(!overlap(out, bias), "linear_forward: out overlaps bias");
+    DAPO_CHECK(!overlaps(out, bias), "linear_forward: out overlaps bias");
     // Seed out with the bias and let the GEMM add to it (beta = 1): one pass
     // over out instead of a second sweep after the product.
     float* o = out.ptr<float>();
@@ -86,10 +84,10 @@ void linear_forward(const Ctx& ctx, Tensor out, Tensor in, Tensor weight, Tensor
 
 void linear_backward(const Ctx& ctx, Tensor din, Tensor dweight, Tensor dbias, Tensor dout,
                      Tensor in, Tensor weight) {
-  check_f32_cpu(dweight, "dweight");
-  check_f32_cpu(dout, "dout");
-  check_f32_cpu(in, "in");
-  check_f32_cpu(weight, "weight");
+  check_f32(dweight, "dweight");
+  check_f32(dout, "dout");
+  check_f32(in, "in");
+  check_f32(weight, "weight");
   DAPO_CHECK(in.ndim == 2 && weight.ndim == 2, "linear_backward: in ", in.shape_string(),
              " and weight ", weight.shape_string(), " must be 2-D");
   const int64_t N = in.shape[0], I = in.shape[1], O = weight.shape[0];
@@ -98,17 +96,17 @@ void linear_backward(const Ctx& ctx, Tensor din, Tensor dweight, Tensor dbias, T
   DAPO_CHECK_SHAPE(dweight, {O, I});
 
   if (din.defined()) {
-    check_f32_cpu(din, "din");
+    check_f32(din, "din");
     DAPO_CHECK_SHAPE(din, {N, I});
-    DAPO_CHECK(!overlap(din, dweight), "linear_backward: din overlaps dweight");
+    DAPO_CHECK(!overlaps(din, dweight), "linear_backward: din overlaps dweight");
     cpu::matmul(ctx, din, dout, weight, false, false, 1.0f, 0.0f);  // (N,O) @ (O,I)
   }
   cpu::matmul(ctx, dweight, dout, in, true, false, 1.0f, 1.0f);  // (O,N) @ (N,I), +=
 
   if (dbias.defined()) {
-    check_f32_cpu(dbias, "dbias");
+    check_f32(dbias, "dbias");
     DAPO_CHECK_SHAPE(dbias, {O});
-    DAPO_CHECK(!overlap(dbias, dweight) && !overlap(dbias, dout), "linear_backward: dbias overlaps");
+    DAPO_CHECK(!overlaps(dbias, dweight) && !overlaps(dbias, dout), "linear_backward: dbias overlaps");
     float* db = dbias.ptr<float>();
     const float* g = dout.ptr<float>();
     const int64_t chunks = (O + kColumnChunk - 1) / kColumnChunk;

@@ -13,28 +13,26 @@ namespace {
 
 constexpr int64_t kColumnChunk = 64;
 
-void check_f32_cpu(const Tensor& t, const char* name) { detail::check_cpu(t, DType::f32, name); }
-
-using detail::overlap;
+using detail::check_f32;
 
 // sum may be a or b exactly; any other overlap would read a partly updated input.
-bool same_or_disjoint(const Tensor& x, const Tensor& y) { return x.data == y.data || !overlap(x, y); }
+bool same_or_disjoint(const Tensor& x, const Tensor& y) { return x.data == y.data || !overlaps(x, y); }
 
 }  // namespace
 
 void residual_rmsnorm_forward(const Ctx& ctx, Tensor sum, Tensor out, Tensor rstd, Tensor a, Tensor b,
                               Tensor weight, float eps) {
-  check_f32_cpu(sum, "sum");
-  check_f32_cpu(a, "a");
-  check_f32_cpu(b, "b");
+  check_f32(sum, "sum");
+  check_f32(a, "a");
+  check_f32(b, "b");
   DAPO_CHECK(a.ndim == 2, "residual_rmsnorm_forward: a ", a.shape_string(), " must be (N, C)");
   const int64_t N = a.shape[0], C = a.shape[1];
   DAPO_CHECK_SHAPE(b, {N, C});
   DAPO_CHECK_SHAPE(sum, {N, C});
   DAPO_CHECK(same_or_disjoint(sum, a) && same_or_disjoint(sum, b),
              "residual_rmsnorm_forward: sum overlaps a or b without being the same buffer");
-  DAPO_CHECK(!overlap(out, a) && !overlap(out, b) && !overlap(out, sum) && !overlap(rstd, a) &&
-                 !overlap(rstd, b) && !overlap(rstd, sum),
+  DAPO_CHECK(!overlaps(out, a) && !overlaps(out, b) && !overlaps(out, sum) && !overlaps(rstd, a) &&
+                 !overlaps(rstd, b) && !overlaps(rstd, sum),
              "residual_rmsnorm_forward: out or rstd overlaps sum, a or b");
   float* s = sum.ptr<float>();
   const float* x = a.ptr<float>();
@@ -48,12 +46,12 @@ void residual_rmsnorm_forward(const Ctx& ctx, Tensor sum, Tensor out, Tensor rst
 
 void residual_rmsnorm_backward(const Ctx&, Tensor dsum, Tensor dweight, Tensor dout, Tensor sum, Tensor weight,
                                Tensor rstd) {
-  check_f32_cpu(dsum, "dsum");
-  check_f32_cpu(dweight, "dweight");
-  check_f32_cpu(dout, "dout");
-  check_f32_cpu(sum, "sum");
-  check_f32_cpu(weight, "weight");
-  check_f32_cpu(rstd, "rstd");
+  check_f32(dsum, "dsum");
+  check_f32(dweight, "dweight");
+  check_f32(dout, "dout");
+  check_f32(sum, "sum");
+  check_f32(weight, "weight");
+  check_f32(rstd, "rstd");
   DAPO_CHECK(sum.ndim == 2, "residual_rmsnorm_backward: sum ", sum.shape_string(), " must be (N, C)");
   const int64_t N = sum.shape[0], C = sum.shape[1];
   DAPO_CHECK(C > 0, "rmsnorm over an empty row");
@@ -62,8 +60,8 @@ void residual_rmsnorm_backward(const Ctx&, Tensor dsum, Tensor dweight, Tensor d
   DAPO_CHECK_SHAPE(weight, {C});
   DAPO_CHECK_SHAPE(dweight, {C});
   DAPO_CHECK_SHAPE(rstd, {N});
-  DAPO_CHECK(!overlap(dsum, dout) && !overlap(dsum, sum) && !overlap(dsum, weight) && !overlap(dsum, rstd) &&
-                 !overlap(dsum, dweight) && !overlap(dweight, dout) && !overlap(dweight, sum),
+  DAPO_CHECK(!overlaps(dsum, dout) && !overlaps(dsum, sum) && !overlaps(dsum, weight) && !overlaps(dsum, rstd) &&
+                 !overlaps(dsum, dweight) && !overlaps(dweight, dout) && !overlaps(dweight, sum),
              "residual_rmsnorm_backward: outputs overlap inputs");
   float* dx = dsum.ptr<float>();
   float* dw = dweight.ptr<float>();

@@ -12,17 +12,15 @@ namespace {
 
 constexpr int64_t kColumnChunk = 64;
 
-void check_f32_cpu(const Tensor& t, const char* name) { detail::check_cpu(t, DType::f32, name); }
-
-using detail::overlap;
+using detail::check_f32;
 
 }  // namespace
 
 void rmsnorm_forward(const Ctx&, Tensor out, Tensor rstd, Tensor in, Tensor weight, float eps) {
-  check_f32_cpu(out, "out");
-  check_f32_cpu(rstd, "rstd");
-  check_f32_cpu(in, "in");
-  check_f32_cpu(weight, "weight");
+  check_f32(out, "out");
+  check_f32(rstd, "rstd");
+  check_f32(in, "in");
+  check_f32(weight, "weight");
   DAPO_CHECK(in.ndim == 2, "rmsnorm_forward: in ", in.shape_string(), " must be (N, C)");
   const int64_t N = in.shape[0], C = in.shape[1];
   DAPO_CHECK(C > 0, "rmsnorm over an empty row");
@@ -30,7 +28,7 @@ void rmsnorm_forward(const Ctx&, Tensor out, Tensor rstd, Tensor in, Tensor weig
   DAPO_CHECK_SHAPE(out, {N, C});
   DAPO_CHECK_SHAPE(rstd, {N});
   DAPO_CHECK_SHAPE(weight, {C});
-  DAPO_CHECK(!overlap(out, in) && !overlap(out, weight) && !overlap(rstd, in) && !overlap(rstd, out),
+  DAPO_CHECK(!overlaps(out, in) && !overlaps(out, weight) && !overlaps(rstd, in) && !overlaps(rstd, out),
              "rmsnorm_forward: outputs overlap inputs (in-place is not supported)");
   float* o = out.ptr<float>();
   float* r = rstd.ptr<float>();
@@ -51,12 +49,12 @@ void rmsnorm_forward(const Ctx&, Tensor out, Tensor rstd, Tensor in, Tensor weig
 
 void rmsnorm_backward(const Ctx&, Tensor din, Tensor dweight, Tensor dout, Tensor in, Tensor weight,
                       Tensor rstd) {
-  check_f32_cpu(din, "din");
-  check_f32_cpu(dweight, "dweight");
-  check_f32_cpu(dout, "dout");
-  check_f32_cpu(in, "in");
-  check_f32_cpu(weight, "weight");
-  check_f32_cpu(rstd, "rstd");
+  check_f32(din, "din");
+  check_f32(dweight, "dweight");
+  check_f32(dout, "dout");
+  check_f32(in, "in");
+  check_f32(weight, "weight");
+  check_f32(rstd, "rstd");
   DAPO_CHECK(in.ndim == 2, "rmsnorm_backward: in ", in.shape_string(), " must be (N, C)");
   const int64_t N = in.shape[0], C = in.shape[1];
   DAPO_CHECK_SHAPE(din, {N, C});
@@ -64,8 +62,8 @@ void rmsnorm_backward(const Ctx&, Tensor din, Tensor dweight, Tensor dout, Tenso
   DAPO_CHECK_SHAPE(weight, {C});
   DAPO_CHECK_SHAPE(dweight, {C});
   DAPO_CHECK_SHAPE(rstd, {N});
-  DAPO_CHECK(!overlap(din, dout) && !overlap(din, in) && !overlap(din, dweight) &&
-                 !overlap(dweight, dout) && !overlap(dweight, in),
+  DAPO_CHECK(!overlaps(din, dout) && !overlaps(din, in) && !overlaps(din, dweight) &&
+                 !overlaps(dweight, dout) && !overlaps(dweight, in),
              "rmsnorm_backward: outputs overlap inputs");
   float* dx = din.ptr<float>();
   float* dw = dweight.ptr<float>();

@@ -21,10 +21,7 @@ void check_rope_args(const char* op, const Tensor& out, const Tensor& in, const 
   DAPO_CHECK(theta > 0.0f, op, ": theta ", theta, " must be positive");
   // In-place is fine (each pair is read before it is written); partial
   // overlap would read already-rotated values.
-  const char* o = static_cast<const char*>(out.data);
-  const char* i = static_cast<const char*>(in.data);
-  DAPO_CHECK(o == i || o + out.nbytes() <= i || i + in.nbytes() <= o, op,
-             ": out and in overlap without being the same buffer");
+  DAPO_CHECK(out.data == in.data || !overlaps(out, in), op, ": out and in overlap without being the same buffer");
 }
 
 // sign = +1: forward rotation by +angle; sign = -1: the inverse (backward).
