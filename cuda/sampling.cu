@@ -295,7 +295,7 @@ __global__ void __launch_bounds__(kThreads)
     s = block_sum(s, sm);
     if (threadIdx.x == 0) {
       if (!isfinite(s) || chosen == INT_MAX) {
-        flag_non_finite(flags, FlagSite::logprob, b);
+        flag_non_finite(flags, FlagSite::sampling, b);
         tokens[b] = 0;
         logprobs[b] = NAN;
       } else {
@@ -315,7 +315,7 @@ __global__ void __launch_bounds__(kThreads)
   total = block_sum(total, sm);
   if (!(isfinite(total) && total > 0)) {
     if (threadIdx.x == 0) {
-      flag_non_finite(flags, FlagSite::logprob, b);
+      flag_non_finite(flags, FlagSite::sampling, b);
       tokens[b] = 0;
       logprobs[b] = NAN;
     }

@@ -10,6 +10,7 @@ const char* flag_site_name(FlagSite s) {
     case FlagSite::logprob: return "logprob";
     case FlagSite::validate_ids: return "validate_ids";
     case FlagSite::loss: return "loss";
+    case FlagSite::sampling: return "sampling";
   }
   return "unknown";
 }

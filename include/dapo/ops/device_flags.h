@@ -22,6 +22,7 @@ enum class FlagSite : int32_t {
   logprob = 2,       // a target id outside the vocabulary, or non-finite logits
   validate_ids = 3,  // ops::validate_ids
   loss = 4,          // a non-finite loss or gradient
+  sampling = 5,      // non-finite logits given to sample_tokens
 };
 const char* flag_site_name(FlagSite s);
 

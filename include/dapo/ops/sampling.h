@@ -55,7 +55,7 @@ struct SamplingParams {
 //   nothing is copied to the host. The token equals the CPU op's except
 //   where u falls within float rounding of a CDF boundary (the two backends
 //   round exp and order their double sums differently); greedy always
-//   equals. Non-finite logits raise the device flag (site logprob) and give
+//   equals. Non-finite logits raise the device flag (site sampling) and give
 //   token 0, log-prob NaN for that row.
 void sample_tokens(const Ctx& ctx, Tensor tokens, Tensor logprobs, Tensor logits, Tensor rng_streams,
                    Tensor rng_counters, const SamplingParams& p);
