@@ -26,9 +26,10 @@ void check_i32(const Tensor& t, int ndim, const char* what) {
 
 }  // namespace
 
-size_t kv_cache_bytes(const Qwen2Config& config, int64_t tp_size, int64_t num_blocks, int64_t block_size) {
+size_t kv_cache_bytes(const Qwen2Config& config, int64_t tp_size, int64_t num_blocks, int64_t block_size,
+                      Device device) {
   const size_t pool = size_t(num_blocks * block_size * local_kv_heads(config, tp_size) * config.head_dim) *
-                      sizeof(float);
+                      dtype_size(kv_cache_dtype(device));
   const size_t aligned = (pool + Arena::kAlign - 1) / Arena::kAlign * Arena::kAlign;
   return size_t(2 * config.num_hidden_layers) * aligned + Arena::kAlign;
 }
@@ -39,8 +40,9 @@ KvCache allocate_kv_cache(Arena& arena, const Qwen2Config& config, int64_t tp_si
   const int64_t hkv = local_kv_heads(config, tp_size);
   KvCache cache;
   for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
-    cache.k.push_back(arena.alloc(DType::f32, {num_blocks, block_size, hkv, config.head_dim}));
-    cache.v.push_back(arena.alloc(DType::f32, {num_blocks, block_size, hkv, config.head_dim}));
+    const DType dt = kv_cache_dtype(arena.device());
+    cache.k.push_back(arena.alloc(dt, {num_blocks, block_size, hkv, config.head_dim}));
+    cache.v.push_back(arena.alloc(dt, {num_blocks, block_size, hkv, config.head_dim}));
   }
   return cache;
 }

@@ -59,14 +59,18 @@ struct ModelOptions {
 // The paged KV cache of generation, one k and one v pool per layer
 // (layout of ops/kv_cache.h). Views only: the engine owns the memory.
 struct KvCache {
-  std::vector<Tensor> k;  // (L) of (num_blocks, block_size, hkv, D) f32
-  std::vector<Tensor> v;  // (L) of (num_blocks, block_size, hkv, D) f32
+  std::vector<Tensor> k;  // (L) of (num_blocks, block_size, hkv, D): f32 on the host, bf16 on a GPU
+  std::vector<Tensor> v;  // (L) of (num_blocks, block_size, hkv, D)
 };
+// The cache's dtype on a device: f32 on the host, bf16 on a GPU (the
+// model's activation dtype there).
+inline DType kv_cache_dtype(Device device) { return device == Device::cpu ? DType::f32 : DType::bf16; }
 // Bytes of a cache of `num_blocks` blocks for this rank (both pools, all
-// layers, 256-byte alignment of each pool included).
-size_t kv_cache_bytes(const Qwen2Config& config, int64_t tp_size, int64_t num_blocks, int64_t block_size);
-// Carves the pools from `arena` (uninitialised: positions are written
-// before they are read).
+// layers, 256-byte alignment of each pool included), on `device`.
+size_t kv_cache_bytes(const Qwen2Config& config, int64_t tp_size, int64_t num_blocks, int64_t block_size,
+                      Device device = Device::cpu);
+// Carves the pools from `arena`, in kv_cache_dtype(arena.device())
+// (uninitialised: positions are written before they are read).
 KvCache allocate_kv_cache(Arena& arena, const Qwen2Config& config, int64_t tp_size, int64_t num_blocks,
                           int64_t block_size);
 
