@@ -14,7 +14,6 @@ namespace {
 // async-signal-safe.
 std::atomic<int> g_signal{0};
 std::atomic<bool> g_installed{false};
-struct sigaction g_old_usr1, g_old_term;
 
 void on_signal(int sig) {
   int none = 0;
@@ -30,13 +29,16 @@ StopSignals::StopSignals() {
   sa.sa_handler = &on_signal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;  // MPI and file I/O calls resume after the handler
-  DAPO_CHECK(sigaction(SIGUSR1, &sa, &g_old_usr1) == 0, "sigaction(SIGUSR1)");
-  DAPO_CHECK(sigaction(SIGTERM, &sa, &g_old_term) == 0, "sigaction(SIGTERM)");
+  DAPO_CHECK(sigaction(SIGUSR1, &sa, nullptr) == 0, "sigaction(SIGUSR1)");
+  DAPO_CHECK(sigaction(SIGTERM, &sa, nullptr) == 0, "sigaction(SIGTERM)");
 }
 
 StopSignals::~StopSignals() {
-  sigaction(SIGUSR1, &g_old_usr1, nullptr);
-  sigaction(SIGTERM, &g_old_term, nullptr);
+  struct sigaction ignore = {};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  sigaction(SIGUSR1, &ignore, nullptr);
+  sigaction(SIGTERM, &ignore, nullptr);
   g_installed.store(false);
 }
 

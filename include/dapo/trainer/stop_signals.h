@@ -9,8 +9,11 @@
 // checkpoint is what a restart then finds.
 //
 // The recorded signal is process-wide state, as a signal handler needs;
-// StopSignals owns the handlers' lifetime (installed in the constructor,
-// the previous ones restored in the destructor; one instance at a time).
+// StopSignals owns the handlers' lifetime (installed in the constructor;
+// one instance at a time). The destructor leaves both signals IGNORED, not
+// at their defaults: it runs as the process ends, while Slurm or mpirun may
+// still be sending the stop signal (the fault test sends one every 20 ms),
+// and a late SIGUSR1 must not turn a clean exit 4 into death by signal.
 #pragma once
 
 #include "dapo/parallel/comm.h"
