@@ -51,13 +51,6 @@ __global__ void __launch_bounds__(kThreads) bf16_to_f32_kernel(float* __restrict
   for (int64_t i = 8 * n8 + tid; i < n; i += stride) out[i] = __uint_as_float(uint32_t(in[i]) << 16);
 }
 
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
-
-bool overlap(const Tensor& x, const Tensor& y) {
-  const char* xb = static_cast<const char*>(x.data);
-  const char* yb = static_cast<const char*>(y.data);
-  return xb < yb + y.nbytes() && yb < xb + x.nbytes();
-}
 
 template <class Out, class In, class Kernel>
 void launch(const Ctx& ctx, Kernel aligned_kernel, Kernel scalar_kernel, Out* out, const In* in, int64_t n) {
@@ -79,11 +72,11 @@ void cast(const Ctx& ctx, Tensor out, Tensor in) {
   DAPO_CHECK(out.data != nullptr && in.data != nullptr, "cast: a tensor has no data");
   if (out.dtype == in.dtype) {
     if (out.data == in.data) return;
-    DAPO_CHECK(!overlap(out, in), "cast: out partially overlaps in");
+    DAPO_CHECK(!overlaps(out, in), "cast: out partially overlaps in");
     DAPO_CUDA_CHECK(cudaMemcpyAsync(out.data, in.data, in.nbytes(), cudaMemcpyDeviceToDevice, stream_of(ctx)));
     return;
   }
-  DAPO_CHECK(!overlap(out, in), "cast ", dtype_name(in.dtype), " -> ", dtype_name(out.dtype), " cannot run in place");
+  DAPO_CHECK(!overlaps(out, in), "cast ", dtype_name(in.dtype), " -> ", dtype_name(out.dtype), " cannot run in place");
   if (in.dtype == DType::f32 && out.dtype == DType::bf16) {
     launch(ctx, f32_to_bf16_kernel<true>, f32_to_bf16_kernel<false>, static_cast<uint16_t*>(out.data),
            static_cast<const float*>(in.data), n);

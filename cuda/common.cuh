@@ -7,6 +7,8 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <cstdint>
+
 #include "dapo/core/error.h"
 #include "dapo/ops/context.h"
 #include "dapo/ops/device_flags.h"
@@ -60,6 +62,9 @@ __device__ __forceinline__ float load_f32(const float* p, int64_t i) { return p[
 __device__ __forceinline__ float load_f32(const __nv_bfloat16* p, int64_t i) { return __bfloat162float(p[i]); }
 __device__ __forceinline__ void store_f32(float* p, int64_t i, float v) { p[i] = v; }
 __device__ __forceinline__ void store_f32(__nv_bfloat16* p, int64_t i, float v) { p[i] = __float2bfloat16_rn(v); }
+
+// Whether p allows 16-byte (128-bit) loads and stores.
+inline __host__ __device__ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 // f32 -> bf16 bits, round to nearest even, NaN kept quiet with its sign:
 // core/bf16.h's to_bf16 on the device, so that AdamW's bf16 copy and

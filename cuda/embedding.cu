@@ -208,7 +208,7 @@ void embedding_forward(const Ctx& ctx, Tensor out, Tensor ids, Tensor weight, in
   const int64_t N = ids.shape[0], V = weight.shape[0], C = weight.shape[1];
   DAPO_CHECK_SHAPE(out, {N, C});
   DAPO_CHECK(vocab_start >= 0, "vocab_start ", vocab_start, " must be >= 0");
-  DAPO_CHECK(!overlap(out, weight) && !overlap(out, ids), "embedding_forward: out overlaps an input");
+  DAPO_CHECK(!overlaps(out, weight) && !overlaps(out, ids), "embedding_forward: out overlaps an input");
   if (N == 0 || C == 0) return;
   const int64_t row_bytes = C * int64_t(dtype_size(weight.dtype));
   if (row_bytes % 16 == 0 && aligned16(out.data) && aligned16(weight.data))
@@ -234,7 +234,7 @@ void embedding_backward(const Ctx& ctx, Tensor dweight, Tensor dout, Tensor ids,
   DAPO_CHECK(vocab_start >= 0, "vocab_start ", vocab_start, " must be >= 0");
   DAPO_CHECK(N < (int64_t(1) << 31) && V < (int64_t(1) << 31), "embedding_backward: ", N, " ids, ", V,
              " rows: too many");
-  DAPO_CHECK(!overlap(dweight, dout) && !overlap(dweight, ids), "embedding_backward: dweight overlaps an input");
+  DAPO_CHECK(!overlaps(dweight, dout) && !overlaps(dweight, ids), "embedding_backward: dweight overlaps an input");
   if (N == 0 || C == 0 || V == 0) return;
   DAPO_CHECK(ctx.scratch != nullptr, "embedding_backward on CUDA needs ctx.scratch");
   ArenaScope scope(*ctx.scratch);

@@ -360,7 +360,6 @@ __global__ void __launch_bounds__(kThreads) logprob_backward_kernel(
 
 // ---- host side ----
 
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
 template <class T>
 int chunks_of(int64_t V) {

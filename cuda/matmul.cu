@@ -161,13 +161,6 @@ void check_tensor(const Ctx& ctx, const Tensor& t, const char* name) {
              ", expected bf16 or f32");
 }
 
-bool overlap(const Tensor& x, const Tensor& y) {
-  if (x.nbytes() == 0 || y.nbytes() == 0) return false;
-  const char* xb = static_cast<const char*>(x.data);
-  const char* yb = static_cast<const char*>(y.data);
-  return xb < yb + y.nbytes() && yb < xb + x.nbytes();
-}
-
 // The products cuBLASLt runs for us: bf16 x bf16 into bf16 or f32, f32 x f32 into f32.
 void check_product_dtypes(DType ab, DType cd, const char* op) {
   DAPO_CHECK((ab == DType::bf16 && (cd == DType::bf16 || cd == DType::f32)) || (ab == DType::f32 && cd == DType::f32),
@@ -272,7 +265,7 @@ void matmul(const Ctx& ctx, Tensor c, Tensor a, Tensor b, bool trans_a, bool tra
   else DAPO_CHECK_SHAPE(a, {M, K});
   if (trans_b) DAPO_CHECK_SHAPE(b, {N, K});
   else DAPO_CHECK_SHAPE(b, {K, N});
-  DAPO_CHECK(!overlap(c, a) && !overlap(c, b), "matmul output c overlaps an input");
+  DAPO_CHECK(!overlaps(c, a) && !overlaps(c, b), "matmul output c overlaps an input");
   if (M == 0 || N == 0) return;
   if (K == 0) return scale(ctx, c, beta);  // an empty sum: cuBLASLt needs k >= 1
   gemm(ctx, c, a, b, M, N, K, trans_a, trans_b, alpha, beta, nullptr);
@@ -290,12 +283,12 @@ void linear_forward(const Ctx& ctx, Tensor out, Tensor in, Tensor weight, Tensor
   const int64_t N = in.shape[0], I = in.shape[1], O = weight.shape[0];
   DAPO_CHECK_SHAPE(weight, {O, I});
   DAPO_CHECK_SHAPE(out, {N, O});
-  DAPO_CHECK(!overlap(out, in) && !overlap(out, weight), "linear_forward: out overlaps an input");
+  DAPO_CHECK(!overlaps(out, in) && !overlaps(out, weight), "linear_forward: out overlaps an input");
   const bool has_bias = bias.defined();
   if (has_bias) {
     check_tensor(ctx, bias, "bias");
     DAPO_CHECK_SHAPE(bias, {O});
-    DAPO_CHECK(!overlap(out, bias), "linear_forward: out overlaps bias");
+    DAPO_CHECK(!overlaps(out, bias), "linear_forward: out overlaps bias");
   }
   if (N == 0 || O == 0) return;
   if (I == 0) return has_bias ? broadcast_rows(ctx, out, bias) : scale(ctx, out, 0.0f);
@@ -323,12 +316,12 @@ void linear_backward(const Ctx& ctx, Tensor din, Tensor dweight, Tensor dbias, T
   DAPO_CHECK_SHAPE(weight, {O, I});
   DAPO_CHECK_SHAPE(dout, {N, O});
   DAPO_CHECK_SHAPE(dweight, {O, I});
-  DAPO_CHECK(!overlap(dweight, dout) && !overlap(dweight, in) && !overlap(dweight, weight),
+  DAPO_CHECK(!overlaps(dweight, dout) && !overlaps(dweight, in) && !overlaps(dweight, weight),
              "linear_backward: dweight overlaps an input");
   if (din.defined()) {
     check_tensor(ctx, din, "din");
     DAPO_CHECK_SHAPE(din, {N, I});
-    DAPO_CHECK(!overlap(din, dweight), "linear_backward: din overlaps dweight");
+    DAPO_CHECK(!overlaps(din, dweight), "linear_backward: din overlaps dweight");
     cuda::matmul(ctx, din, dout, weight, false, false, 1.0f, 0.0f);  // (N,O) @ (O,I)
   }
   cuda::matmul(ctx, dweight, dout, in, true, false, 1.0f, 1.0f);  // (O,N) @ (N,I), +=
@@ -336,7 +329,7 @@ void linear_backward(const Ctx& ctx, Tensor din, Tensor dweight, Tensor dbias, T
     check_tensor(ctx, dbias, "dbias");
     DAPO_CHECK_DTYPE(dbias, DType::f32);
     DAPO_CHECK_SHAPE(dbias, {O});
-    DAPO_CHECK(!overlap(dbias, dweight) && !overlap(dbias, dout) && (!din.defined() || !overlap(dbias, din)),
+    DAPO_CHECK(!overlaps(dbias, dweight) && !overlaps(dbias, dout) && (!din.defined() || !overlaps(dbias, din)),
                "linear_backward: dbias overlaps");
     if (dout.dtype == DType::bf16) column_sum<__nv_bfloat16>(ctx, dbias, dout);
     else column_sum<float>(ctx, dbias, dout);

@@ -1,8 +1,8 @@
 // Packs of K consecutive elements moved by one load or store: the
 // memory-bound ops (embedding, rmsnorm, residual_rmsnorm, rope) read 16 bytes
 // per thread access (8 bf16 or 4 f32: one LDG.128) where the row length and
-// the pointers allow it, and fall back to K = 1 elsewhere. Also the host
-// checks these ops share.
+// the pointers allow it (cuda_detail::aligned16), and fall back to K = 1
+// elsewhere.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -40,15 +40,5 @@ __device__ __forceinline__ __nv_bfloat16 narrow<__nv_bfloat16>(float x) { return
 // The elements in a 16-byte pack of T.
 template <class T>
 inline constexpr int kWidePack = int(16 / sizeof(T));
-
-inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
-
-// Whether the bytes of x and y intersect (empty tensors never do).
-inline bool overlap(const Tensor& x, const Tensor& y) {
-  if (x.nbytes() == 0 || y.nbytes() == 0) return false;
-  const char* xb = static_cast<const char*>(x.data);
-  const char* yb = static_cast<const char*>(y.data);
-  return xb < yb + y.nbytes() && yb < xb + x.nbytes();
-}
 
 }  // namespace dapo::ops::cuda_detail

@@ -17,7 +17,7 @@ void check_same(const Ctx& ctx, const Tensor& t, DType dtype, const char* name) 
              dtype_name(dtype));
 }
 
-bool same_or_disjoint(const Tensor& x, const Tensor& y) { return x.data == y.data || !overlap(x, y); }
+bool same_or_disjoint(const Tensor& x, const Tensor& y) { return x.data == y.data || !overlaps(x, y); }
 
 }  // namespace
 
@@ -43,9 +43,9 @@ void residual_rmsnorm_forward(const Ctx& ctx, Tensor sum, Tensor out, Tensor rst
   DAPO_CHECK(same_or_disjoint(sum, a) && same_or_disjoint(sum, b),
              "residual_rmsnorm_forward: sum overlaps a or b without being the same buffer");
   for (const Tensor* t : {&sum, &a, &b, &weight, &rstd})
-    DAPO_CHECK(!overlap(out, *t), "residual_rmsnorm_forward: out overlaps an input or sum");
+    DAPO_CHECK(!overlaps(out, *t), "residual_rmsnorm_forward: out overlaps an input or sum");
   for (const Tensor* t : {&sum, &a, &b, &weight})
-    DAPO_CHECK(!overlap(rstd, *t), "residual_rmsnorm_forward: rstd overlaps an input or sum");
+    DAPO_CHECK(!overlaps(rstd, *t), "residual_rmsnorm_forward: rstd overlaps an input or sum");
   if (dt == DType::f32)
     norm::forward<float, true>(ctx, out.ptr<float>(), rstd.ptr<float>(), sum.ptr<float>(), a.ptr<float>(),
                                b.ptr<float>(), weight.ptr<float>(), N, C, eps);
@@ -75,9 +75,9 @@ void residual_rmsnorm_backward(const Ctx& ctx, Tensor dsum, Tensor dweight, Tens
   DAPO_CHECK_SHAPE(dweight, {C});
   DAPO_CHECK_SHAPE(rstd, {N});
   for (const Tensor* t : {&dout, &sum, &weight, &rstd, &dweight})
-    DAPO_CHECK(!overlap(dsum, *t), "residual_rmsnorm_backward: dsum overlaps an input or dweight");
-  DAPO_CHECK(!overlap(dweight, dout) && !overlap(dweight, sum) && !overlap(dweight, weight) &&
-                 !overlap(dweight, rstd),
+    DAPO_CHECK(!overlaps(dsum, *t), "residual_rmsnorm_backward: dsum overlaps an input or dweight");
+  DAPO_CHECK(!overlaps(dweight, dout) && !overlaps(dweight, sum) && !overlaps(dweight, weight) &&
+                 !overlaps(dweight, rstd),
              "residual_rmsnorm_backward: dweight overlaps an input");
   if (dt == DType::f32)
     norm::backward<float, true>(ctx, dsum.ptr<float>(), dweight.ptr<float>(), dout.ptr<float>(), sum.ptr<float>(),

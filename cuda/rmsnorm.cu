@@ -32,7 +32,7 @@ void rmsnorm_forward(const Ctx& ctx, Tensor out, Tensor rstd, Tensor in, Tensor 
   DAPO_CHECK_SHAPE(out, {N, C});
   DAPO_CHECK_SHAPE(rstd, {N});
   DAPO_CHECK_SHAPE(weight, {C});
-  DAPO_CHECK(!overlap(out, in) && !overlap(out, weight) && !overlap(rstd, in) && !overlap(rstd, out),
+  DAPO_CHECK(!overlaps(out, in) && !overlaps(out, weight) && !overlaps(rstd, in) && !overlaps(rstd, out),
              "rmsnorm_forward: outputs overlap inputs (in-place is not supported)");
   if (dt == DType::f32)
     norm::forward<float, false>(ctx, out.ptr<float>(), rstd.ptr<float>(), nullptr, in.ptr<float>(), nullptr,
@@ -61,8 +61,8 @@ void rmsnorm_backward(const Ctx& ctx, Tensor din, Tensor dweight, Tensor dout, T
   DAPO_CHECK_SHAPE(weight, {C});
   DAPO_CHECK_SHAPE(dweight, {C});
   DAPO_CHECK_SHAPE(rstd, {N});
-  DAPO_CHECK(!overlap(din, dout) && !overlap(din, in) && !overlap(din, dweight) && !overlap(din, weight) &&
-                 !overlap(din, rstd) && !overlap(dweight, dout) && !overlap(dweight, in),
+  DAPO_CHECK(!overlaps(din, dout) && !overlaps(din, in) && !overlaps(din, dweight) && !overlaps(din, weight) &&
+                 !overlaps(din, rstd) && !overlaps(dweight, dout) && !overlaps(dweight, in),
              "rmsnorm_backward: outputs overlap inputs");
   if (dt == DType::f32)
     norm::backward<float, false>(ctx, din.ptr<float>(), dweight.ptr<float>(), dout.ptr<float>(), in.ptr<float>(),

@@ -108,8 +108,8 @@ void run(const char* op, const Ctx& ctx, Tensor out, Tensor in, Tensor positions
   DAPO_CHECK_SHAPE(out, {T, H, D});
   DAPO_CHECK_SHAPE(positions, {T});
   DAPO_CHECK(theta > 0.0f, op, ": theta ", theta, " must be positive");
-  DAPO_CHECK(out.data == in.data || !overlap(out, in), op, ": out and in overlap without being the same buffer");
-  DAPO_CHECK(!overlap(out, positions), op, ": out overlaps positions");
+  DAPO_CHECK(out.data == in.data || !overlaps(out, in), op, ": out and in overlap without being the same buffer");
+  DAPO_CHECK(!overlaps(out, positions), op, ": out overlaps positions");
   if (T == 0 || H == 0 || D == 0) return;
   // Exactly the CPU reference's fp32 inv_freq (rope.cpp).
   InvFreq inv_freq{};

@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -64,6 +65,33 @@ inline double time_ms(void* stream, const std::function<void()>& f, int iters = 
   cudaEventDestroy(begin);
   cudaEventDestroy(end);
   return double(ms) / iters;
+}
+
+// The median of `iters` calls of f timed one by one (device events around
+// each), after 3 warm-ups: robust to a slow outlier where time_ms averages.
+template <class F>
+double median_ms(cudaStream_t stream, F&& f, int iters = 20) {
+  for (int i = 0; i < 3; ++i) f();
+  std::vector<cudaEvent_t> ev(size_t(iters) + 1);
+  for (auto& e : ev) EXPECT_EQ(cudaEventCreate(&e), cudaSuccess);
+  EXPECT_EQ(cudaEventRecord(ev[0], stream), cudaSuccess);
+  for (int i = 0; i < iters; ++i) {
+    f();
+    EXPECT_EQ(cudaEventRecord(ev[size_t(i) + 1], stream), cudaSuccess);
+  }
+  EXPECT_EQ(cudaEventSynchronize(ev.back()), cudaSuccess);
+  std::vector<float> ms(static_cast<size_t>(iters));
+  for (int i = 0; i < iters; ++i)
+    EXPECT_EQ(cudaEventElapsedTime(&ms[size_t(i)], ev[size_t(i)], ev[size_t(i) + 1]), cudaSuccess);
+  for (auto& e : ev) cudaEventDestroy(e);
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+// One JSON line without a dtype field (the op's name or shape says it).
+inline void print_perf(const char* op, const std::string& shape, double ms, double bytes) {
+  std::printf("{\"op\": \"%s\", \"shape\": \"%s\", \"ms\": %.4f, \"gbps\": %.1f}\n", op, shape.c_str(), ms,
+              bytes / (ms * 1e-3) / 1e9);
 }
 
 // One JSON line: bytes are the fewest the op must move (each input read

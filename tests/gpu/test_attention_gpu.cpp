@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "gpu/gpu_perf_util.h"
 #include "gpu/gpu_test_util.h"
 
 namespace dapo::test {
@@ -169,8 +170,7 @@ TEST_F(AttentionGpu, EmptyBatchIsANoOp) {
 // Forward and backward TFLOP/s on the model shapes, causal FLOPs counted as
 // 4 L^2 / 2 D Hq per sequence forward and 2.5 times that backward.
 TEST_F(AttentionGpu, Perf) {
-  const char* env = std::getenv("DAPO_GPU_PERF");
-  if (env == nullptr || std::string(env) != "1") GTEST_SKIP() << "set DAPO_GPU_PERF=1";
+  if (!gpu_perf_enabled()) GTEST_SKIP() << "set DAPO_GPU_PERF=1";
   struct PerfShape {
     const char* model;
     int64_t Hq, Hkv, D;
@@ -197,23 +197,7 @@ TEST_F(AttentionGpu, Perf) {
     double fwd_flops = 0;
     for (int len : s.lens) fwd_flops += 4.0 * double(len) * double(len) / 2.0 * double(D) * double(Hq);
 
-    auto time_ms = [&](auto&& fn) {
-      for (int i = 0; i < 3; ++i) fn();
-      constexpr int kIters = 20;
-      std::vector<cudaEvent_t> ev(2 * kIters);
-      for (auto& e : ev) EXPECT_EQ(cudaEventCreate(&e), cudaSuccess);
-      for (int i = 0; i < kIters; ++i) {
-        EXPECT_EQ(cudaEventRecord(ev[2 * i], stream), cudaSuccess);
-        fn();
-        EXPECT_EQ(cudaEventRecord(ev[2 * i + 1], stream), cudaSuccess);
-      }
-      device_->synchronize();
-      std::vector<float> ms(kIters);
-      for (int i = 0; i < kIters; ++i) EXPECT_EQ(cudaEventElapsedTime(&ms[i], ev[2 * i], ev[2 * i + 1]), cudaSuccess);
-      for (auto& e : ev) cudaEventDestroy(e);
-      std::sort(ms.begin(), ms.end());
-      return double(ms[kIters / 2]);  // median
-    };
+    auto time_ms = [&](auto&& fn) { return median_ms(stream, fn); };
     const std::string shape = std::string(ps.model) + " " + std::to_string(B) + "x" + std::to_string(s.lens[0]) +
                               " Hq=" + std::to_string(Hq) + " Hkv=" + std::to_string(Hkv) + " D=" + std::to_string(D);
     const double f_ms = time_ms([&] { ops::attention_forward(gpu(), out, lse, q, k, v, cu, max_len, scale); });

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "dapo/ops/cast.h"
+#include "gpu/gpu_perf_util.h"
 #include "gpu/gpu_test_util.h"
 
 namespace dapo::test {
@@ -337,37 +338,9 @@ TEST_F(LogprobGpu, FlagsNonFiniteLogitsAndBadTargets) {
 
 // ---- perf (DAPO_GPU_PERF=1) ----
 
-bool perf_enabled() {
-  const char* e = std::getenv("DAPO_GPU_PERF");
-  return e != nullptr && std::string(e) == "1";
-}
-
-// Median of `iters` timed runs (device events around each), after 3 warm-ups.
-template <class F>
-double median_ms(cudaStream_t stream, F&& f, int iters = 20) {
-  for (int i = 0; i < 3; ++i) f();
-  std::vector<cudaEvent_t> ev(size_t(iters) + 1);
-  for (auto& e : ev) EXPECT_EQ(cudaEventCreate(&e), cudaSuccess);
-  EXPECT_EQ(cudaEventRecord(ev[0], stream), cudaSuccess);
-  for (int i = 0; i < iters; ++i) {
-    f();
-    EXPECT_EQ(cudaEventRecord(ev[size_t(i) + 1], stream), cudaSuccess);
-  }
-  EXPECT_EQ(cudaEventSynchronize(ev.back()), cudaSuccess);
-  std::vector<float> ms(static_cast<size_t>(iters));
-  for (int i = 0; i < iters; ++i) EXPECT_EQ(cudaEventElapsedTime(&ms[size_t(i)], ev[size_t(i)], ev[size_t(i) + 1]), cudaSuccess);
-  for (auto& e : ev) cudaEventDestroy(e);
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
-
-void print_perf(const char* op, const std::string& shape, double ms, double bytes) {
-  std::printf("{\"op\": \"%s\", \"shape\": \"%s\", \"ms\": %.4f, \"gbps\": %.1f}\n", op, shape.c_str(), ms,
-              bytes / (ms * 1e-3) / 1e9);
-}
 
 TEST_F(LogprobGpu, Perf) {
-  if (!perf_enabled()) GTEST_SKIP() << "set DAPO_GPU_PERF=1";
+  if (!gpu_perf_enabled()) GTEST_SKIP() << "set DAPO_GPU_PERF=1";
   const int64_t N = 4096, V = 151936;  // Qwen2.5's vocabulary, 4096 tokens
   Arena big(size_t(N * V) * 2 * 2 + (size_t(64) << 20), Device::cuda, "logprob-perf");
   Tensor x = big.alloc(DType::bf16, {N, V}), dx = big.alloc(DType::bf16, {N, V});

@@ -15,6 +15,7 @@
 #include "dapo/ops/cast.h"
 #include "dapo/ops/fill.h"
 #include "dapo/ops/sum_squares.h"
+#include "gpu/gpu_perf_util.h"
 #include "gpu/gpu_test_util.h"
 
 namespace dapo::test {
@@ -250,36 +251,9 @@ TEST_F(OptimOpsGpu, FillMatchesCpuForEveryDtype) {
 
 // ---- perf (DAPO_GPU_PERF=1) ----
 
-bool perf_enabled() {
-  const char* e = std::getenv("DAPO_GPU_PERF");
-  return e != nullptr && std::string(e) == "1";
-}
-
-template <class F>
-double median_ms(cudaStream_t stream, F&& f, int iters = 20) {
-  for (int i = 0; i < 3; ++i) f();
-  std::vector<cudaEvent_t> ev(size_t(iters) + 1);
-  for (auto& e : ev) EXPECT_EQ(cudaEventCreate(&e), cudaSuccess);
-  EXPECT_EQ(cudaEventRecord(ev[0], stream), cudaSuccess);
-  for (int i = 0; i < iters; ++i) {
-    f();
-    EXPECT_EQ(cudaEventRecord(ev[size_t(i) + 1], stream), cudaSuccess);
-  }
-  EXPECT_EQ(cudaEventSynchronize(ev.back()), cudaSuccess);
-  std::vector<float> ms(static_cast<size_t>(iters));
-  for (int i = 0; i < iters; ++i) EXPECT_EQ(cudaEventElapsedTime(&ms[size_t(i)], ev[size_t(i)], ev[size_t(i) + 1]), cudaSuccess);
-  for (auto& e : ev) cudaEventDestroy(e);
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
-
-void print_perf(const char* op, const std::string& shape, double ms, double bytes) {
-  std::printf("{\"op\": \"%s\", \"shape\": \"%s\", \"ms\": %.4f, \"gbps\": %.1f}\n", op, shape.c_str(), ms,
-              bytes / (ms * 1e-3) / 1e9);
-}
 
 TEST_F(OptimOpsGpu, Perf) {
-  if (!perf_enabled()) GTEST_SKIP() << "set DAPO_GPU_PERF=1";
+  if (!gpu_perf_enabled()) GTEST_SKIP() << "set DAPO_GPU_PERF=1";
   // 1.5e9 parameters (Qwen2.5-1.5B on one rank): four f32 buffers back to
   // back (so that a view over more than 2^31 elements exists) and the copy.
   const int64_t N = 1500000000;

@@ -3,15 +3,12 @@
 // the stored sum; the backward is RMSNorm's with din added into dsum.
 #include "dapo/ops/residual_rmsnorm.h"
 
-#include <algorithm>
-
 #include "cpu_check.h"
 #include "dapo/ops/rmsnorm.h"
+#include "rmsnorm_rows.h"
 
 namespace dapo::ops::cpu {
 namespace {
-
-constexpr int64_t kColumnChunk = 64;
 
 using detail::check_f32;
 
@@ -63,41 +60,8 @@ void residual_rmsnorm_backward(const Ctx&, Tensor dsum, Tensor dweight, Tensor d
   DAPO_CHECK(!overlaps(dsum, dout) && !overlaps(dsum, sum) && !overlaps(dsum, weight) && !overlaps(dsum, rstd) &&
                  !overlaps(dsum, dweight) && !overlaps(dweight, dout) && !overlaps(dweight, sum),
              "residual_rmsnorm_backward: outputs overlap inputs");
-  float* dx = dsum.ptr<float>();
-  float* dw = dweight.ptr<float>();
-  const float* g = dout.ptr<float>();
-  const float* x = sum.ptr<float>();
-  const float* w = weight.ptr<float>();
-  const float* r = rstd.ptr<float>();
-
-  // As rmsnorm_backward: r*w*g - x * r^3 * mean(w*g*x), added to dsum.
-#pragma omp parallel for schedule(static)
-  for (int64_t n = 0; n < N; ++n) {
-    const float* gr = g + n * C;
-    const float* xr = x + n * C;
-    double dot = 0.0;
-    for (int64_t c = 0; c < C; ++c) dot += double(w[c]) * double(gr[c]) * double(xr[c]);
-    const double rs = r[n];
-    const float coef = float(rs * rs * rs * dot / double(C));
-    const float rsf = r[n];
-    float* dr = dx + n * C;
-    for (int64_t c = 0; c < C; ++c) dr[c] += rsf * (w[c] * gr[c]) - coef * xr[c];
-  }
-
-  const int64_t chunks = (C + kColumnChunk - 1) / kColumnChunk;
-#pragma omp parallel for schedule(static)
-  for (int64_t ch = 0; ch < chunks; ++ch) {
-    const int64_t c0 = ch * kColumnChunk;
-    const int64_t len = std::min(kColumnChunk, C - c0);
-    double acc[kColumnChunk] = {};
-    for (int64_t n = 0; n < N; ++n) {
-      const float* gr = g + n * C + c0;
-      const float* xr = x + n * C + c0;
-      const double rs = r[n];
-      for (int64_t j = 0; j < len; ++j) acc[j] += double(gr[j]) * double(xr[j]) * rs;
-    }
-    for (int64_t j = 0; j < len; ++j) dw[c0 + j] += float(acc[j]);
-  }
+  detail::rmsnorm_backward_rows(dsum.ptr<float>(), true, dweight.ptr<float>(), dout.ptr<float>(), sum.ptr<float>(),
+                                weight.ptr<float>(), rstd.ptr<float>(), N, C);
 }
 
 }  // namespace dapo::ops::cpu
