@@ -39,6 +39,31 @@ void memory_free(Device device, void* p) {
 #endif
 }
 
+void* pinned_alloc(size_t bytes) {
+  if (bytes == 0) return nullptr;
+#ifdef DAPO_WITH_CUDA
+  if (cuda_available()) {
+    void* p = nullptr;
+    const cudaError_t err = cudaHostAlloc(&p, bytes, cudaHostAllocDefault);
+    DAPO_CHECK(err == cudaSuccess, "cudaHostAlloc of ", bytes, " bytes: ", cudaGetErrorString(err));
+    return p;
+  }
+#endif
+  return memory_alloc(Device::cpu, bytes);
+}
+
+void pinned_free(void* p) {
+  if (p == nullptr) return;
+#ifdef DAPO_WITH_CUDA
+  if (cuda_available()) {
+    const cudaError_t err = cudaFreeHost(p);
+    DAPO_CHECK(err == cudaSuccess, "cudaFreeHost: ", cudaGetErrorString(err));
+    return;
+  }
+#endif
+  memory_free(Device::cpu, p);
+}
+
 bool cuda_available() {
 #ifdef DAPO_WITH_CUDA
   int n = 0;
@@ -48,12 +73,33 @@ bool cuda_available() {
 #endif
 }
 
+size_t device_memory_free() {
+#ifdef DAPO_WITH_CUDA
+  size_t free = 0, total = 0;
+  const cudaError_t err = cudaMemGetInfo(&free, &total);
+  DAPO_CHECK(err == cudaSuccess, "cudaMemGetInfo: ", cudaGetErrorString(err));
+  return free;
+#else
+  return 0;
+#endif
+}
+
 Arena::Arena(size_t capacity_bytes, Device device, std::string name)
     : capacity_(capacity_bytes), device_(device), name_(std::move(name)) {
   base_ = static_cast<char*>(memory_alloc(device, capacity_bytes));
 }
 
-Arena::~Arena() { memory_free(device_, base_); }
+Arena::Arena(size_t capacity_bytes, Pinned, std::string name)
+    : capacity_(capacity_bytes), device_(Device::cpu), pinned_(true), name_(std::move(name)) {
+  base_ = static_cast<char*>(pinned_alloc(capacity_bytes));
+}
+
+Arena::~Arena() {
+  if (pinned_)
+    pinned_free(base_);
+  else
+    memory_free(device_, base_);
+}
 
 void* Arena::alloc_bytes(size_t bytes) {
   const size_t start = (used_ + kAlign - 1) / kAlign * kAlign;

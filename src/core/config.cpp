@@ -127,6 +127,8 @@ class Schema {
         "new positions per engine step");
     add("rollout", "kv_cache_gib", &C::rollout, &RolloutConfig::kv_cache_gib,
         "KV-cache budget per rank (GiB); 0: sized from the requests");
+    add("rollout", "kv_cache_memory_fraction", &C::rollout, &RolloutConfig::kv_cache_memory_fraction,
+        "with kv_cache_gib = 0 on a GPU: at most this fraction of the free GPU memory");
     add("algorithm", "adv_estimator", &C::algorithm, &AlgorithmConfig::adv_estimator, "grpo");
     add("algorithm", "norm_adv_by_std", &C::algorithm, &AlgorithmConfig::norm_adv_by_std,
         "divide group-centred rewards by the group's std");
@@ -299,6 +301,8 @@ void validate(const Config& c) {
   if (r.max_num_seqs < 1) fail("rollout.max_num_seqs", "must be at least 1");
   if (r.max_num_batched_tokens < 1) fail("rollout.max_num_batched_tokens", "must be at least 1");
   if (!(r.kv_cache_gib >= 0)) fail("rollout.kv_cache_gib", "must be >= 0 (0 means sized from the requests)");
+  if (!(r.kv_cache_memory_fraction > 0 && r.kv_cache_memory_fraction <= 1))
+    fail("rollout.kv_cache_memory_fraction", "must be in (0, 1]");
   if (c.data.max_prompt_length < 1) fail("data.max_prompt_length", "must be at least 1");
   const auto& a = c.algorithm;
   if (!(a.clip_ratio_low >= 0 && a.clip_ratio_low < 1)) fail("algorithm.clip_ratio_low", "must be in [0, 1)");

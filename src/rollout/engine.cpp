@@ -13,32 +13,31 @@
 #include "dapo/core/clock.h"
 #include "dapo/core/error.h"
 #include "dapo/ops/kv_copy.h"
+#include "dapo/ops/copy.h"
 #include "dapo/ops/sampling.h"
+#include "step_staging.h"
 
 namespace dapo::rollout {
 namespace {
 
-// The per-step rows of generate(): the logits of the step (B, V), the rows
-// to sample from (R, V) and, per row, the sampled token, its logprob and its
-// random-stream key. B and R are at most max_seqs. Carved from c's arena,
-// or only counted when c has none: generate() sizes its arena by counting.
+// The per-step rows of generate(), on the backend's device: the logits of
+// the step (B, V), the rows to sample from when they are not the logits'
+// rows one for one (R, V), and the sampled tokens (R) i32 followed by their
+// log-probs (R) f32 in one block (`sampled`, 2 * max_seqs words), so that
+// one copy brings both back to the host. B and R are at most max_seqs.
+// Carved from c's arena, or only counted when c has none: generate() sizes
+// its arena by counting.
 struct StepRows {
   float* logits;
   float* row_logits;
-  int32_t* tokens;
-  float* logprobs;
-  int64_t* streams;
-  int64_t* counters;
+  int32_t* sampled;
 };
 
 StepRows carve_step_rows(Carver& c, int64_t max_seqs, int64_t V) {
   StepRows r;
   r.logits = c.alloc_array<float>(size_t(max_seqs * V));
   r.row_logits = c.alloc_array<float>(size_t(max_seqs * V));
-  r.tokens = c.alloc_array<int32_t>(size_t(max_seqs));
-  r.logprobs = c.alloc_array<float>(size_t(max_seqs));
-  r.streams = c.alloc_array<int64_t>(size_t(max_seqs));
-  r.counters = c.alloc_array<int64_t>(size_t(max_seqs));
+  r.sampled = c.alloc_array<int32_t>(size_t(2 * max_seqs));
   return r;
 }
 
@@ -47,30 +46,18 @@ size_t host_memory_bytes() {
   return pages > 0 && page > 0 ? size_t(pages) * size_t(page) : size_t(4) << 30;
 }
 
-// The step's copy-on-writes, in order, group by group (copy_groups).
-void run_copies(const ops::Ctx& ctx, const model::KvCache& cache, const std::vector<BlockCopy>& copies,
-                std::vector<int32_t>& src, std::vector<int32_t>& dst) {
-  size_t begin = 0;
-  for (const size_t end : copy_groups(copies)) {
-    src.clear();
-    dst.clear();
-    for (size_t i = begin; i < end; ++i) {
-      src.push_back(copies[i].src);
-      dst.push_back(copies[i].dst);
-    }
-    const int64_t m = int64_t(src.size());
-    for (size_t l = 0; l < cache.k.size(); ++l)
-      ops::kv_block_copy(ctx, cache.k[l], cache.v[l], tensor_i32(src.data(), {m}), tensor_i32(dst.data(), {m}));
-    begin = end;
-  }
-}
-
-// The step's metadata for forward_cached, rebuilt on the host every step.
+// The step's metadata for forward_cached, rebuilt on the host every step,
+// then packed into the staging block (one upload per step).
 struct StepBuffers {
   std::vector<int32_t> tokens, positions, cu_seqlens_q, last_rows, slot_mapping, block_table, context_lens;
-  int64_t max_blocks = 0;
+  std::vector<int32_t> copy_src, copy_dst, logit_rows;
+  std::vector<int64_t> streams, counters;
+  std::vector<size_t> copy_ends;  // copy_groups(plan.copies)
+  int64_t max_blocks = 0, max_context_len = 0;
+  bool rows_are_chunks = true;    // row r samples from logits row r, for every r
 
-  void build(const StepPlan& plan, const Scheduler& sched, int64_t block_size) {
+  void build(const StepPlan& plan, const Scheduler& sched, int64_t block_size, std::span<const uint64_t> uids,
+             uint64_t step) {
     tokens.clear();
     positions.clear();
     slot_mapping.clear();
@@ -78,6 +65,7 @@ struct StepBuffers {
     context_lens.clear();
     cu_seqlens_q.assign(1, 0);
     max_blocks = 1;
+    max_context_len = 1;
     for (const ScheduledChunk& c : plan.chunks)
       max_blocks = std::max<int64_t>(max_blocks, int64_t(sched.table(c.seq).size()));
     block_table.assign(plan.chunks.size() * size_t(max_blocks), 0);
@@ -92,18 +80,69 @@ struct StepBuffers {
       cu_seqlens_q.push_back(int32_t(tokens.size()));
       last_rows.push_back(int32_t(tokens.size()) - 1);
       context_lens.push_back(int32_t(c.begin + c.count));
+      max_context_len = std::max(max_context_len, c.begin + c.count);
       std::copy(table.begin(), table.end(), block_table.begin() + std::ptrdiff_t(b * size_t(max_blocks)));
     }
-  }
-
-  model::CachedBatch view() {
-    const int64_t N = int64_t(tokens.size()), B = int64_t(last_rows.size());
-    return {tensor_i32(tokens.data(), {N}),          tensor_i32(positions.data(), {N}),
-            tensor_i32(cu_seqlens_q.data(), {B + 1}), tensor_i32(last_rows.data(), {B}),
-            tensor_i32(slot_mapping.data(), {N}),    tensor_i32(block_table.data(), {B, max_blocks}),
-            tensor_i32(context_lens.data(), {B})};
+    copy_src.clear();
+    copy_dst.clear();
+    for (const BlockCopy& c : plan.copies) {
+      copy_src.push_back(c.src);
+      copy_dst.push_back(c.dst);
+    }
+    copy_ends = copy_groups(plan.copies);
+    logit_rows.clear();
+    streams.clear();
+    counters.clear();
+    rows_are_chunks = plan.rows.size() == plan.chunks.size();
+    for (size_t r = 0; r < plan.rows.size(); ++r) {
+      const SampleRow& row = plan.rows[r];
+      logit_rows.push_back(int32_t(row.chunk));
+      rows_are_chunks = rows_are_chunks && row.chunk == int64_t(r);
+      streams.push_back(int64_t(sample_stream(step, uids[size_t(row.prompt)], row.sample)));
+      counters.push_back(row.position);
+    }
   }
 };
+
+// The staged views of one step.
+struct StepViews {
+  model::CachedBatch batch;
+  Tensor copy_src, copy_dst, streams, counters;
+};
+
+StepViews stage(StepStaging& staging, const StepBuffers& s) {
+  const int64_t N = int64_t(s.tokens.size()), B = int64_t(s.last_rows.size());
+  const int64_t M = int64_t(s.copy_src.size()), R = int64_t(s.streams.size());
+  staging.begin();
+  StepViews v;
+  v.batch.tokens = staging.add_i32(s.tokens, {N});
+  v.batch.positions = staging.add_i32(s.positions, {N});
+  v.batch.cu_seqlens_q = staging.add_i32(s.cu_seqlens_q, {B + 1});
+  v.batch.last_rows = staging.add_i32(s.last_rows, {B});
+  v.batch.slot_mapping = staging.add_i32(s.slot_mapping, {N});
+  v.batch.block_table = staging.add_i32(s.block_table, {B, s.max_blocks});
+  v.batch.context_lens = staging.add_i32(s.context_lens, {B});
+  v.batch.max_context_len = s.max_context_len;
+  v.copy_src = staging.add_i32(s.copy_src, {M});
+  v.copy_dst = staging.add_i32(s.copy_dst, {M});
+  v.streams = staging.add_i64(s.streams, {R});
+  v.counters = staging.add_i64(s.counters, {R});
+  staging.upload();
+  return v;
+}
+
+// The step's copy-on-writes, in order, group by group (copy_groups): the
+// copies of one group are independent, later groups may read their blocks.
+void run_copies(const ops::Ctx& ctx, const model::KvCache& cache, const StepBuffers& s, const StepViews& v) {
+  size_t begin = 0;
+  for (const size_t end : s.copy_ends) {
+    const int64_t m = int64_t(end - begin);
+    const Tensor src(static_cast<int32_t*>(v.copy_src.data) + begin, DType::i32, {m}, v.copy_src.device);
+    const Tensor dst(static_cast<int32_t*>(v.copy_dst.data) + begin, DType::i32, {m}, v.copy_dst.device);
+    for (size_t l = 0; l < cache.k.size(); ++l) ops::kv_block_copy(ctx, cache.k[l], cache.v[l], src, dst);
+    begin = end;
+  }
+}
 
 uint64_t tokens_hash(const int32_t* tokens, size_t n) {
   uint64_t h = kStreamHashInit;
@@ -141,22 +180,23 @@ EngineOptions engine_options(const Config& config) {
   o.max_num_seqs = config.rollout.max_num_seqs;
   o.max_batch_tokens = config.rollout.max_num_batched_tokens;
   o.kv_cache_bytes = size_t(config.rollout.kv_cache_gib * 1024.0 * 1024.0 * 1024.0);
+  o.kv_cache_memory_fraction = config.rollout.kv_cache_memory_fraction;
   return o;
 }
 
 int64_t kv_blocks_for_budget(const model::Qwen2Config& config, int64_t tp_size, int64_t block_size,
-                             size_t budget_bytes) {
+                             size_t budget_bytes, Device device) {
   DAPO_CHECK(block_size >= 1, "block_size ", block_size);
-  if (model::kv_cache_bytes(config, tp_size, 1, block_size) > budget_bytes) return 0;
+  if (model::kv_cache_bytes(config, tp_size, 1, block_size, device) > budget_bytes) return 0;
   // kv_cache_bytes grows with the block count: double, then bisect.
   int64_t lo = 1, hi = 2;
-  while (hi < (int64_t(1) << 31) && model::kv_cache_bytes(config, tp_size, hi, block_size) <= budget_bytes) {
+  while (hi < (int64_t(1) << 31) && model::kv_cache_bytes(config, tp_size, hi, block_size, device) <= budget_bytes) {
     lo = hi;
     hi *= 2;
   }
   while (hi - lo > 1) {
     const int64_t mid = lo + (hi - lo) / 2;
-    (model::kv_cache_bytes(config, tp_size, mid, block_size) <= budget_bytes ? lo : hi) = mid;
+    (model::kv_cache_bytes(config, tp_size, mid, block_size, device) <= budget_bytes ? lo : hi) = mid;
   }
   return std::min<int64_t>(lo, INT32_MAX);
 }
@@ -173,8 +213,6 @@ GenerationEngine::GenerationEngine(const model::Qwen2Model& model, const paralle
 
 RolloutBatch GenerationEngine::generate(std::span<const PromptInput> prompts, const SamplingOptions& sampling,
                                         const ProgressCallback& progress) {
-  DAPO_CHECK(ctx_.backend == ops::Backend::cpu,
-             "GenerationEngine: the CUDA path (device staging of the step metadata) is not written yet");
   DAPO_CHECK(sampling.n >= 1 && sampling.temperature >= 0 && sampling.top_p > 0 && sampling.max_response_length >= 0,
              "SamplingOptions: n ", sampling.n, ", temperature ", sampling.temperature, ", top_p ", sampling.top_p,
              ", max_response_length ", sampling.max_response_length);
@@ -182,6 +220,7 @@ RolloutBatch GenerationEngine::generate(std::span<const PromptInput> prompts, co
   const model::Qwen2Config& config = model_.config();
   const int64_t V = model_.dims().V, tp_size = model_.dims().tp, bs = options_.block_size;
   const Device device = ops::backend_device(ctx_.backend);
+  const bool on_gpu = ctx_.backend == ops::Backend::cuda;
 
   SchedulerLimits limits;
   limits.n = sampling.n;
@@ -199,36 +238,13 @@ RolloutBatch GenerationEngine::generate(std::span<const PromptInput> prompts, co
     longest_prompt = std::max<int64_t>(longest_prompt, int64_t(p.ids.size()));
   }
   const int64_t max_len = longest_prompt + sampling.max_response_length;
+  const int64_t max_blocks = (max_len + bs - 1) / bs;
 
-  // ---- the KV pool from the budget ----
-  size_t budget = options_.kv_cache_bytes;
-  if (budget == 0) {
-    const int64_t seqs = std::min<int64_t>(max_seqs, std::max<int64_t>(1, int64_t(prompts.size()) * sampling.n));
-    const int64_t blocks = seqs * ((max_len + bs - 1) / bs + 1);
-    budget = std::min(model::kv_cache_bytes(config, tp_size, blocks, bs), host_memory_bytes() / 4);
-    budget = std::max(budget, model::kv_cache_bytes(config, tp_size, (max_len + bs - 1) / bs, bs));
-  }
-  const int64_t num_blocks = kv_blocks_for_budget(config, tp_size, bs, budget);
-  if (num_blocks < 1)
-    throw UserError(cat("rollout: a KV-cache budget of ", budget, " bytes cannot hold one block of ", bs,
-                        " positions (", model::kv_cache_bytes(config, tp_size, 1, bs), " bytes)"));
-  BlockManager blocks(num_blocks, bs);
-  Scheduler sched(blocks, limits);
-  for (const PromptInput& p : prompts) sched.add_prompt(p.uid, p.ids);
-
-  stats_ = GenerationStats{};
-  stats_.num_blocks = num_blocks;
-  stats_.block_size = bs;
-  stats_.kv_cache_bytes = model::kv_cache_bytes(config, tp_size, num_blocks, bs);
-
-  // ---- the memory of one step ----
-  const int threads = omp_get_max_threads();
-  const int64_t context = std::min(max_len, num_blocks * bs);
-  Arena kv_arena(stats_.kv_cache_bytes, device, "kv-cache");
-  const model::KvCache cache = model::allocate_kv_cache(kv_arena, config, tp_size, num_blocks, bs);
+  // ---- the memory of one step, before the pool, which takes what is left ----
+  const int threads = on_gpu ? 1 : omp_get_max_threads();
   Arena act(model_.cached_activation_bytes(max_tokens, max_seqs), device, "generation-activations");
-  const size_t sampling_scratch = size_t(threads) * 8 * size_t(V) + 2 * Arena::kAlign;
-  Arena scratch(std::max(model_.scratch_bytes(max_tokens, context, max_seqs, threads), sampling_scratch), device,
+  const size_t sampling_scratch = on_gpu ? 0 : size_t(threads) * 8 * size_t(V) + 2 * Arena::kAlign;
+  Arena scratch(std::max(model_.scratch_bytes(max_tokens, max_len, max_seqs, threads), sampling_scratch), device,
                 "generation-scratch");
   ops::Ctx ctx = ctx_;
   ctx.scratch = &scratch;
@@ -237,39 +253,83 @@ RolloutBatch GenerationEngine::generate(std::span<const PromptInput> prompts, co
   carve_step_rows(count_rows, max_seqs, V);
   Arena rows(count_rows.arena_bytes(), device, "generation-rows");
   Carver carve_rows(&rows);
-  const auto [logits, row_logits, tokens, logprobs, streams, counters] = carve_step_rows(carve_rows, max_seqs, V);
+  const auto [logits, row_logits, sampled] = carve_step_rows(carve_rows, max_seqs, V);
+  StepStaging staging(StepStaging::capacity_for(max_tokens, max_seqs, max_blocks, max_seqs, max_seqs), ctx);
+  Arena readback(2 * (size_t(max_seqs) * sizeof(int32_t) + Arena::kAlign), Arena::Pinned{}, "sampled-tokens-host");
+  int32_t* const host_tokens = readback.alloc_array<int32_t>(size_t(max_seqs));
+  float* const host_logprobs = readback.alloc_array<float>(size_t(max_seqs));
+
+  // ---- the KV pool from the budget ----
+  size_t budget = options_.kv_cache_bytes;
+  if (budget == 0) {
+    // What the requests can use: every seat holding a full-length sequence.
+    const int64_t seqs = std::min<int64_t>(max_seqs, std::max<int64_t>(1, int64_t(prompts.size()) * sampling.n));
+    budget = model::kv_cache_bytes(config, tp_size, seqs * (max_blocks + 1), bs, device);
+    const double fraction = std::clamp(options_.kv_cache_memory_fraction, 0.0, 1.0);
+    const size_t cap = on_gpu ? size_t(double(device_memory_free()) * fraction) : host_memory_bytes() / 4;
+    budget = std::min(budget, cap);
+    // At least one full sequence; if the device cannot give that, the
+    // allocation below says so.
+    budget = std::max(budget, model::kv_cache_bytes(config, tp_size, max_blocks, bs, device));
+  }
+  const int64_t num_blocks = kv_blocks_for_budget(config, tp_size, bs, budget, device);
+  if (num_blocks < 1)
+    throw UserError(cat("rollout: a KV-cache budget of ", budget, " bytes cannot hold one block of ", bs,
+                        " positions (", model::kv_cache_bytes(config, tp_size, 1, bs, device), " bytes)"));
+  BlockManager blocks(num_blocks, bs);
+  Scheduler sched(blocks, limits);
+  for (const PromptInput& p : prompts) sched.add_prompt(p.uid, p.ids);
+
+  stats_ = GenerationStats{};
+  stats_.num_blocks = num_blocks;
+  stats_.block_size = bs;
+  stats_.kv_cache_bytes = model::kv_cache_bytes(config, tp_size, num_blocks, bs, device);
+  Arena kv_arena(stats_.kv_cache_bytes, device, "kv-cache");
+  const model::KvCache cache = model::allocate_kv_cache(kv_arena, config, tp_size, num_blocks, bs);
   const ops::SamplingParams params{sampling.seed, float(sampling.temperature), float(sampling.top_p),
                                    int(std::min<int64_t>(std::max<int64_t>(sampling.top_k, 0), INT32_MAX))};
 
   StepBuffers step;
-  std::vector<int32_t> copy_src, copy_dst;
   std::vector<uint64_t> uids;
   for (const PromptInput& p : prompts) uids.push_back(p.uid);
   while (!sched.done()) {
     const StepPlan& plan = sched.schedule();
-    run_copies(ctx, cache, plan.copies, copy_src, copy_dst);
-    step.build(plan, sched, bs);
+    step.build(plan, sched, bs, uids, sampling.step);
     const int64_t B = int64_t(plan.chunks.size()), R = int64_t(plan.rows.size());
-    DAPO_CHECK(B <= max_seqs && int64_t(step.tokens.size()) <= max_tokens, "step of ", B, " sequences and ",
-               step.tokens.size(), " tokens over the planned ", max_seqs, " and ", max_tokens);
-    model_.forward_cached(ctx, act, cache, step.view(), tensor_f32(logits, {B, V}));
-    for (int64_t r = 0; r < R; ++r) {
-      const SampleRow& row = plan.rows[size_t(r)];
-      std::copy_n(logits + row.chunk * V, V, row_logits + r * V);
-      streams[r] = int64_t(sample_stream(sampling.step, uids[size_t(row.prompt)], row.sample));
-      counters[r] = row.position;
+    DAPO_CHECK(B <= max_seqs && int64_t(step.tokens.size()) <= max_tokens && R <= max_seqs, "step of ", B,
+               " sequences, ", step.tokens.size(), " tokens and ", R, " rows over the planned ", max_seqs, " and ",
+               max_tokens);
+    const StepViews v = stage(staging, step);
+    run_copies(ctx, cache, step, v);
+    const Tensor step_logits(logits, DType::f32, {B, V}, device);
+    model_.forward_cached(ctx, act, cache, v.batch, step_logits);
+    if (R > 0) {
+      // Rows that are not the logits' rows one for one (a prompt whose
+      // prefill ends here is sampled n times) are gathered first.
+      Tensor from = step_logits;
+      if (!step.rows_are_chunks) {
+        from = Tensor(row_logits, DType::f32, {R, V}, device);
+        for (int64_t r = 0; r < R; ++r)
+          ops::copy(ctx, Tensor(row_logits + r * V, DType::f32, {V}, device),
+                    Tensor(logits + int64_t(step.logit_rows[size_t(r)]) * V, DType::f32, {V}, device));
+      }
+      const Tensor tokens(sampled, DType::i32, {R}, device);
+      const Tensor logprobs(sampled + max_seqs, DType::f32, {R}, device);
+      ops::sample_tokens(ctx, tokens, logprobs, from, v.streams, v.counters, params);
+      // The one read-back of the step; it also tells the host that the
+      // step's staged metadata was consumed.
+      ops::copy(ctx, Tensor(host_tokens, DType::i32, {R}), tokens);
+      ops::copy(ctx, Tensor(host_logprobs, DType::f32, {R}), logprobs);
     }
-    if (R > 0)
-      ops::sample_tokens(ctx, tensor_i32(tokens, {R}), tensor_f32(logprobs, {R}), tensor_f32(row_logits, {R, V}),
-                         tensor_i64(streams, {R}), tensor_i64(counters, {R}), params);
+    ops::stream_synchronize(ctx);
     if (options_.check_tp_agreement && tp_.size() > 1) {
-      const int64_t h = int64_t(tokens_hash(tokens, size_t(R)) >> 2);
+      const int64_t h = int64_t(tokens_hash(host_tokens, size_t(R)) >> 2);
       int64_t both[2] = {h, -h};
       tp_.all_reduce_i64(both, parallel::ReduceOp::max);
       DAPO_CHECK(both[0] == h && both[1] == -h, "GenerationEngine: tp ranks sampled different tokens in step ",
                  sched.stats().steps, " (their logits differ)");
     }
-    sched.commit(std::span<const int32_t>(tokens, size_t(R)), std::span<const float>(logprobs, size_t(R)));
+    sched.commit(std::span<const int32_t>(host_tokens, size_t(R)), std::span<const float>(host_logprobs, size_t(R)));
     if (progress) {
       GenerationProgress p;
       p.step = sched.stats().steps;

@@ -18,13 +18,25 @@ namespace dapo {
 // CUDA builds; asking for it elsewhere is a fatal error).
 void* memory_alloc(Device device, size_t bytes);
 void memory_free(Device device, void* p);
+// Page-locked host memory (cudaHostAlloc) for staging buffers that a GPU
+// stream copies from or to without the driver's bounce buffer, so that an
+// async copy is really async. Builds without CUDA, or hosts without a GPU,
+// get ordinary aligned host memory.
+void* pinned_alloc(size_t bytes);
+void pinned_free(void* p);
 bool cuda_available();  // built with CUDA and at least one device visible
+// Bytes free on the current GPU (cudaMemGetInfo); 0 without CUDA.
+size_t device_memory_free();
 
 class Arena {
  public:
   static constexpr size_t kAlign = 256;  // cache lines; cuBLASLt/TMA-friendly on GPUs
 
   Arena(size_t capacity_bytes, Device device, std::string name);
+  // A host arena in page-locked memory (pinned_alloc): the per-step
+  // host<->device staging of the generation engine.
+  struct Pinned {};
+  Arena(size_t capacity_bytes, Pinned, std::string name);
   ~Arena();
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;
@@ -48,6 +60,7 @@ class Arena {
   size_t used_ = 0;
   size_t peak_ = 0;
   Device device_;
+  bool pinned_ = false;
   std::string name_;
 };
 

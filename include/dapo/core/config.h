@@ -56,6 +56,10 @@ struct RolloutConfig {
   int64_t max_num_seqs = 256;           // sequences per engine step
   int64_t max_num_batched_tokens = 8192;  // new positions per engine step
   double kv_cache_gib = 0;              // KV-cache budget per rank in GiB; 0: sized from the requests
+  // With kv_cache_gib = 0 on a GPU: the pool takes at most this fraction
+  // of the GPU memory free when generation starts (after the engine's
+  // activations and scratch), as vLLM's gpu_memory_utilization bounds it.
+  double kv_cache_memory_fraction = 0.9;
 };
 
 struct AlgorithmConfig {

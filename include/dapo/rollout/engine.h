@@ -17,15 +17,20 @@
 // samples the same tokens and the schedulers stay in step without talking;
 // EngineOptions::check_tp_agreement verifies it at every step.
 //
-// Memory: each generate() carves, on the backend's device, the KV pool
-// (its budget), the activations of one step (max_batch_tokens new tokens of
-// max_num_seqs sequences) and the ops' scratch, and gives them back when it
-// returns, so the update phase gets the memory after generation.
+// Memory: each generate() carves, on the backend's device, the activations
+// of one step (max_batch_tokens new tokens of max_num_seqs sequences), the
+// ops' scratch, the step's logits rows, then the KV pool (its budget), and
+// gives them all back when it returns, so the update phase gets the memory
+// after generation. On a GPU without a set budget the pool takes what the
+// requests can use, at most kv_cache_memory_fraction of the memory then free.
 //
-// Backend: the step metadata (block tables, slot mappings) and the sampled
-// rows are built on the host; the CPU backend reads them directly. The CUDA
-// backend needs a host->device staging copy of them per step (not done yet:
-// generate() refuses a CUDA ctx with a message saying so).
+// Backends: the scheduler and the step metadata (block tables, slot
+// mappings, copy-on-write pairs, random-stream keys) live on the host. On
+// a GPU the metadata reaches the device in one pinned host-to-device copy
+// per step, the forward and the sampler run on the ctx's stream, and the
+// sampled tokens and log-probs come back in one device-to-host copy, the
+// step's only synchronisation. The model's weights are read where they are
+// (the ParamStore's compute copy: the trainer's own bf16 weights).
 #pragma once
 
 #include <cstddef>
@@ -54,8 +59,11 @@ struct EngineOptions {
   int64_t block_size = 16;          // positions per KV-cache block
   // KV-cache budget of this rank in bytes (both pools, every layer).
   // 0: what the requests can use (max_num_seqs sequences of the longest
-  // prompt + max_response_length), at most a quarter of the host memory.
+  // prompt + max_response_length), at most a quarter of the host memory
+  // (CPU) or kv_cache_memory_fraction of the free GPU memory (CUDA).
   size_t kv_cache_bytes = 0;
+  // kv_cache_bytes = 0 on a GPU: at most this fraction of the free memory.
+  double kv_cache_memory_fraction = 0.9;
   int64_t max_num_seqs = 256;       // sequences per step (raised to n)
   int64_t max_batch_tokens = 4096;  // new positions per step (raised to max_num_seqs)
   // All-reduce a hash of every step's sampled tokens over tp and fail if
@@ -80,7 +88,8 @@ SamplingOptions sampling_options(const Config& config, std::vector<int32_t> eos_
 // The same with the validation settings rollout.val_{n, temperature, top_p, top_k}.
 SamplingOptions validation_sampling_options(const Config& config, std::vector<int32_t> eos_ids, uint64_t step);
 
-// rollout.{block_size, max_num_seqs, max_num_batched_tokens, kv_cache_gib}.
+// rollout.{block_size, max_num_seqs, max_num_batched_tokens, kv_cache_gib,
+// kv_cache_memory_fraction}.
 EngineOptions engine_options(const Config& config);
 
 // The random stream of response `sample` of prompt `prompt_uid` in `step`.
@@ -117,10 +126,10 @@ struct GenerationStats {
   double tokens_per_s = 0;        // sampled tokens per second
 };
 
-// Blocks of `block_size` positions whose cache (model::kv_cache_bytes)
-// fits `budget_bytes` on this rank; 0 when not even one does.
+// Blocks of `block_size` positions whose cache (model::kv_cache_bytes on
+// `device`) fits `budget_bytes` on this rank; 0 when not even one does.
 int64_t kv_blocks_for_budget(const model::Qwen2Config& config, int64_t tp_size, int64_t block_size,
-                             size_t budget_bytes);
+                             size_t budget_bytes, Device device = Device::cpu);
 
 class GenerationEngine {
  public:

@@ -1,0 +1,15 @@
+// CUDA copy (include/dapo/ops/copy.h): one cudaMemcpyAsync on the ctx's
+// stream; cudaMemcpyDefault lets unified addressing tell host from device.
+#include "common.cuh"
+#include "dapo/ops/copy.h"
+
+namespace dapo::ops::cuda {
+
+void copy(const Ctx& ctx, Tensor dst, Tensor src) {
+  if (dst.nbytes() == 0) return;
+  DAPO_CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data, dst.nbytes(), cudaMemcpyDefault, cuda_detail::stream_of(ctx)));
+}
+
+void stream_synchronize(const Ctx& ctx) { DAPO_CUDA_CHECK(cudaStreamSynchronize(cuda_detail::stream_of(ctx))); }
+
+}  // namespace dapo::ops::cuda
