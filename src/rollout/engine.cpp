@@ -293,12 +293,16 @@ RolloutBatch GenerationEngine::generate(std::span<const PromptInput> prompts, co
   std::vector<uint64_t> uids;
   for (const PromptInput& p : prompts) uids.push_back(p.uid);
   while (!sched.done()) {
+    const auto t_plan = Clock::now();
     const StepPlan& plan = sched.schedule();
     step.build(plan, sched, bs, uids, sampling.step);
+    const bool has_prefill = int64_t(step.tokens.size()) > int64_t(plan.chunks.size());
     const int64_t B = int64_t(plan.chunks.size()), R = int64_t(plan.rows.size());
     DAPO_CHECK(B <= max_seqs && int64_t(step.tokens.size()) <= max_tokens && R <= max_seqs, "step of ", B,
                " sequences, ", step.tokens.size(), " tokens and ", R, " rows over the planned ", max_seqs, " and ",
                max_tokens);
+    const auto t_launch = Clock::now();
+    stats_.host_seconds += seconds_between(t_plan, t_launch);
     const StepViews v = stage(staging, step);
     run_copies(ctx, cache, step, v);
     const Tensor step_logits(logits, DType::f32, {B, V}, device);
@@ -322,6 +326,9 @@ RolloutBatch GenerationEngine::generate(std::span<const PromptInput> prompts, co
       ops::copy(ctx, Tensor(host_logprobs, DType::f32, {R}), logprobs);
     }
     ops::stream_synchronize(ctx);
+    const auto t_done = Clock::now();
+    (has_prefill ? stats_.prefill_step_seconds : stats_.decode_step_seconds) += seconds_between(t_launch, t_done);
+    ++(has_prefill ? stats_.prefill_steps : stats_.decode_steps);
     if (options_.check_tp_agreement && tp_.size() > 1) {
       const int64_t h = int64_t(tokens_hash(host_tokens, size_t(R)) >> 2);
       int64_t both[2] = {h, -h};
@@ -330,6 +337,7 @@ RolloutBatch GenerationEngine::generate(std::span<const PromptInput> prompts, co
                  sched.stats().steps, " (their logits differ)");
     }
     sched.commit(std::span<const int32_t>(host_tokens, size_t(R)), std::span<const float>(host_logprobs, size_t(R)));
+    stats_.host_seconds += seconds_since(t_done);
     if (progress) {
       GenerationProgress p;
       p.step = sched.stats().steps;

@@ -124,6 +124,16 @@ struct GenerationStats {
   size_t kv_cache_bytes = 0;
   double seconds = 0;
   double tokens_per_s = 0;        // sampled tokens per second
+  // Where the wall time went: planning and bookkeeping on the host
+  // (schedule, metadata, commit), and the steps from their launch to the
+  // tokens' arrival on the host, split into steps with prefill positions
+  // (chunked prefill or recomputation, decodes riding along) and pure
+  // decode steps.
+  double host_seconds = 0;
+  double prefill_step_seconds = 0;
+  double decode_step_seconds = 0;
+  int64_t prefill_steps = 0;
+  int64_t decode_steps = 0;
 };
 
 // Blocks of `block_size` positions whose cache (model::kv_cache_bytes on

@@ -1,0 +1,318 @@
+// The generation engine on one GPU (bf16 weights, bf16 paged KV cache,
+// device sampling) against dapo's CPU engine and model (fp32) and the HF
+// fixture: greedy tokens agree wherever the fp32 model's top-1/top-2 margin
+// is clear of bf16 noise, and every greedy token the GPU picks is a top-1
+// of the fp32 model up to that noise; the same seed twice gives the same
+// bits; a pool too small for the batch preempts and still completes every
+// response; the log-probs returned are those of the full softmax.
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "dapo/io/safetensors.h"
+#include "dapo/model/qwen2_model.h"
+#include "dapo/parallel/comm.h"
+#include "dapo/rollout/engine.h"
+#include "gpu/gpu_test_util.h"
+#include "model/fixture_util.h"
+#include "model/model_test_util.h"
+
+namespace dapo::test {
+namespace {
+
+std::string fixtures_dir() {
+  if (const char* d = std::getenv("DAPO_FIXTURES_DIR")) return d;
+  return std::string(DAPO_SOURCE_DIR) + "/tests/fixtures";
+}
+
+// Logit gaps below this are within the bf16 model's noise (the cached
+// forward test measures ~0.02 relative error on the logits).
+constexpr float kTie = 0.05f;
+
+// Head dim 128, GQA 4:1, a vocabulary that is not a power of two.
+model::Qwen2Config mid_config() {
+  model::Qwen2Config c;
+  c.vocab_size = 1000;
+  c.hidden_size = 512;
+  c.intermediate_size = 1376;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 1;
+  c.head_dim = 128;
+  c.max_position_embeddings = 4096;
+  c.rms_norm_eps = 1e-6;
+  c.rope_theta = 1e6;
+  return c;
+}
+
+class EngineGpu : public GpuTest {
+ protected:
+  // The same weights on both backends: fp32 on the host, rounded to bf16
+  // first so that both models start from the same values.
+  void load_random(const model::Qwen2Config& c, uint64_t seed) {
+    config_ = c;
+    cpu_store_ = std::make_unique<model::ParamStore>(c, 0, 1);
+    model::RandomInit init;
+    init.seed = seed;
+    init.weight_scale = 0.08f;
+    cpu_store_->init_random(init);
+    finish_load();
+  }
+
+  void load_fixture(const std::string& dir) {
+    config_ = model::load_qwen2_config(dir + "/config.json");
+    cpu_store_ = std::make_unique<model::ParamStore>(config_, 0, 1);
+    const io::SafetensorsFile weights(dir + "/model.safetensors");
+    for (const model::ParamEntry& e : cpu_store_->entries()) {
+      const std::vector<float> v = read_f32(weights, e.spec.name);
+      cpu_store_->load_full(e.spec.name, v.data(), int64_t(v.size()));
+    }
+    finish_load();
+  }
+
+  void finish_load() {
+    for (const model::ParamEntry& e : cpu_store_->entries()) {
+      float* p = e.param.ptr<float>();
+      for (int64_t i = 0; i < e.param.numel(); ++i) p[i] = to_f32(to_bf16(p[i]));
+    }
+    gpu_store_ = std::make_unique<model::ParamStore>(config_, 0, 1, Device::cuda, gpu().stream);
+    for (const model::ParamEntry& e : cpu_store_->entries())
+      gpu_store_->load_local(e.spec.name, e.param.ptr<float>(), e.param.numel());
+    cpu_model_ = std::make_unique<model::Qwen2Model>(*cpu_store_, tp_);
+    gpu_model_ = std::make_unique<model::Qwen2Model>(*gpu_store_, tp_);
+  }
+
+  rollout::RolloutBatch run(bool on_gpu, const std::vector<rollout::PromptInput>& prompts,
+                            const rollout::SamplingOptions& s, rollout::EngineOptions o = {}) {
+    o.check_tp_agreement = false;
+    rollout::GenerationEngine engine(on_gpu ? *gpu_model_ : *cpu_model_, tp_, on_gpu ? gpu() : cpu(), o);
+    rollout::RolloutBatch b = engine.generate(prompts, s);
+    stats_ = engine.stats();
+    b.check();
+    if (on_gpu) {
+      const ops::DeviceFlags f = device_->read_flags();
+      EXPECT_EQ(f.bad_id_count + f.non_finite_count, 0);
+    }
+    return b;
+  }
+
+  // The fp32 model's logits (L, V) at every position of `tokens` (one
+  // sequence): row i predicts token i + 1.
+  std::vector<float> cpu_logits(const std::vector<int32_t>& tokens) {
+    const int64_t T = int64_t(tokens.size()), V = config_.vocab_size;
+    std::vector<int32_t> toks = tokens, cu{0, int32_t(T)};
+    std::vector<int32_t> pos(static_cast<size_t>(T)), tgt(static_cast<size_t>(T), 0);
+    for (int64_t t = 0; t < T; ++t) pos[size_t(t)] = int32_t(t);
+    model::PackedBatch b;
+    b.tokens = tensor_i32(toks.data(), {T});
+    b.positions = tensor_i32(pos.data(), {T});
+    b.cu_seqlens = tensor_i32(cu.data(), {2});
+    b.targets = tensor_i32(tgt.data(), {T});
+    b.max_seqlen = T;
+    std::vector<float> logits(size_t(T * V));
+    Arena act(cpu_model_->inference_activation_bytes(T) + (size_t(8) << 20), Device::cpu, "ref-act");
+    Arena scratch(cpu_model_->scratch_bytes(T, T, T, 64) + (size_t(8) << 20), Device::cpu, "ref-scratch");
+    ops::Ctx host;
+    host.scratch = &scratch;
+    cpu_model_->forward_logits(host, act, b, tensor_f32(logits.data(), {T, V}));
+    return logits;
+  }
+
+  // For response r of `b`: the fp32 model's gap max(logits) - logits[token]
+  // at each of its tokens (teacher-forced on the response itself).
+  std::vector<float> gaps(const rollout::RolloutBatch& b, int64_t r) {
+    const std::span<const int32_t> prompt = b.prompt(b.response_prompt[size_t(r)]), resp = b.response(r);
+    std::vector<int32_t> seq(prompt.begin(), prompt.end());
+    seq.insert(seq.end(), resp.begin(), resp.end());
+    const std::vector<float> logits = cpu_logits(seq);
+    const int64_t V = config_.vocab_size;
+    std::vector<float> out;
+    for (size_t i = 0; i < resp.size(); ++i) {
+      const float* row = logits.data() + (prompt.size() - 1 + i) * size_t(V);
+      out.push_back(*std::max_element(row, row + V) - row[resp[i]]);
+    }
+    return out;
+  }
+
+  // The top-1/top-2 gap of the fp32 model after prompt + response[0, i).
+  float clear_margin(std::span<const int32_t> prompt, std::span<const int32_t> resp, size_t i) {
+    std::vector<int32_t> seq(prompt.begin(), prompt.end());
+    seq.insert(seq.end(), resp.begin(), resp.begin() + std::ptrdiff_t(i));
+    const std::vector<float> logits = cpu_logits(seq);
+    const int64_t V = config_.vocab_size;
+    std::vector<float> row(logits.end() - V, logits.end());
+    std::nth_element(row.begin(), row.begin() + 1, row.end(), std::greater<float>());
+    return row[0] - row[1];
+  }
+
+  // Two greedy continuations of one prompt agree up to their first
+  // difference, and that difference comes where the fp32 model is tied.
+  void expect_agree_until_tie(std::span<const int32_t> prompt, std::span<const int32_t> a,
+                              std::span<const int32_t> ref, const std::string& what) {
+    const size_t n = std::min(a.size(), ref.size());
+    size_t i = 0;
+    while (i < n && a[i] == ref[i]) ++i;
+    if (i < n) EXPECT_LT(clear_margin(prompt, ref, i), kTie) << what << ": first difference at token " << i;
+    ++compared_;
+    full_agreements_ += i == n;
+  }
+
+  static std::vector<rollout::PromptInput> random_prompts(const std::vector<int>& lengths, int64_t V, uint32_t seed) {
+    std::mt19937 gen(seed);
+    std::uniform_int_distribution<int32_t> id(0, int32_t(V - 1));
+    std::vector<rollout::PromptInput> out;
+    for (size_t i = 0; i < lengths.size(); ++i) {
+      rollout::PromptInput p;
+      p.uid = 0x5000 + seed * 100 + i;
+      for (int t = 0; t < lengths[i]; ++t) p.ids.push_back(id(gen));
+      out.push_back(p);
+    }
+    return out;
+  }
+
+  parallel::Comm tp_ = parallel::Comm::world();
+  model::Qwen2Config config_;
+  std::unique_ptr<model::ParamStore> cpu_store_, gpu_store_;
+  std::unique_ptr<model::Qwen2Model> cpu_model_, gpu_model_;
+  rollout::GenerationStats stats_;
+  int compared_ = 0, full_agreements_ = 0;
+};
+
+rollout::SamplingOptions greedy(int64_t n, int64_t len) {
+  rollout::SamplingOptions s;
+  s.n = n;
+  s.temperature = 0;
+  s.max_response_length = len;
+  s.seed = 7;
+  return s;
+}
+
+// The HF fixture's greedy continuations (fp32 transformers) and the CPU
+// engine's, against the GPU engine's.
+TEST_F(EngineGpu, GreedyAgreesWithHfAndTheCpuEngine) {
+  const std::string dir = fixtures_dir() + "/model/small_d64";
+  if (!std::filesystem::exists(dir + "/expected.json")) GTEST_SKIP() << dir << " is absent";
+  load_fixture(dir);
+  nlohmann::json expected;
+  std::ifstream(dir + "/expected.json") >> expected;
+  std::vector<rollout::PromptInput> prompts;
+  for (size_t i = 0; i < expected["prompts"].size(); ++i)
+    prompts.push_back({uint64_t(100 + i), expected["prompts"][i].get<std::vector<int32_t>>()});
+  const int64_t len = expected["new_tokens"].get<int64_t>();
+  const rollout::RolloutBatch g = run(true, prompts, greedy(1, len)), c = run(false, prompts, greedy(1, len));
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const std::vector<int32_t> hf = expected["continuations"][i].get<std::vector<int32_t>>();
+    ASSERT_EQ(g.response_length(int64_t(i)), len);
+    expect_agree_until_tie(g.prompt(int64_t(i)), g.response(int64_t(i)), hf, "GPU vs HF, prompt " + std::to_string(i));
+    expect_agree_until_tie(g.prompt(int64_t(i)), g.response(int64_t(i)), c.response(int64_t(i)),
+                           "GPU vs CPU engine, prompt " + std::to_string(i));
+  }
+  EXPECT_GT(full_agreements_, 0);
+}
+
+// Longer greedy answers of a model with real head proportions, prompts
+// crossing block boundaries, n = 3 samples sharing their prompt's blocks
+// (copy-on-write on the GPU): the samples are equal, and every token is a
+// top-1 of the fp32 model up to bf16 noise.
+TEST_F(EngineGpu, GreedyTokensAreTopOneOfTheFp32Model) {
+  load_random(mid_config(), 11);
+  const auto prompts = random_prompts({5, 16, 17, 40, 1}, config_.vocab_size, 3);
+  const rollout::RolloutBatch g = run(true, prompts, greedy(3, 48)), c = run(false, prompts, greedy(3, 48));
+  ASSERT_EQ(g.num_responses(), 15);
+  EXPECT_GT(stats_.scheduler.block_copies, 0);
+  for (int64_t r = 0; r < g.num_responses(); ++r) {
+    ASSERT_EQ(g.response_length(r), 48);
+    const std::vector<float> gap = gaps(g, r);
+    for (size_t i = 0; i < gap.size(); ++i) EXPECT_LT(gap[i], kTie) << "response " << r << " token " << i;
+    const int64_t first = r - g.sample_index[size_t(r)];
+    EXPECT_TRUE(std::ranges::equal(g.response(r), g.response(first))) << "greedy samples " << r << ", " << first;
+    if (g.sample_index[size_t(r)] == 0)
+      expect_agree_until_tie(g.prompt(g.response_prompt[size_t(r)]), g.response(r), c.response(r),
+                             "GPU vs CPU engine, response " + std::to_string(r));
+  }
+}
+
+// Sampling at T = 0.8 with top-k and top-p: the same seed twice gives the
+// same tokens and log-prob bits; the log-probs are the full softmax's at
+// T (teacher-forced on the fp32 model), not the truncated distribution's.
+TEST_F(EngineGpu, SampledRunsRepeatBitForBitAndLogprobsAreTheFullSoftmax) {
+  load_random(mid_config(), 12);
+  const auto prompts = random_prompts({9, 33, 2}, config_.vocab_size, 4);
+  rollout::SamplingOptions s;
+  s.n = 4;
+  s.temperature = 0.8;
+  s.top_k = 50;
+  s.top_p = 0.9;
+  s.max_response_length = 40;
+  s.seed = 99;
+  s.step = 3;
+  const rollout::RolloutBatch a = run(true, prompts, s), b = run(true, prompts, s);
+  EXPECT_EQ(a.response_tokens, b.response_tokens);
+  ASSERT_EQ(a.sampling_logprobs.size(), b.sampling_logprobs.size());
+  EXPECT_EQ(0, std::memcmp(a.sampling_logprobs.data(), b.sampling_logprobs.data(),
+                           a.sampling_logprobs.size() * sizeof(float)));
+  // Samples of one prompt differ (distinct random streams).
+  EXPECT_NE(std::vector<int32_t>(a.response(0).begin(), a.response(0).end()),
+            std::vector<int32_t>(a.response(1).begin(), a.response(1).end()));
+  const int64_t V = config_.vocab_size;
+  for (int64_t r = 0; r < a.num_responses(); r += 3) {
+    const std::span<const int32_t> prompt = a.prompt(a.response_prompt[size_t(r)]), resp = a.response(r);
+    std::vector<int32_t> seq(prompt.begin(), prompt.end());
+    seq.insert(seq.end(), resp.begin(), resp.end());
+    const std::vector<float> logits = cpu_logits(seq);
+    for (size_t i = 0; i < resp.size(); ++i) {
+      const float* row = logits.data() + (prompt.size() - 1 + i) * size_t(V);
+      double mx = -1e30, sum = 0;
+      for (int64_t v = 0; v < V; ++v) mx = std::max(mx, double(row[v]) / s.temperature);
+      for (int64_t v = 0; v < V; ++v) sum += std::exp(double(row[v]) / s.temperature - mx);
+      const double want = double(row[resp[i]]) / s.temperature - mx - std::log(sum);
+      EXPECT_NEAR(a.logprobs(r)[i], want, 0.05 + 0.02 * std::fabs(want)) << "response " << r << " token " << i;
+    }
+  }
+}
+
+// A pool of a few sequences for 12 responses: sequences queue and get
+// preempted, are recomputed from their tokens, and every response ends at
+// full length with top-1 tokens.
+TEST_F(EngineGpu, ASmallPoolPreemptsAndCompletesEveryResponse) {
+  load_random(mid_config(), 13);
+  const auto prompts = random_prompts({20, 7, 30}, config_.vocab_size, 5);
+  rollout::EngineOptions o;
+  o.block_size = 16;
+  o.kv_cache_bytes = model::kv_cache_bytes(config_, 1, 12, 16, Device::cuda);  // ~3 full sequences
+  const rollout::RolloutBatch g = run(true, prompts, greedy(4, 64), o);
+  EXPECT_GT(stats_.scheduler.preemptions, 0);
+  EXPECT_EQ(stats_.num_blocks, 12);
+  ASSERT_EQ(g.num_responses(), 12);
+  for (int64_t r = 0; r < g.num_responses(); ++r) {
+    ASSERT_EQ(g.response_length(r), 64);
+    const std::vector<float> gap = gaps(g, r);
+    for (size_t i = 0; i < gap.size(); ++i) EXPECT_LT(gap[i], kTie) << "response " << r << " token " << i;
+  }
+}
+
+// Without a budget the pool takes what the requests need when that fits,
+// and no more than the fraction of free memory when it does not.
+TEST_F(EngineGpu, ThePoolIsSizedFromTheRequestsAndTheFreeMemory) {
+  load_random(mid_config(), 14);
+  const auto prompts = random_prompts({10, 10}, config_.vocab_size, 6);
+  rollout::EngineOptions o;
+  o.block_size = 16;
+  run(true, prompts, greedy(2, 20), o);
+  const int64_t per_seq = (10 + 20 + 15) / 16;
+  EXPECT_GE(stats_.num_blocks, 4 * per_seq);
+  EXPECT_LE(stats_.num_blocks, 4 * (per_seq + 1));
+  o.kv_cache_memory_fraction = 1e-9;  // a floor of one full sequence still runs everything
+  const rollout::RolloutBatch b = run(true, prompts, greedy(2, 20), o);
+  EXPECT_EQ(stats_.num_blocks, per_seq);
+  EXPECT_EQ(b.total_response_tokens(), 4 * 20);
+}
+
+}  // namespace
+}  // namespace dapo::test
