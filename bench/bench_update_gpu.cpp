@@ -24,46 +24,9 @@
 #include "dapo/parallel/grid.h"
 #include "dapo/parallel/runtime.h"
 #include "dapo/trainer/update_step.h"
-
-namespace {
+#include "qwen25_shapes.h"
 
 using namespace dapo;
-
-// ../shared/peers/shapes.py, the released Qwen2.5 config.json files.
-model::Qwen2Config qwen25(const std::string& size) {
-  model::Qwen2Config c;
-  c.vocab_size = 151936;
-  c.max_position_embeddings = 32768;
-  c.rope_theta = 1e6;
-  c.rms_norm_eps = 1e-6;
-  if (size == "0.5b") {
-    c.hidden_size = 896, c.intermediate_size = 4864, c.num_hidden_layers = 24;
-    c.num_attention_heads = 14, c.num_key_value_heads = 2, c.tie_word_embeddings = true;
-  } else if (size == "1.5b") {
-    c.hidden_size = 1536, c.intermediate_size = 8960, c.num_hidden_layers = 28;
-    c.num_attention_heads = 12, c.num_key_value_heads = 2, c.tie_word_embeddings = true;
-  } else if (size == "7b") {
-    c.hidden_size = 3584, c.intermediate_size = 18944, c.num_hidden_layers = 28;
-    c.num_attention_heads = 28, c.num_key_value_heads = 4, c.tie_word_embeddings = false;
-  } else {
-    std::fprintf(stderr, "bench_update_gpu: model 0.5b, 1.5b or 7b, not '%s'\n", size.c_str());
-    std::exit(2);
-  }
-  c.head_dim = c.hidden_size / c.num_attention_heads;
-  return c;
-}
-
-int64_t parameters(const model::Qwen2Config& c) {
-  int64_t n = 0;
-  for (const model::ParamSpec& s : model::qwen2_param_specs(c)) {
-    int64_t k = 1;
-    for (int64_t d : s.shape) k *= d;
-    n += k;
-  }
-  return n;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   parallel::Runtime runtime(&argc, &argv);
@@ -85,7 +48,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   configure_logging({runtime.world_rank(), false, LogLevel::warn});
-  const model::Qwen2Config c = qwen25(size);
+  const model::Qwen2Config c = bench::qwen25(size, "bench_update_gpu");
   const parallel::Grid grid = parallel::make_grid(1);
   ops::CudaDevice gpu(grid.local_rank);
   const size_t before = gpu.memory_used();
@@ -136,7 +99,7 @@ int main(int argc, char** argv) {
   const double dt = seconds_since(t0) / double(steps);
   const size_t used = gpu.memory_used();
 
-  const int64_t n = parameters(c);
+  const int64_t n = bench::parameters(c);
   const double attention = 6.0 * 2.0 * double(c.num_hidden_layers) * double(c.hidden_size) * double(seq) *
                            double(seq) / 2.0 * double(mb);
   const double flops = 6.0 * double(n) * double(tokens) + attention;

@@ -2,11 +2,13 @@
 // stream; cudaMemcpyDefault lets unified addressing tell host from device.
 #include "common.cuh"
 #include "dapo/ops/copy.h"
+#include "dapo/ops/op_profiler.h"
 
 namespace dapo::ops::cuda {
 
 void copy(const Ctx& ctx, Tensor dst, Tensor src) {
   if (dst.nbytes() == 0) return;
+  const ProfileScope profile(ctx, "copy");
   DAPO_CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data, dst.nbytes(), cudaMemcpyDefault, cuda_detail::stream_of(ctx)));
 }
 

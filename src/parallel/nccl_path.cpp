@@ -61,6 +61,9 @@ void* NcclPath::communicator(const Comm& c) {
 
 void NcclPath::all_reduce(const Comm& c, Tensor buf, ReduceOp op, void* stream) {
   check_buffer(buf, Device::cuda, "all_reduce");
+  // One rank: the reduction is the buffer itself. No launch (the cached
+  // forward at tp = 1 would pay two per layer) and no communicator.
+  if (c.size_ == 1) return;
   ncclComm_t comm = static_cast<ncclComm_t>(communicator(c));
   DAPO_NCCL_CHECK(ncclAllReduce(buf.data, buf.data, size_t(buf.numel()), nccl_type(buf.dtype), nccl_op(op), comm,
                                 stream_of(stream)));
@@ -84,6 +87,7 @@ void NcclPath::reduce_scatter(const Comm& c, Tensor out, Tensor in, ReduceOp op,
 
 void NcclPath::broadcast(const Comm& c, Tensor buf, int root, void* stream) {
   check_buffer(buf, Device::cuda, "broadcast");
+  if (c.size_ == 1) return;
   ncclComm_t comm = static_cast<ncclComm_t>(communicator(c));
   DAPO_NCCL_CHECK(ncclBroadcast(buf.data, buf.data, size_t(buf.numel()), nccl_type(buf.dtype), root, comm,
                                 stream_of(stream)));

@@ -14,7 +14,9 @@
 #include "dapo/core/error.h"
 #include "dapo/ops/kv_copy.h"
 #include "dapo/ops/copy.h"
+#include "dapo/ops/fill.h"
 #include "dapo/ops/sampling.h"
+#include "decode_graphs.h"
 #include "step_staging.h"
 
 namespace dapo::rollout {
@@ -49,7 +51,14 @@ size_t host_memory_bytes() {
 // The step's metadata for forward_cached, rebuilt on the host every step,
 // then packed into the staging block (one upload per step).
 struct StepBuffers {
-  std::vector<int32_t> tokens, positions, cu_seqlens_q, last_rows, slot_mapping, block_table, context_lens;
+  PaddedDecode arrays;  // the forward's arrays (unpadded)
+  std::vector<int32_t>& tokens = arrays.tokens;
+  std::vector<int32_t>& positions = arrays.positions;
+  std::vector<int32_t>& cu_seqlens_q = arrays.cu_seqlens_q;
+  std::vector<int32_t>& last_rows = arrays.last_rows;
+  std::vector<int32_t>& slot_mapping = arrays.slot_mapping;
+  std::vector<int32_t>& block_table = arrays.block_table;
+  std::vector<int32_t>& context_lens = arrays.context_lens;
   std::vector<int32_t> copy_src, copy_dst, logit_rows;
   std::vector<int64_t> streams, counters;
   std::vector<size_t> copy_ends;  // copy_groups(plan.copies)
@@ -110,19 +119,22 @@ struct StepViews {
   Tensor copy_src, copy_dst, streams, counters;
 };
 
-StepViews stage(StepStaging& staging, const StepBuffers& s) {
-  const int64_t N = int64_t(s.tokens.size()), B = int64_t(s.last_rows.size());
+// The forward's arrays first: for a padded decode step their sizes, and so
+// their device addresses, are the same at every replay of its graph.
+StepViews stage(StepStaging& staging, const PaddedDecode& a, int64_t width, int64_t max_context_len,
+                const StepBuffers& s) {
+  const int64_t N = int64_t(a.tokens.size()), B = int64_t(a.last_rows.size());
   const int64_t M = int64_t(s.copy_src.size()), R = int64_t(s.streams.size());
   staging.begin();
   StepViews v;
-  v.batch.tokens = staging.add_i32(s.tokens, {N});
-  v.batch.positions = staging.add_i32(s.positions, {N});
-  v.batch.cu_seqlens_q = staging.add_i32(s.cu_seqlens_q, {B + 1});
-  v.batch.last_rows = staging.add_i32(s.last_rows, {B});
-  v.batch.slot_mapping = staging.add_i32(s.slot_mapping, {N});
-  v.batch.block_table = staging.add_i32(s.block_table, {B, s.max_blocks});
-  v.batch.context_lens = staging.add_i32(s.context_lens, {B});
-  v.batch.max_context_len = s.max_context_len;
+  v.batch.tokens = staging.add_i32(a.tokens, {N});
+  v.batch.positions = staging.add_i32(a.positions, {N});
+  v.batch.cu_seqlens_q = staging.add_i32(a.cu_seqlens_q, {B + 1});
+  v.batch.last_rows = staging.add_i32(a.last_rows, {B});
+  v.batch.slot_mapping = staging.add_i32(a.slot_mapping, {N});
+  v.batch.block_table = staging.add_i32(a.block_table, {B, width});
+  v.batch.context_lens = staging.add_i32(a.context_lens, {B});
+  v.batch.max_context_len = max_context_len;
   v.copy_src = staging.add_i32(s.copy_src, {M});
   v.copy_dst = staging.add_i32(s.copy_dst, {M});
   v.streams = staging.add_i64(s.streams, {R});
@@ -260,19 +272,24 @@ RolloutBatch GenerationEngine::generate(std::span<const PromptInput> prompts, co
   float* const host_logprobs = readback.alloc_array<float>(size_t(max_seqs));
 
   // ---- the KV pool from the budget ----
+  // Decode steps replay CUDA graphs (not while a profiler brackets each
+  // op), whose padding rows read one reserved block of the pool.
+  const bool graphs = on_gpu && options_.cuda_graphs && ctx_.profiler == nullptr;
+  const int64_t reserved = graphs ? 1 : 0;
   size_t budget = options_.kv_cache_bytes;
   if (budget == 0) {
     // What the requests can use: every seat holding a full-length sequence.
     const int64_t seqs = std::min<int64_t>(max_seqs, std::max<int64_t>(1, int64_t(prompts.size()) * sampling.n));
-    budget = model::kv_cache_bytes(config, tp_size, seqs * (max_blocks + 1), bs, device);
+    budget = model::kv_cache_bytes(config, tp_size, seqs * (max_blocks + 1) + reserved, bs, device);
     const double fraction = std::clamp(options_.kv_cache_memory_fraction, 0.0, 1.0);
     const size_t cap = on_gpu ? size_t(double(device_memory_free()) * fraction) : host_memory_bytes() / 4;
     budget = std::min(budget, cap);
     // At least one full sequence; if the device cannot give that, the
     // allocation below says so.
-    budget = std::max(budget, model::kv_cache_bytes(config, tp_size, max_blocks, bs, device));
+    budget = std::max(budget, model::kv_cache_bytes(config, tp_size, max_blocks + reserved, bs, device));
   }
-  const int64_t num_blocks = kv_blocks_for_budget(config, tp_size, bs, budget, device);
+  const int64_t pool_blocks = kv_blocks_for_budget(config, tp_size, bs, budget, device);
+  const int64_t num_blocks = pool_blocks - reserved;  // what the scheduler may use
   if (num_blocks < 1)
     throw UserError(cat("rollout: a KV-cache budget of ", budget, " bytes cannot hold one block of ", bs,
                         " positions (", model::kv_cache_bytes(config, tp_size, 1, bs, device), " bytes)"));
@@ -283,9 +300,20 @@ RolloutBatch GenerationEngine::generate(std::span<const PromptInput> prompts, co
   stats_ = GenerationStats{};
   stats_.num_blocks = num_blocks;
   stats_.block_size = bs;
-  stats_.kv_cache_bytes = model::kv_cache_bytes(config, tp_size, num_blocks, bs, device);
+  stats_.kv_cache_bytes = model::kv_cache_bytes(config, tp_size, pool_blocks, bs, device);
   Arena kv_arena(stats_.kv_cache_bytes, device, "kv-cache");
-  const model::KvCache cache = model::allocate_kv_cache(kv_arena, config, tp_size, num_blocks, bs);
+  const model::KvCache cache = model::allocate_kv_cache(kv_arena, config, tp_size, pool_blocks, bs);
+  const int32_t pad_block = int32_t(num_blocks);  // the last block: zeros, read by padding rows only
+  if (graphs)
+    for (const std::vector<Tensor>* pool : {&cache.k, &cache.v})
+      for (const Tensor& t : *pool) {
+        const int64_t per_block = t.numel() / pool_blocks;
+        ops::fill(ctx, Tensor(static_cast<char*>(t.data) + size_t(pad_block * per_block) * dtype_size(t.dtype),
+                              t.dtype, {per_block}, t.device),
+                  0.0);
+      }
+  DecodeGraphs decode_graphs;
+  PaddedDecode padded;
   const ops::SamplingParams params{sampling.seed, float(sampling.temperature), float(sampling.top_p),
                                    int(std::min<int64_t>(std::max<int64_t>(sampling.top_k, 0), INT32_MAX))};
 
@@ -303,10 +331,31 @@ RolloutBatch GenerationEngine::generate(std::span<const PromptInput> prompts, co
                max_tokens);
     const auto t_launch = Clock::now();
     stats_.host_seconds += seconds_between(t_plan, t_launch);
-    const StepViews v = stage(staging, step);
+    // A pure decode step replays the graph of its (batch, context) bucket,
+    // captured the first time the bucket comes up; anything else runs eagerly.
+    const bool replay = graphs && !has_prefill;
+    int64_t Bp = B, Cp = step.max_context_len;
+    if (replay) {
+      Bp = batch_bucket(B, max_seqs);
+      Cp = context_bucket(step.max_context_len, max_blocks * bs);
+      pad_decode(padded, step.tokens, step.positions, step.slot_mapping, step.block_table, step.max_blocks,
+                 step.context_lens, Bp, (Cp + bs - 1) / bs, pad_block);
+    }
+    const StepViews v = replay ? stage(staging, padded, (Cp + bs - 1) / bs, Cp, step)
+                               : stage(staging, step.arrays, step.max_blocks, step.max_context_len, step);
     run_copies(ctx, cache, step, v);
     const Tensor step_logits(logits, DType::f32, {B, V}, device);
-    model_.forward_cached(ctx, act, cache, v.batch, step_logits);
+    if (replay) {
+      const Tensor padded_logits(logits, DType::f32, {Bp, V}, device);
+      const ops::CapturedGraph* graph = decode_graphs.find(Bp, Cp);
+      if (graph == nullptr)
+        graph = &decode_graphs.add(Bp, Cp, ops::CapturedGraph::capture(ctx, [&] {
+          model_.forward_cached(ctx, act, cache, v.batch, padded_logits);
+        }));
+      graph->launch(ctx);
+    } else {
+      model_.forward_cached(ctx, act, cache, v.batch, step_logits);
+    }
     if (R > 0) {
       // Rows that are not the logits' rows one for one (a prompt whose
       // prefill ends here is sampled n times) are gathered first.
@@ -352,6 +401,7 @@ RolloutBatch GenerationEngine::generate(std::span<const PromptInput> prompts, co
     }
   }
   stats_.scheduler = sched.stats();
+  stats_.decode_graphs = decode_graphs.size();
   stats_.seconds = seconds_since(start);
   stats_.tokens_per_s = stats_.seconds > 0 ? double(stats_.scheduler.sampled_tokens) / stats_.seconds : 0.0;
   return sched.result();

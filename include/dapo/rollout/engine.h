@@ -69,6 +69,13 @@ struct EngineOptions {
   // All-reduce a hash of every step's sampled tokens over tp and fail if
   // the ranks disagree (one tiny all-reduce per step).
   bool check_tp_agreement = kDebugBuild;
+  // On a GPU, replay pure decode steps as CUDA graphs, one per bucket of
+  // batch size and context length (rollout/decode_graphs.h). They are
+  // captured during the generate() that first needs them and dropped when
+  // it returns (its memory goes back to the update phase). One block of the
+  // KV budget is set aside as the padding rows' block. Off while the ctx
+  // carries an OpProfiler.
+  bool cuda_graphs = true;
 };
 
 struct SamplingOptions {
@@ -134,6 +141,7 @@ struct GenerationStats {
   double decode_step_seconds = 0;
   int64_t prefill_steps = 0;
   int64_t decode_steps = 0;
+  int64_t decode_graphs = 0;      // CUDA graphs captured (one per batch and context bucket met)
 };
 
 // Blocks of `block_size` positions whose cache (model::kv_cache_bytes on

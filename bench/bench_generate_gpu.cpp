@@ -1,0 +1,249 @@
+// The generation engine on one GPU with random Qwen2.5-shaped weights.
+// Two loads, each one JSON line (plus an op-by-op line with --profile):
+//  - fixed (default): `batch` prompts of `prompt` random ids, one response
+//    each of exactly `new` tokens (no EOS), sampling at T = 1: the shape of
+//    ../shared/peers/peer_generate.py, which the same device command runs.
+//    Reported against the HBM roofline: each decode step reads the rank's
+//    bf16 weights once (the LM head included, the embedding table not) and
+//    the KV cache of every running sequence; roofline tokens/s = tokens /
+//    (sum over the steps of those bytes / bandwidth), at the card's
+//    specified bandwidth and at the device-to-device copy bandwidth
+//    measured here.
+//  - --dapo: `prompts` prompts (random lengths 64..512) x n samples at
+//    T = 1, ended by an EOS drawn from a set of ids sized so that the
+//    near-uniform random model answers in ~mean-len tokens on average
+//    (geometric lengths, capped at max-len): a long-tailed load that
+//    drains. Reports tokens/s, the split of the time into host work,
+//    prefill steps and decode steps, the sampling share (with --profile),
+//    and tokens/s by how many sequences were running.
+// Usage: bench_generate_gpu 0.5b [--batch 128 --prompt 256 --new 512]
+//        bench_generate_gpu 1.5b --dapo [--prompts 64 --n 16 --mean-len 800 --max-len 8192] [--profile]
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "dapo/core/clock.h"
+#include "dapo/core/log.h"
+#include "dapo/model/qwen2_model.h"
+#include "dapo/ops/copy.h"
+#include "dapo/ops/cuda_device.h"
+#include "dapo/ops/op_profiler.h"
+#include "dapo/parallel/comm.h"
+#include "dapo/parallel/runtime.h"
+#include "dapo/rollout/engine.h"
+#include "qwen25_shapes.h"
+
+using namespace dapo;
+
+namespace {
+
+// Device-to-device copy bandwidth (bytes read + written per second).
+double measured_copy_bandwidth(const ops::Ctx& ctx) {
+  const size_t bytes = size_t(1) << 30;
+  Arena a(2 * bytes + 1024, Device::cuda, "bandwidth");
+  const Tensor src = a.alloc(DType::i32, {int64_t(bytes / 4)}), dst = a.alloc(DType::i32, {int64_t(bytes / 4)});
+  ops::copy(ctx, dst, src);
+  ops::stream_synchronize(ctx);
+  const int reps = 10;
+  const auto t0 = Clock::now();
+  for (int i = 0; i < reps; ++i) ops::copy(ctx, dst, src);
+  ops::stream_synchronize(ctx);
+  return 2.0 * double(bytes) * reps / seconds_since(t0);
+}
+
+// HBM bandwidth as specified for the card (bytes/s); 0 when unknown.
+double spec_bandwidth(const std::string& name) {
+  if (name.find("H200") != std::string::npos) return 4.8e12;
+  if (name.find("H100") != std::string::npos) return 3.35e12;
+  return 0;
+}
+
+void print_profile(const char* bench, const std::string& size, ops::OpProfiler& profiler, double wall_ms,
+                   int64_t steps) {
+  const auto entries = profiler.summary();
+  double total = 0;
+  for (const auto& e : entries) total += e.ms;
+  std::printf("{\"bench\": \"%s_ops\", \"model\": \"%s\", \"wall_ms\": %.1f, \"gpu_ops_ms\": %.1f, \"steps\": %lld, "
+              "\"ops\": [",
+              bench, size.c_str(), wall_ms, total, (long long)steps);
+  for (size_t i = 0; i < entries.size(); ++i)
+    std::printf("%s{\"op\": \"%s\", \"calls\": %lld, \"ms\": %.2f, \"us_per_step\": %.1f, \"share_of_wall\": %.3f}",
+                i ? ", " : "", entries[i].op.c_str(), (long long)entries[i].calls, entries[i].ms,
+                1e3 * entries[i].ms / double(std::max<int64_t>(steps, 1)), entries[i].ms / wall_ms);
+  std::printf("]}\n");
+  std::fflush(stdout);
+}
+
+std::vector<rollout::PromptInput> random_prompts(int64_t count, int64_t min_len, int64_t max_len, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_int_distribution<int32_t> id(0, 150000);
+  std::uniform_int_distribution<int64_t> len(min_len, max_len);
+  std::vector<rollout::PromptInput> out;
+  for (int64_t p = 0; p < count; ++p) {
+    rollout::PromptInput in;
+    in.uid = uint64_t(7000 + p);
+    const int64_t n = len(gen);
+    for (int64_t t = 0; t < n; ++t) in.ids.push_back(id(gen));
+    out.push_back(std::move(in));
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  parallel::Runtime runtime(&argc, &argv);
+  std::string size = "0.5b";
+  int64_t batch = 128, prompt = 256, new_tokens = 512;
+  int64_t prompts = 64, n = 16, mean_len = 800, max_len = 8192, max_seqs = 256, max_tokens = 8192;
+  bool dapo_load = false, profile = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&] { return i + 1 < argc ? std::stoll(argv[++i]) : 0LL; };
+    if (a == "--batch") batch = next();
+    else if (a == "--prompt") prompt = next();
+    else if (a == "--new") new_tokens = next();
+    else if (a == "--prompts") prompts = next();
+    else if (a == "--n") n = next();
+    else if (a == "--mean-len") mean_len = next();
+    else if (a == "--max-len") max_len = next();
+    else if (a == "--max-seqs") max_seqs = next();
+    else if (a == "--max-tokens") max_tokens = next();
+    else if (a == "--dapo") dapo_load = true;
+    else if (a == "--profile") profile = true;
+    else size = a;
+  }
+  if (ops::cuda_device_count() == 0) {
+    std::printf("{\"bench\": \"generate_gpu\", \"skipped\": \"no GPU\"}\n");
+    return 0;
+  }
+  configure_logging({runtime.world_rank(), false, LogLevel::warn});
+  const model::Qwen2Config c = bench::qwen25(size, "bench_generate_gpu");
+  const parallel::Comm tp = parallel::Comm::world().split(runtime.world_rank(), 0);
+  ops::CudaDevice gpu(0);
+  Arena no_scratch(0, Device::cuda, "unused");
+  const ops::Ctx ctx = gpu.ctx(&no_scratch);
+  model::ParamStore params(c, 0, 1, Device::cuda, ctx.stream);
+  model::RandomInit init;
+  init.weight_scale = 0.02f * 1.7320508f;  // std 0.02, as HF's init
+  init.bias_scale = 0.0f;
+  init.norm_scale = 0.0f;
+  params.init_random(init);
+  const model::Qwen2Model model(params, tp);
+  const double bw_copy = measured_copy_bandwidth(ctx), bw_spec = spec_bandwidth(gpu.name());
+
+  rollout::EngineOptions o;
+  o.check_tp_agreement = false;
+  o.max_batch_tokens = max_tokens;
+  rollout::SamplingOptions s;
+  s.temperature = 1.0;
+  s.seed = 1;
+  std::vector<rollout::PromptInput> in;
+  if (!dapo_load) {
+    o.max_num_seqs = batch;
+    s.n = 1;
+    s.max_response_length = new_tokens;
+    in = random_prompts(batch, prompt, prompt, 1);
+  } else {
+    o.max_num_seqs = max_seqs;
+    s.n = n;
+    s.max_response_length = max_len;
+    // Every (V / mean_len)-th id ends a response.
+    for (int64_t id = 3; id < c.vocab_size; id += std::max<int64_t>(1, mean_len)) s.eos_ids.push_back(int32_t(id));
+    in = random_prompts(prompts, 64, 512, 2);
+  }
+  rollout::GenerationEngine engine(model, tp, ctx, o);
+  {
+    rollout::SamplingOptions w = s;  // warm-up: plans, first launches
+    w.max_response_length = 8;
+    engine.generate(std::span<const rollout::PromptInput>(in.data(), std::min<size_t>(in.size(), 8)), w);
+  }
+  // Throughput as the batch drains: tokens per second of the steps run
+  // with a given number of sequences (in buckets of powers of two).
+  std::map<int64_t, std::pair<int64_t, double>> by_running;  // bucket -> (tokens, seconds)
+  int64_t last_tokens = 0;
+  double last_s = 0;
+  const rollout::ProgressCallback progress = [&](const rollout::GenerationProgress& p) {
+    int64_t bucket = 1;
+    while (bucket * 2 <= std::max<int64_t>(p.running, 1)) bucket *= 2;
+    auto& [tok, sec] = by_running[bucket];
+    tok += p.generated_tokens - last_tokens;
+    sec += p.elapsed_s - last_s;
+    last_tokens = p.generated_tokens;
+    last_s = p.elapsed_s;
+  };
+  const size_t used_before = gpu.memory_used();
+  const rollout::RolloutBatch out = engine.generate(in, s, dapo_load ? progress : rollout::ProgressCallback{});
+  const rollout::GenerationStats st = engine.stats();
+  gpu.check_flags("generation");
+  const int64_t tokens = out.total_response_tokens();
+  const double gib = double(size_t(1) << 30);
+
+  const int64_t L = c.num_hidden_layers, hkv = c.num_key_value_heads, D = c.head_dim;
+  const double kv_per_position = double(L) * 2.0 * double(hkv * D) * 2.0;  // bytes, bf16 k and v
+  double weight_bytes = 2.0 * double(bench::parameters(c));
+  if (!c.tie_word_embeddings) weight_bytes -= 2.0 * double(c.vocab_size * c.hidden_size);  // rows only
+
+  if (!dapo_load) {
+    double bytes = 0;  // every decode step: weights + the whole KV of every sequence
+    for (int64_t t = 0; t < new_tokens; ++t) bytes += weight_bytes + double(batch) * double(prompt + t) * kv_per_position;
+    const double roof_spec = bw_spec > 0 ? double(tokens) / (bytes / bw_spec) : 0;
+    const double roof_copy = double(tokens) / (bytes / bw_copy);
+    const double tok_s = double(tokens) / st.seconds;
+    std::printf(
+        "{\"bench\": \"generate_gpu\", \"load\": \"fixed\", \"model\": \"%s\", \"gpu\": \"%s\", \"batch\": %lld, "
+        "\"prompt\": %lld, \"new\": %lld, \"tokens\": %lld, \"s\": %.3f, \"tok_s\": %.0f, "
+        "\"roofline_tok_s_spec_bw\": %.0f, \"fraction_of_roofline_spec\": %.3f, \"copy_bw_gbs\": %.0f, "
+        "\"roofline_tok_s_copy_bw\": %.0f, \"fraction_of_roofline_copy\": %.3f, \"steps\": %lld, "
+        "\"decode_step_ms\": %.3f, \"prefill_s\": %.3f, \"decode_s\": %.3f, \"host_s\": %.3f, "
+        "\"kv_cache_gib\": %.2f, \"device_used_gib\": %.2f}\n",
+        size.c_str(), gpu.name().c_str(), (long long)batch, (long long)prompt, (long long)new_tokens,
+        (long long)tokens, st.seconds, tok_s, roof_spec, roof_spec > 0 ? tok_s / roof_spec : 0.0, bw_copy / 1e9,
+        roof_copy, tok_s / roof_copy, (long long)st.scheduler.steps,
+        1e3 * st.decode_step_seconds / double(std::max<int64_t>(st.decode_steps, 1)), st.prefill_step_seconds,
+        st.decode_step_seconds, st.host_seconds, double(st.kv_cache_bytes) / gib, double(used_before) / gib);
+  } else {
+    std::vector<int64_t> lengths;
+    for (int64_t r = 0; r < out.num_responses(); ++r) lengths.push_back(out.response_length(r));
+    std::sort(lengths.begin(), lengths.end());
+    auto pct = [&](double q) { return lengths[std::min(lengths.size() - 1, size_t(q * double(lengths.size())))]; };
+    std::printf(
+        "{\"bench\": \"generate_gpu\", \"load\": \"dapo\", \"model\": \"%s\", \"gpu\": \"%s\", \"prompts\": %lld, "
+        "\"n\": %lld, \"max_num_seqs\": %lld, \"tokens\": %lld, \"length_mean\": %.0f, \"length_p50\": %lld, "
+        "\"length_p90\": %lld, \"length_max\": %lld, \"s\": %.3f, \"tok_s\": %.0f, \"share_prefill_steps\": %.3f, "
+        "\"share_decode_steps\": %.3f, \"share_host\": %.3f, \"steps\": %lld, \"preemptions\": %lld, "
+        "\"kv_cache_gib\": %.2f, \"tok_s_by_running\": {",
+        size.c_str(), gpu.name().c_str(), (long long)prompts, (long long)n, (long long)max_seqs, (long long)tokens,
+        double(tokens) / double(out.num_responses()), (long long)pct(0.5), (long long)pct(0.9),
+        (long long)lengths.back(), st.seconds, double(tokens) / st.seconds, st.prefill_step_seconds / st.seconds,
+        st.decode_step_seconds / st.seconds, st.host_seconds / st.seconds, (long long)st.scheduler.steps,
+        (long long)st.scheduler.preemptions, double(st.kv_cache_bytes) / gib);
+    bool first = true;
+    for (auto it = by_running.rbegin(); it != by_running.rend(); ++it) {
+      std::printf("%s\"%lld\": %.0f", first ? "" : ", ", (long long)it->first,
+                  it->second.second > 0 ? double(it->second.first) / it->second.second : 0.0);
+      first = false;
+    }
+    std::printf("}}\n");
+  }
+  std::fflush(stdout);
+
+  if (profile) {
+    // Again with the per-op profiler: the same load, every op bracketed.
+    ops::OpProfiler profiler;
+    ops::Ctx pctx = ctx;
+    pctx.profiler = &profiler;
+    rollout::GenerationEngine profiled(model, tp, pctx, o);
+    rollout::SamplingOptions ps = s;
+    if (dapo_load) ps.max_response_length = std::min<int64_t>(max_len, 1024);  // a bounded profile
+    const auto t0 = Clock::now();
+    profiled.generate(in, ps);
+    const double wall_ms = seconds_since(t0) * 1e3;
+    print_profile("generate_gpu", size, profiler, wall_ms, profiled.stats().scheduler.steps);
+  }
+  return 0;
+}
