@@ -8,6 +8,7 @@
 #include "dapo/core/error.h"
 #include "dapo/core/log.h"
 #include "dapo/parallel/grid.h"
+#include "dapo/trainer/rank_device.h"
 #include "dapo/parallel/runtime.h"
 #include "dapo/rollout/generate_job.h"
 
@@ -34,7 +35,8 @@ int run_generate(const Invocation& inv) {
     configure_logging({runtime.world_rank(), config.log.all_ranks, parse_log_level(config.log.level)});
     const rollout::GenerateJob job = job_of(inv, config);
     const parallel::Grid grid = parallel::make_grid(int(config.parallel.tp));
-    const rollout::GenerateSummary s = rollout::run_generate_job(config, job, grid);
+    const std::unique_ptr<ops::CudaDevice> gpu = trainer::open_rank_device(config, grid, grid.local_rank);
+    const rollout::GenerateSummary s = rollout::run_generate_job(config, job, grid, gpu.get());
     if (runtime.world_rank() == 0)
       DAPO_INFO("generate: ", s.prompts, " prompts (", s.skipped, " skipped), ", s.responses, " responses (", s.eos,
                 " ended by EOS), ", s.tokens, " tokens in ", s.seconds, " s -> ", job.output);

@@ -48,13 +48,14 @@ void write_output(const std::string& path, const GenerateInput& input, const Rol
 
 }  // namespace
 
-GenerateSummary run_generate_job(const Config& config, const GenerateJob& job, const parallel::Grid& grid) {
-  if (config.parallel.backend == BackendChoice::cuda)
-    throw UserError(cat(config.origin_of("parallel.backend"),
-                        ": parallel.backend = cuda: generation runs on the CPU backend only for now"));
+GenerateSummary run_generate_job(const Config& config, const GenerateJob& job, const parallel::Grid& grid,
+                                 const ops::CudaDevice* gpu) {
   const bool root = grid.world_rank() == 0;
   const ModelSource source = resolve_model_source(job.checkpoint, config.model);
-  std::unique_ptr<model::ParamStore> store = load_model_params(source, grid);
+  Arena no_scratch(0, gpu ? Device::cuda : Device::cpu, "unused");  // the engine brings its own
+  const ops::Ctx ctx = gpu ? gpu->ctx(&no_scratch) : ops::Ctx{};
+  std::unique_ptr<model::ParamStore> store =
+      load_model_params(source, grid, gpu ? Device::cuda : Device::cpu, ctx.stream);
   const model::Qwen2Config& mc = store->config();
   std::optional<data::Tokenizer> tokenizer;
   if (!source.tokenizer.empty()) tokenizer.emplace(data::Tokenizer::load(source.tokenizer));
@@ -100,7 +101,7 @@ GenerateSummary run_generate_job(const Config& config, const GenerateJob& job, c
               sampling.max_response_length, " tokens");
 
   model::Qwen2Model model(*store, grid.tp);
-  GenerationEngine engine(model, grid.tp, ops::Ctx{}, job.engine);
+  GenerationEngine engine(model, grid.tp, ctx, job.engine);
   auto last = Clock::now();
   const ProgressCallback progress = [&](const GenerationProgress& p) {
     if (seconds_since(last) < 2.0 && p.finished < p.total) return;
@@ -117,6 +118,7 @@ GenerateSummary run_generate_job(const Config& config, const GenerateJob& job, c
     error = e.what();
   }
   io::agree_on_error(grid.world, error);
+  if (gpu) gpu->check_flags("generation");
   const GenerationStats& st = engine.stats();
   DAPO_INFO("generate: KV cache ", double(st.kv_cache_bytes) / 1048576.0, " MiB (", st.num_blocks, " blocks of ",
             st.block_size, " positions, peak ", st.scheduler.peak_blocks, " used), ", st.scheduler.steps, " steps, ",

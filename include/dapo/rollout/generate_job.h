@@ -13,6 +13,7 @@
 #include <string>
 
 #include "dapo/core/config.h"
+#include "dapo/ops/cuda_device.h"
 #include "dapo/parallel/grid.h"
 #include "dapo/rollout/engine.h"
 
@@ -37,6 +38,9 @@ struct GenerateSummary {
 // Collective over grid.world. Throws UserError (on every rank alike, except
 // for a failure to write the output, which only rank 0 meets). The summary
 // is complete on world rank 0 only.
-GenerateSummary run_generate_job(const Config& config, const GenerateJob& job, const parallel::Grid& grid);
+// gpu: this rank's GPU (trainer/rank_device.h) for parallel.backend =
+// cuda, nullptr for the CPU backend.
+GenerateSummary run_generate_job(const Config& config, const GenerateJob& job, const parallel::Grid& grid,
+                                 const ops::CudaDevice* gpu = nullptr);
 
 }  // namespace dapo::rollout
