@@ -16,12 +16,17 @@
 // CTA = (partition of a sequence's keys, KV head, query split, sequence),
 // kWarps warps. Each warp walks 16 * KT keys per step (8 KB of K + V in
 // flight per warp whatever D) with its own online softmax; the warps are
-// combined in warp order through shared memory at the end. Long contexts
+// combined in warp order through shared memory at the end. The loads are
+// software-pipelined (the next step's K is issued once this step's scores
+// are made, its V once this step's P.V is done), and a CTA reads its first
+// block-table entries before its sequence's metadata arrives. Long contexts
 // are split over CTAs (split-KV): each writes its partial (max, sum, acc)
-// and a merge kernel combines them in partition order. The split is chosen
-// on the host from shapes, max_context_len and the device's CTA slots only
-// (make_plan), and every reduction has a fixed order: bit-identical reruns
-// and a launch sequence a CUDA graph can capture.
+// and a merge kernel, launched as a programmatic dependent so that its
+// launch overlaps the main grid's tail, combines them in partition order.
+// The split is chosen on the host from shapes, max_context_len and the
+// device's CTA slots only (make_plan), and every reduction has a fixed
+// order: bit-identical reruns and a launch sequence a CUDA graph can
+// capture (the perf test runs it captured).
 //
 // Multi-token queries (prefill, chunked prefill) run through the same kernel
 // as tiles of 8 (token, head) rows with causal masking per row, the tiles of
@@ -44,9 +49,12 @@ using bf16_t = __nv_bfloat16;
 constexpr int kRows = 8;  // query rows (token, head) per tile: the MMA's N
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
-// CTAs per SM the register budget is cut for (D 128: 168 registers, D 64: 128).
+// CTAs per SM the register budget is cut for: D 64 at 4 (128 registers, 20
+// bytes spilled outside the key loop; on an H100 about 4% faster than 3 at
+// batch 128 x 4k, up to 7% slower at batch 8-32), the others at 3 (at most
+// 168 registers, no spills).
 template <int D>
-constexpr int kMinBlocks = D >= 128 ? 3 : 4;
+constexpr int kMinBlocks = D == 64 ? 4 : 3;
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr int64_t kMaxPartialBytes = int64_t(64) << 20;
 
@@ -141,41 +149,55 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   return u;
 }
 
-template <int D, int MB = kMinBlocks<D>>
-__global__ void __launch_bounds__(kThreads, MB) paged_attention_kernel(const PagedArgs a) {
+template <int D>
+__global__ void __launch_bounds__(kThreads, kMinBlocks<D>) paged_attention_kernel(const PagedArgs a) {
   using G = Geo<D>;
   __shared__ float s_acc[kWarps][kRows][D + 2];
   __shared__ float s_m[kWarps][kRows], s_l[kWarps][kRows];
 
+  // The merge kernel (a programmatic dependent) may be set up now; it
+  // waits for this grid's completion before reading anything.
+  asm volatile("griddepcontrol.launch_dependents;\n");
   const int part = blockIdx.x, b = blockIdx.z;
   const int g = blockIdx.y / a.qsplit, qs = blockIdx.y % a.qsplit;
-  int len, q0, nq;
-  if (!sequence_ok(a, b, len, q0, nq)) return;
-  const int s0 = part * a.part_len;
-  if (s0 >= len) return;  // this sequence has fewer partitions; the merge reads only its own
-  const int e0 = min(s0 + a.part_len, len);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, lg = lane / 4, lc = lane % 4;
-  const int rows_total = nq * a.group;
+  const int s0 = part * a.part_len;
   const int32_t* table = a.table + int64_t(b) * a.max_blocks;
-  const int64_t slot_stride = int64_t(a.Hkv) * D;
-  const bf16_t* kc = a.kc + int64_t(g) * D + lc * G::CW;
-  const bf16_t* vc = a.vc + int64_t(g) * D + lg * G::PW;
 
-  // Flat cache slot of key p, or -1 when p is past kend or its block id is
-  // out of range (the key is then masked).
-  auto lookup = [&](int p, int kend) -> int {
-    if (p >= kend) return -1;
+  // Flat cache slot of key p (p < max_blocks * block_size), or -1 when its
+  // block id is out of range (the key is then masked).
+  auto lookup_raw = [&](int p) -> int {
     const int n = a.bs_shift >= 0 ? p >> a.bs_shift : p / a.block_size;
     const int off = a.bs_shift >= 0 ? p & (a.block_size - 1) : p - n * a.block_size;
     const int blk = table[n];
     return (blk < 0 || blk >= a.num_blocks) ? -1 : blk * a.block_size + off;
   };
   // Lane l looks up key base + i * 32 + l (TK >= 32) or base + l % 16; the
-  // lanes that load a key get its slot by shuffle.
+  // lanes that load a key get its slot by shuffle. Keys past kend: -1.
+  auto key_of = [&](int base, int i) { return base + (G::TK >= 32 ? i * 32 + lane : lane % 16); };
   auto fetch_slots = [&](int (&slot)[G::SLOTS], int base, int kend) {
 #pragma unroll
-    for (int i = 0; i < G::SLOTS; ++i) slot[i] = lookup(base + (G::TK >= 32 ? i * 32 + lane : lane % 16), kend);
+    for (int i = 0; i < G::SLOTS; ++i) slot[i] = key_of(base, i) < kend ? lookup_raw(key_of(base, i)) : -1;
   };
+  // The first step's table entries are read before the sequence's length
+  // arrives (any entry of the row may be read; those past the context are
+  // dropped below), saving one memory round trip at the CTA's start.
+  int slot0[G::SLOTS];
+  const int64_t table_keys = int64_t(a.max_blocks) * a.block_size;
+#pragma unroll
+  for (int i = 0; i < G::SLOTS; ++i) {
+    const int p = key_of(s0 + warp * G::TK, i);
+    slot0[i] = p < table_keys ? lookup_raw(p) : -1;
+  }
+
+  int len, q0, nq;
+  if (!sequence_ok(a, b, len, q0, nq)) return;
+  if (s0 >= len) return;  // this sequence has fewer partitions; the merge reads only its own
+  const int e0 = min(s0 + a.part_len, len);
+  const int rows_total = nq * a.group;
+  const int64_t slot_stride = int64_t(a.Hkv) * D;
+  const bf16_t* kc = a.kc + int64_t(g) * D + lc * G::CW;
+  const bf16_t* vc = a.vc + int64_t(g) * D + lg * G::PW;
 
   for (int t = qs; t * kRows < rows_total; t += a.qsplit) {
     uint32_t qf[G::KW];
@@ -251,7 +273,12 @@ __global__ void __launch_bounds__(kThreads, MB) paged_attention_kernel(const Pag
     };
     int base = s0 + warp * G::TK;
     int slot[G::SLOTS];
-    fetch_slots(slot, base, kend);
+    if (t == qs) {
+#pragma unroll
+      for (int i = 0; i < G::SLOTS; ++i) slot[i] = key_of(base, i) < kend ? slot0[i] : -1;
+    } else {
+      fetch_slots(slot, base, kend);
+    }
     load_k(slot);
     load_v(slot);
     fetch_slots(slot, base + kStep, kend);
@@ -385,6 +412,9 @@ __global__ void __launch_bounds__(kThreads, MB) paged_attention_kernel(const Pag
 template <int D>
 __global__ void __launch_bounds__(kThreads) paged_attention_merge_kernel(const PagedArgs a) {
   constexpr int E = D >= 64 ? D / 32 : 2;  // output dims per lane (lanes past D idle)
+  // Launched as a programmatic dependent of the main kernel: wait for its
+  // completion and the visibility of its partials.
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
   const int64_t orow = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (orow >= a.N * a.Hq) return;
@@ -449,21 +479,19 @@ struct Plan {
 };
 
 template <int D>
-const void* kernel_of(int variant) {
-  if constexpr (D == 64)
-    if (variant == 1) return reinterpret_cast<const void*>(&paged_attention_kernel<D, 3>);
+const void* kernel_of() {
   return reinterpret_cast<const void*>(&paged_attention_kernel<D>);
 }
 
 // CTAs of the main kernel the device holds at once.
-int64_t resident_ctas(int64_t D, int variant) {
+int64_t resident_ctas(int64_t D) {
   int device = 0, sms = 0, per_sm = 0;
   DAPO_CUDA_CHECK(cudaGetDevice(&device));
   DAPO_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  const void* k = D == 16   ? kernel_of<16>(variant)
-                      : D == 32 ? kernel_of<32>(variant)
-                      : D == 64 ? kernel_of<64>(variant)
-                                : kernel_of<128>(variant);
+  const void* k = D == 16   ? kernel_of<16>()
+                      : D == 32 ? kernel_of<32>()
+                      : D == 64 ? kernel_of<64>()
+                                : kernel_of<128>();
   DAPO_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, kThreads, 0));
   return int64_t(std::max(sms, 1)) * std::max(per_sm, 1);
 }
@@ -471,19 +499,25 @@ int64_t resident_ctas(int64_t D, int variant) {
 int64_t unit_of(int64_t D) { return D == 16 ? Geo<16>::unit : D == 32 ? Geo<32>::unit : D == 64 ? Geo<64>::unit : Geo<128>::unit; }
 
 // The split: partitions of part_len keys (a multiple of the CTA's step).
-// A small time model picks the partition count: waves of CTAs over the
-// device's CTA slots, each CTA pulling at most kCtaRate (latency-bound: a
-// few KB in flight per warp) or its share of the memory bandwidth, plus the
+// A small time model picks the partition count among ~90 candidates: waves
+// of CTAs over the device's CTA slots, the CTAs of a wave sharing a
+// bandwidth that saturates with their number (one CTA alone is latency
+// bound: a few KB in flight per warp), a fixed cost per CTA, plus the
 // merge's launch and partial traffic when split. Host values only (shapes,
 // max_context_len, the device's CTA slots): the same call gives the same
 // split, so reruns give the same bits and a CUDA graph can capture it.
 Plan make_plan(int64_t N, int64_t B, int64_t Hq, int64_t Hkv, int64_t D, int64_t max_ctx, int64_t resident) {
-  // Measured on an H100 (SXM, 3.0 TB/s copy): n CTAs streaming together
-  // reach about kBandwidth * (1 - exp(-n * kCtaRate / kBandwidth)).
+  // Fitted to partition-count sweeps on an H100 SXM (3.0 TB/s copy), 11
+  // decode shapes of the three Qwen2.5 sizes, batch 8-128, 512-32k
+  // positions: n CTAs streaming together reach kBandwidth * (1 - exp(-n *
+  // kCtaRate / kBandwidth)), and each CTA costs kCtaBytes more than its keys
+  // (its start: metadata, table and first loads in series; its end: the
+  // warp merge and the partial writes).
   constexpr double kBandwidth = 3.0e6;  // bytes per microsecond
-  constexpr double kCtaRate = 1.9e4;    // bytes per microsecond one CTA reaches alone
-  constexpr double kWaveUs = 2.0;       // a CTA's start and end (table, q, first loads; the warp merge)
-  constexpr double kMergeUs = 2.5;      // the merge kernel's launch
+  constexpr double kCtaRate = 1.5e4;    // bytes per microsecond one CTA reaches alone
+  constexpr double kCtaBytes = 1.28e5;  // a CTA's fixed cost, in streamed bytes
+  constexpr double kWaveUs = 1.0;
+  constexpr double kMergeUs = 3.0;      // the merge kernel, besides its partial traffic
   Plan plan;
   const int64_t group = Hq / Hkv, unit = unit_of(D), rows = N * Hq;
   // Query tiles of one sequence over several CTAs: decode batches (one row
@@ -495,7 +529,7 @@ Plan make_plan(int64_t N, int64_t B, int64_t Hq, int64_t Hkv, int64_t D, int64_t
   const int64_t max_units = (max_ctx + unit - 1) / unit;
   auto time_of = [&](int64_t len, int64_t parts, int64_t partial_bytes) {
     const int64_t ctas = items * parts, full = ctas / resident, rest = ctas % resident;
-    const double cta_bytes = double(len) * key_bytes;
+    const double cta_bytes = double(len) * key_bytes + kCtaBytes;
     auto wave = [&](int64_t n) {
       return double(n) * cta_bytes / (kBandwidth * -std::expm1(-double(n) * kCtaRate / kBandwidth)) + kWaveUs;
     };
@@ -533,20 +567,25 @@ Plan make_plan(int64_t N, int64_t B, int64_t Hq, int64_t Hkv, int64_t D, int64_t
 }
 
 template <int D>
-void launch_paged(const PagedArgs& a, cudaStream_t stream, int variant) {
+void launch_paged(const PagedArgs& a, cudaStream_t stream) {
   const dim3 grid(unsigned(a.num_parts), unsigned(a.Hkv * a.qsplit), unsigned(a.B));
-  bool done = false;
-  if constexpr (D == 64)
-    if (variant == 1) {
-      paged_attention_kernel<D, 3><<<grid, kThreads, 0, stream>>>(a);
-      done = true;
-    }
-  if (!done) paged_attention_kernel<D><<<grid, kThreads, 0, stream>>>(a);
+  paged_attention_kernel<D><<<grid, kThreads, 0, stream>>>(a);
   DAPO_CUDA_CHECK_LAUNCH();
   if (a.part_acc != nullptr) {
-    const int64_t rows = a.N * a.Hq;
-    paged_attention_merge_kernel<D><<<unsigned((rows + kWarps - 1) / kWarps), kThreads, 0, stream>>>(a);
-    DAPO_CUDA_CHECK_LAUNCH();
+    // A programmatic dependent launch: the merge grid is set up while the
+    // main grid's last CTAs run and waits (griddepcontrol.wait) for its
+    // results, instead of paying a full launch gap after it.
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(unsigned((a.N * a.Hq + kWarps - 1) / kWarps));
+    cfg.blockDim = dim3(kThreads);
+    cfg.dynamicSmemBytes = 0;
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    DAPO_CUDA_CHECK(cudaLaunchKernelEx(&cfg, paged_attention_merge_kernel<D>, a));
   }
 }
 
@@ -561,28 +600,15 @@ void check_shapes_for_plan(int64_t N, int64_t B, int64_t Hq, int64_t Hkv, int64_
 
 }  // namespace
 
-// The body of paged_attention; force_parts > 0 overrides the planned
-// partition count (a tuning hook for the perf test).
-void paged_attention_impl(const Ctx& ctx, Tensor out, Tensor q, Tensor k_cache, Tensor v_cache, Tensor block_table,
-                          Tensor context_lens, Tensor cu_seqlens_q, int64_t max_context_len, float scale,
-                          int64_t force_parts, int variant);
-
 size_t paged_attention_scratch_bytes(int64_t N, int64_t B, int64_t Hq, int64_t Hkv, int64_t D,
                                      int64_t max_context_len) {
   if (N == 0 || Hq == 0) return 0;
   check_shapes_for_plan(N, B, Hq, Hkv, D, max_context_len);
-  return make_plan(N, B, Hq, Hkv, D, max_context_len, resident_ctas(D, 0)).scratch;
+  return make_plan(N, B, Hq, Hkv, D, max_context_len, resident_ctas(D)).scratch;
 }
 
 void paged_attention(const Ctx& ctx, Tensor out, Tensor q, Tensor k_cache, Tensor v_cache, Tensor block_table,
                      Tensor context_lens, Tensor cu_seqlens_q, int64_t max_context_len, float scale) {
-  paged_attention_impl(ctx, out, q, k_cache, v_cache, block_table, context_lens, cu_seqlens_q, max_context_len, scale,
-                       0, 0);
-}
-
-void paged_attention_impl(const Ctx& ctx, Tensor out, Tensor q, Tensor k_cache, Tensor v_cache, Tensor block_table,
-                          Tensor context_lens, Tensor cu_seqlens_q, int64_t max_context_len, float scale,
-                          int64_t force_parts, int variant) {
   DAPO_CHECK_DTYPE(k_cache, DType::bf16);
   DAPO_CHECK_DTYPE(v_cache, DType::bf16);
   DAPO_CHECK(k_cache.ndim == 4, "paged_attention: k_cache ", k_cache.shape_string(),
@@ -640,12 +666,7 @@ void paged_attention_impl(const Ctx& ctx, Tensor out, Tensor q, Tensor k_cache, 
   a.max_ctx = int(max_context_len);
   a.scale_log2 = scale * kLog2e;
 
-  Plan plan = make_plan(N, B, Hq, Hkv, D, max_context_len, resident_ctas(D, variant));
-  if (force_parts > 0) {
-    const int64_t unit = unit_of(D), units = (max_context_len + unit - 1) / unit;
-    plan.part_len = (units + force_parts - 1) / force_parts * unit;
-    plan.num_parts = (max_context_len + plan.part_len - 1) / plan.part_len;
-  }
+  const Plan plan = make_plan(N, B, Hq, Hkv, D, max_context_len, resident_ctas(D));
   a.part_len = int(plan.part_len);
   a.num_parts = int(plan.num_parts);
   a.qsplit = int(plan.qsplit);
@@ -662,10 +683,10 @@ void paged_attention_impl(const Ctx& ctx, Tensor out, Tensor q, Tensor k_cache, 
   }
   const cudaStream_t stream = stream_of(ctx);
   switch (D) {
-    case 16: launch_paged<16>(a, stream, variant); break;
-    case 32: launch_paged<32>(a, stream, variant); break;
-    case 64: launch_paged<64>(a, stream, variant); break;
-    default: launch_paged<128>(a, stream, variant); break;
+    case 16: launch_paged<16>(a, stream); break;
+    case 32: launch_paged<32>(a, stream); break;
+    case 64: launch_paged<64>(a, stream); break;
+    default: launch_paged<128>(a, stream); break;
   }
 }
 

@@ -16,13 +16,6 @@
 #include "gpu/gpu_perf_util.h"
 #include "gpu/gpu_test_util.h"
 
-namespace dapo::ops::cuda {
-// cuda/paged_attention.cu's tuning hook (not in the public header).
-void paged_attention_impl(const Ctx& ctx, Tensor out, Tensor q, Tensor k_cache, Tensor v_cache, Tensor block_table,
-                          Tensor context_lens, Tensor cu_seqlens_q, int64_t max_context_len, float scale,
-                          int64_t force_parts, int variant);
-}  // namespace dapo::ops::cuda
-
 namespace dapo::test {
 namespace {
 
@@ -210,8 +203,8 @@ class DecodePerf {
   }
 
   // Milliseconds per decode call (B sequences of len positions), or -1 when
-  // the pool is too small; force_parts > 0 fixes the split.
-  double decode_ms(int64_t Hq, int64_t Hkv, int64_t D, int64_t B, int64_t len, int64_t force_parts, int variant,
+  // the pool is too small.
+  double decode_ms(int64_t Hq, int64_t Hkv, int64_t D, int64_t B, int64_t len,
                    const std::function<Tensor(const std::vector<int32_t>&, std::initializer_list<int64_t>)>& up) {
     const int64_t per_seq = len / kBS, NB = B * per_seq, pool_blocks = kPoolBytes / (kBS * Hkv * D * 2);
     if (NB > pool_blocks) return -1.0;
@@ -235,11 +228,7 @@ class DecodePerf {
     }
     const float scale = 1.0f / std::sqrt(float(D));
     auto call = [&](int i) {
-      const Tensor& t = tables[size_t(i % rot)];
-      if (force_parts > 0 || variant != 0)
-        ops::cuda::paged_attention_impl(ctx_, out, q, kc, vc, t, dl, dcu, len, scale, force_parts, variant);
-      else
-        ops::paged_attention(ctx_, out, q, kc, vc, t, dl, dcu, len, scale);
+      ops::paged_attention(ctx_, out, q, kc, vc, tables[size_t(i % rot)], dl, dcu, len, scale);
     };
     for (int i = 0; i < int(rot); ++i) call(i);  // warm-up, outside the capture
     constexpr int kCalls = 20;
@@ -286,7 +275,7 @@ TEST_F(KvCacheGpu, PagedAttentionDecodePerf) {
                           {32, 8192}, {32, 32768}, {128, 4096}, {128, 16384}};
   for (const PerfModel& m : kPerfModels) {
     for (const Shape& sh : shapes) {
-      const double ms = perf.decode_ms(m.Hq, m.Hkv, m.D, sh.B, sh.len, 0, 0, up);
+      const double ms = perf.decode_ms(m.Hq, m.Hkv, m.D, sh.B, sh.len, up);
       if (ms < 0) continue;
       const double bytes = double(sh.B) * double(sh.len) * double(m.Hkv * m.D) * 2 * 2;
       const double gbps = bytes / (ms * 1e6);
@@ -298,42 +287,6 @@ TEST_F(KvCacheGpu, PagedAttentionDecodePerf) {
                   gbps, gbps / 3000.0, gbps / 3350.0, double(scratch) / double(1 << 20));
       std::fflush(stdout);
     }
-  }
-}
-
-// Tuning aid: decode time against a forced partition count.
-TEST_F(KvCacheGpu, PagedAttentionSplitSweepPerf) {
-  if (!gpu_perf_enabled()) GTEST_SKIP() << "set DAPO_GPU_PERF=1";
-  DecodePerf perf(*device_, gpu());
-  auto up = [&](const std::vector<int32_t>& v, std::initializer_list<int64_t> dims) { return upload_raw(v, dims); };
-  struct Case {
-    int m;
-    int64_t B, len;
-  };
-  for (const Case c : {Case{1, 8, 32768}, Case{1, 8, 4096}, Case{0, 8, 16384}, Case{0, 32, 8192}, Case{2, 8, 16384},
-                       Case{2, 32, 8192}, Case{1, 128, 4096}, Case{0, 128, 4096}, Case{1, 128, 512}, Case{2, 128, 768},
-                       Case{2, 128, 16384}}) {
-    const PerfModel& m = kPerfModels[c.m];
-    const double bytes = double(c.B) * double(c.len) * double(m.Hkv * m.D) * 2 * 2;
-    std::printf("{\"sweep\":\"%s B=%lld ctx=%lld\",\"planned\":%.0f", m.name, (long long)c.B, (long long)c.len,
-                bytes / (perf.decode_ms(m.Hq, m.Hkv, m.D, c.B, c.len, 0, 0, up) * 1e6));
-    for (const int64_t parts : {int64_t(1), int64_t(2), int64_t(3), int64_t(4), int64_t(6), int64_t(8), int64_t(12),
-                                int64_t(16), int64_t(24), int64_t(32), int64_t(48), int64_t(64)}) {
-      if (parts * 64 > c.len) break;
-      const double ms = perf.decode_ms(m.Hq, m.Hkv, m.D, c.B, c.len, parts, 0, up);
-      std::printf(",\"p%lld\":%.0f", (long long)parts, bytes / (ms * 1e6));
-    }
-    std::printf("}\n");
-    std::fflush(stdout);
-  }
-  // D 64 at 3 CTAs per SM (no spills) against 4 (the default), planned split.
-  for (const Case c : {Case{0, 128, 512}, Case{0, 8, 32768}, Case{0, 32, 8192}, Case{0, 128, 4096}, Case{0, 128, 16384}}) {
-    const PerfModel& m = kPerfModels[c.m];
-    const double bytes = double(c.B) * double(c.len) * double(m.Hkv * m.D) * 2 * 2;
-    const double v0 = perf.decode_ms(m.Hq, m.Hkv, m.D, c.B, c.len, 0, 0, up);
-    const double v1 = perf.decode_ms(m.Hq, m.Hkv, m.D, c.B, c.len, 0, 1, up);
-    std::printf("{\"variant\":\"%s B=%lld ctx=%lld\",\"mb4\":%.0f,\"mb3\":%.0f}\n", m.name, (long long)c.B,
-                (long long)c.len, bytes / (v0 * 1e6), bytes / (v1 * 1e6));
   }
 }
 
