@@ -1,11 +1,13 @@
 // Paged KV cache ops on the GPU (bf16 caches) against the CPU reference:
 // slot writes with skipped slots, block copies, and paged attention for
 // decode (short contexts, block-boundary lengths, split-KV long contexts),
-// shuffled and shared physical blocks, chunked prefill, GQA groups 2/6/7,
-// head dims 16..128 and block sizes 16 and 32; reruns are bit-identical.
+// shuffled and shared physical blocks, chunked prefill, GQA groups 2/6/7/12,
+// head dims 16..128, block sizes 16, 24 and 32, the Qwen2.5 shapes with
+// ragged batches up to 20k positions; reruns are bit-identical.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <numeric>
 #include <random>
 
@@ -93,6 +95,22 @@ TEST_F(KvCacheGpu, DecodeMatchesCpu) {
   run_attention({12, 1, 128, 32, {777, 3}, {1, 1}, false}, 5);                        // group 12: two row tiles
 }
 
+TEST_F(KvCacheGpu, DecodeQwenShapesMatchCpu) {
+  // Qwen2.5-0.5B (GQA 7, D 64), 1.5B (GQA 6, D 128), 7B (GQA 7, D 128):
+  // ragged batches of one-token sequences from 1 to 20000 positions (split-KV
+  // over many partitions, partitions past a short sequence's end), the first
+  // two sharing their prompt blocks.
+  run_attention({14, 2, 64, 16, {20000, 4095, 17, 1}, {1, 1, 1, 1}, true}, 31);
+  run_attention({12, 2, 128, 16, {4095, 20000, 1, 17}, {1, 1, 1, 1}, true}, 32);
+  run_attention({28, 4, 128, 16, {20000, 20000, 4095, 17, 1}, {1, 1, 1, 1, 1}, true}, 33);
+  // A wider batch of random lengths, and a block size that is not a power of two.
+  std::mt19937 gen(34);
+  std::vector<int> lens(24), ones(24, 1);
+  for (int& len : lens) len = 1 + int(gen() % 6000);
+  run_attention({14, 2, 64, 16, lens, ones, true}, 35);
+  run_attention({28, 4, 128, 24, {3001, 3001, 50, 777}, {1, 1, 1, 1}, true}, 36);
+}
+
 TEST_F(KvCacheGpu, ChunkedPrefillMatchesCpu) {
   // Several new tokens per sequence (the last nq positions of each context),
   // a whole prefill, a sequence with no new token, and a long one split over
@@ -100,6 +118,7 @@ TEST_F(KvCacheGpu, ChunkedPrefillMatchesCpu) {
   run_attention({12, 2, 128, 16, {40, 100, 17, 600, 9}, {40, 7, 1, 300, 0}, true}, 6);
   run_attention({14, 2, 64, 32, {1500, 70, 3}, {33, 70, 2}, false}, 7);
   run_attention({4, 2, 32, 16, {50, 50}, {50, 13}, true}, 8);
+  run_attention({28, 4, 128, 16, {3000, 45, 700}, {20, 45, 1}, true}, 9);  // 7B: a chunk after a long prefix
 }
 
 TEST_F(KvCacheGpu, WriteMatchesCpu) {
@@ -148,34 +167,126 @@ TEST_F(KvCacheGpu, BlockCopyMatchesCpu) {
   }
 }
 
-// Decode at batch 128 on Qwen2.5-1.5B's attention shape; bandwidth is the
-// K and V bytes the contexts hold over the time (each read once).
+// Decode (one new token per sequence) on the Qwen2.5 attention shapes;
+// bandwidth is the K and V bytes the contexts hold over the time (each read
+// once; q and out are negligible). The calls are captured in a CUDA graph
+// (as the engine will run them: this also checks that the op is
+// capturable) and rotate over block tables into different parts of a 2 GiB
+// pool so that the cache is read from HBM, not L2.
+class DecodePerf {
+ public:
+  DecodePerf(const ops::CudaDevice& dev, const ops::Ctx& ctx)
+      : dev_(dev), ctx_(ctx), stream_(static_cast<cudaStream_t>(ctx.stream)),
+        big_(size_t(2 * kPoolBytes) + (size_t(256) << 20), Device::cuda, "perf") {
+    kpool_ = big_.alloc(DType::bf16, {kPoolBytes / 2});
+    vpool_ = big_.alloc(DType::bf16, {kPoolBytes / 2});
+    // Random 64 MiB, repeated over the pools by device copies.
+    const int64_t chunk = int64_t(32) << 20;
+    fill_random(dev_, Tensor(kpool_.data, DType::bf16, {chunk}, Device::cuda), 1);
+    fill_random(dev_, Tensor(vpool_.data, DType::bf16, {chunk}, Device::cuda), 2);
+    for (int64_t off = chunk; off < kPoolBytes / 2; off += chunk) {
+      const size_t n = size_t(std::min(chunk, kPoolBytes / 2 - off)) * 2;
+      EXPECT_EQ(cudaMemcpyAsync(static_cast<bf16*>(kpool_.data) + off, kpool_.data, n, cudaMemcpyDeviceToDevice, stream_),
+                cudaSuccess);
+      EXPECT_EQ(cudaMemcpyAsync(static_cast<bf16*>(vpool_.data) + off, vpool_.data, n, cudaMemcpyDeviceToDevice, stream_),
+                cudaSuccess);
+    }
+  }
+
+  // The copy ceiling of this card (bytes read + written), GB/s.
+  double copy_gbps() {
+    const int64_t n = int64_t(1) << 30;
+    const double ms = time_ms(ctx_.stream, [&] {
+      EXPECT_EQ(cudaMemcpyAsync(vpool_.data, kpool_.data, size_t(n), cudaMemcpyDeviceToDevice, stream_), cudaSuccess);
+    }, 10, 2);
+    return 2.0 * double(n) / (ms * 1e6);
+  }
+
+  // Milliseconds per decode call (B sequences of len positions), or -1 when
+  // the pool is too small.
+  double decode_ms(int64_t Hq, int64_t Hkv, int64_t D, int64_t B, int64_t len,
+                   const std::function<Tensor(const std::vector<int32_t>&, std::initializer_list<int64_t>)>& up) {
+    const int64_t per_seq = len / kBS, NB = B * per_seq, pool_blocks = kPoolBytes / (kBS * Hkv * D * 2);
+    if (NB > pool_blocks) return -1.0;
+    ArenaScope scope(big_);
+    const double bytes = double(B) * double(len) * double(Hkv * D) * 2 * 2;
+    const int64_t rot =
+        std::clamp<int64_t>(int64_t(std::ceil(1e9 / bytes)), 1, std::min<int64_t>(8, pool_blocks / NB));
+    Tensor kc(kpool_.data, DType::bf16, {pool_blocks, kBS, Hkv, D}, Device::cuda);
+    Tensor vc(vpool_.data, DType::bf16, {pool_blocks, kBS, Hkv, D}, Device::cuda);
+    Tensor q = big_.alloc(DType::bf16, {B, Hq, D}), out = big_.alloc(DType::bf16, {B, Hq, D});
+    fill_random(dev_, q, 3, -3, 3);
+    std::vector<int32_t> lens(static_cast<size_t>(B), static_cast<int32_t>(len)), cu(static_cast<size_t>(B + 1));
+    std::iota(cu.begin(), cu.end(), 0);
+    Tensor dl = up(lens, {B}), dcu = up(cu, {B + 1});
+    std::vector<Tensor> tables;
+    for (int64_t r = 0; r < rot; ++r) {
+      std::vector<int32_t> table(static_cast<size_t>(NB));
+      std::iota(table.begin(), table.end(), int32_t(r * NB));
+      std::shuffle(table.begin(), table.end(), std::mt19937(uint32_t(4 + r)));
+      tables.push_back(up(table, {B, per_seq}));
+    }
+    const float scale = 1.0f / std::sqrt(float(D));
+    auto call = [&](int i) {
+      ops::paged_attention(ctx_, out, q, kc, vc, tables[size_t(i % rot)], dl, dcu, len, scale);
+    };
+    for (int i = 0; i < int(rot); ++i) call(i);  // warm-up, outside the capture
+    constexpr int kCalls = 20;
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    EXPECT_EQ(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    for (int i = 0; i < kCalls; ++i) call(i);
+    EXPECT_EQ(cudaStreamEndCapture(stream_, &graph), cudaSuccess);
+    EXPECT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    const double ms =
+        time_ms(ctx_.stream, [&] { EXPECT_EQ(cudaGraphLaunch(exec, stream_), cudaSuccess); }, 5, 1) / kCalls;
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    EXPECT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+    return ms;
+  }
+
+  static constexpr int64_t kBS = 16;
+  static constexpr int64_t kPoolBytes = int64_t(2) << 30;
+
+ private:
+  const ops::CudaDevice& dev_;
+  ops::Ctx ctx_;
+  cudaStream_t stream_;
+  Arena big_;
+  Tensor kpool_, vpool_;
+};
+
+struct PerfModel {
+  const char* name;
+  int64_t Hq, Hkv, D;
+};
+constexpr PerfModel kPerfModels[] = {{"0.5B", 14, 2, 64}, {"1.5B", 12, 2, 128}, {"7B", 28, 4, 128}};
+
 TEST_F(KvCacheGpu, PagedAttentionDecodePerf) {
   if (!gpu_perf_enabled()) GTEST_SKIP() << "set DAPO_GPU_PERF=1";
-  const ops::Ctx ctx = gpu();
-  Arena big(size_t(3) << 30, Device::cuda, "perf");
-  const int64_t B = 128, Hq = 12, Hkv = 2, D = 128, BS = 16;
-  for (const int64_t len : {int64_t(512), int64_t(2048), int64_t(8192)}) {
-    ArenaScope scope(big);
-    const int64_t per_seq = len / BS, NB = B * per_seq;
-    Tensor kc = big.alloc(DType::bf16, {NB, BS, Hkv, D}), vc = big.alloc(DType::bf16, {NB, BS, Hkv, D});
-    fill_random(*device_, kc, 1);
-    fill_random(*device_, vc, 2);
-    Tensor q = big.alloc(DType::bf16, {B, Hq, D}), out = big.alloc(DType::bf16, {B, Hq, D});
-    fill_random(*device_, q, 3, -3, 3);
-    std::vector<int32_t> table(static_cast<size_t>(NB)), lens(static_cast<size_t>(B), static_cast<int32_t>(len)), cu(static_cast<size_t>(B + 1));
-    std::iota(table.begin(), table.end(), 0);
-    std::shuffle(table.begin(), table.end(), std::mt19937(4));
-    std::iota(cu.begin(), cu.end(), 0);
-    Tensor dt = upload_raw(table, {B, per_seq}), dl = upload_raw(lens, {B}), dcu = upload_raw(cu, {B + 1});
-    const double ms = time_ms(ctx.stream, [&] {
-      ops::paged_attention(ctx, out, q, kc, vc, dt, dl, dcu, len, 1.0f / std::sqrt(float(D)));
-    }, 20);
-    const double bytes = double(B) * double(len) * Hkv * D * 2 * 2;
-    const std::string shape = "B=128,Hq=12,Hkv=2,D=128,BS=16,ctx=" + std::to_string(len);
-    print_perf("paged_attention_decode", shape, "bf16", ms, bytes);
-    std::printf("{\"op\":\"paged_attention_decode\",\"shape\":\"%s\",\"fraction_of_3000gbps\":%.3f}\n", shape.c_str(),
-                bytes / (ms * 1e6) / 3000.0);
+  DecodePerf perf(*device_, gpu());
+  std::printf("{\"op\":\"device_copy\",\"gbps\":%.1f}\n", perf.copy_gbps());
+  auto up = [&](const std::vector<int32_t>& v, std::initializer_list<int64_t> dims) { return upload_raw(v, dims); };
+  struct Shape {
+    int64_t B, len;
+  };
+  const Shape shapes[] = {{128, 256}, {128, 512}, {128, 768},  {8, 4096},    {8, 16384},   {8, 32768},
+                          {32, 8192}, {32, 32768}, {128, 4096}, {128, 16384}};
+  for (const PerfModel& m : kPerfModels) {
+    for (const Shape& sh : shapes) {
+      const double ms = perf.decode_ms(m.Hq, m.Hkv, m.D, sh.B, sh.len, up);
+      if (ms < 0) continue;
+      const double bytes = double(sh.B) * double(sh.len) * double(m.Hkv * m.D) * 2 * 2;
+      const double gbps = bytes / (ms * 1e6);
+      const size_t scratch = ops::cuda::paged_attention_scratch_bytes(sh.B, sh.B, m.Hq, m.Hkv, m.D, sh.len);
+      std::printf("{\"op\":\"paged_attention_decode\",\"model\":\"%s\",\"shape\":\"B=%lld,Hq=%lld,Hkv=%lld,D=%lld,"
+                  "BS=16,ctx=%lld\",\"ms\":%.4f,\"gbps\":%.1f,\"fraction_of_3000gbps\":%.3f,"
+                  "\"fraction_of_3350gbps\":%.3f,\"scratch_mib\":%.2f}\n",
+                  m.name, (long long)sh.B, (long long)m.Hq, (long long)m.Hkv, (long long)m.D, (long long)sh.len, ms,
+                  gbps, gbps / 3000.0, gbps / 3350.0, double(scratch) / double(1 << 20));
+      std::fflush(stdout);
+    }
   }
 }
 

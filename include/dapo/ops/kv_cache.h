@@ -48,7 +48,7 @@ void kv_cache_write(const Ctx& ctx, Tensor k_cache, Tensor v_cache, Tensor k, Te
 //                the batch on the host) so that a GPU launch never reads
 //                context_lens back; the CPU op checks it.
 // Needs ctx.scratch (CPU: nthreads * max(context_lens) floats; CUDA: at most
-// 64 MiB of split-KV partials, none when max_context_len is short).
+// 64 MiB of split-KV partials, see cuda::paged_attention_scratch_bytes).
 void paged_attention(const Ctx& ctx, Tensor out, Tensor q, Tensor k_cache, Tensor v_cache,
                      Tensor block_table, Tensor context_lens, Tensor cu_seqlens_q, int64_t max_context_len,
                      float scale);
@@ -62,25 +62,37 @@ void paged_attention(const Ctx& ctx, Tensor out, Tensor q, Tensor k_cache, Tenso
 }  // namespace cpu
 
 // CUDA builds only: k_cache, v_cache, k, v, q, out bf16; slot_mapping,
-// block_table, context_lens, cu_seqlens_q i32; all on the device. Softmax
-// and accumulation in fp32. paged_attention: D in {16, 32, 64, 128}; q,
-// out and the caches 16-byte aligned. kv_cache_write copies 16 bytes at a
-// time where rows and pointers allow (any shape works). The metadata is not
-// read on the host and a malformed one is not diagnosed (the CPU op checks
-// it): kv_cache_write skips slots outside [0, num_blocks * block_size);
-// paged_attention skips sequences whose lengths contradict max_context_len,
-// the table width or cu_seqlens_q (their rows left unwritten) and reads a
-// block id outside [0, num_blocks) as masked keys. Decode-first design: one
+// block_table, context_lens, cu_seqlens_q i32; all on the device.
+// paged_attention: D in {16, 32, 64, 128}; q, out and the caches 16-byte
+// aligned; num_blocks * block_size < 2^31. q.K and P.V run on the tensor
+// cores with bf16 operands (P, the softmax weights in [0, 1], rounded to bf16
+// as FlashAttention does); the softmax statistics and every sum are fp32.
+// kv_cache_write copies 16 bytes at a time where rows and pointers allow (any
+// shape works). The metadata is not read on the host and a malformed one is
+// not diagnosed (the CPU op checks it): kv_cache_write skips slots outside
+// [0, num_blocks * block_size); paged_attention skips sequences whose
+// lengths contradict max_context_len, the table width or cu_seqlens_q (their
+// rows left unwritten) and reads a block id outside [0, num_blocks) as masked
+// keys (a row with every key masked comes out 0). Decode-first design: one
 // CTA reads a stretch of a sequence's cache once for all query heads of a
 // KV group; long contexts are split over CTAs (split-KV) and the partial
 // softmax states merged in a fixed order, so results are bit-identical on
-// repeated runs with the same shapes.
+// repeated runs with the same shapes on the same device. The split depends
+// only on the shapes, max_context_len and the device (its SM count), never
+// on device data, so a fixed-shape call can be captured in a CUDA graph;
+// it takes paged_attention_scratch_bytes(...) of ctx.scratch (at most
+// 64 MiB plus 768 bytes of alignment; 0 when there is no split), computed
+// for the current device.
 namespace cuda {
 void kv_cache_write(const Ctx& ctx, Tensor k_cache, Tensor v_cache, Tensor k, Tensor v,
                     Tensor slot_mapping);
 void paged_attention(const Ctx& ctx, Tensor out, Tensor q, Tensor k_cache, Tensor v_cache,
                      Tensor block_table, Tensor context_lens, Tensor cu_seqlens_q, int64_t max_context_len,
                      float scale);
+// Bytes of ctx.scratch that cuda::paged_attention takes for N new tokens
+// over B sequences (Hq, Hkv, D as in its call), on the current device.
+size_t paged_attention_scratch_bytes(int64_t N, int64_t B, int64_t Hq, int64_t Hkv, int64_t D,
+                                     int64_t max_context_len);
 }  // namespace cuda
 
 }  // namespace dapo::ops
