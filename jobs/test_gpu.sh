@@ -11,7 +11,10 @@
 #      loss curves agree within bf16 noise;
 #   4. (2+ GPUs) a rank that stops answering during a dp=2 `dapo sft` on
 #      GPUs: its peer blocks in an NCCL collective, and the watchdog ends the
-#      job (exit 5) within seconds instead of letting it hang.
+#      job (exit 5) within seconds instead of letting it hang;
+#   5. the CPU demo's pipeline on one GPU (`dapo sft`, then `dapo train` and
+#      `dapo eval`, `dapo generate` of the trained model): DAPO learns on
+#      the GPU as it does on the CPU.
 # Usage: bash jobs/test_gpu.sh [BIN]
 #   BIN: where dapo, test_gpu and test_mpi are (default: build/, after
 #   bash jobs/build.sh; or a gpu-bundle's bin/ after sourcing its env.sh).
@@ -78,4 +81,27 @@ if [ "$gpus" -ge 2 ]; then
     { tail -20 "$tmp/stall.log"; echo "test_gpu.sh: the stuck 2-GPU job was not ended by the watchdog (exit $rc after ${took}s)"; exit 1; }
   echo "stall: ended by the watchdog ${took}s after start, exit code $rc"
 fi
+echo "== 5. the demo pipeline on one GPU: sft, train, eval, generate"
+demo="--model.path=$tmp/cuda/sft_final.h5 --log.dir=$tmp/train --checkpoint.dir=$tmp/train/ckpt --dump.dir=$tmp/train/rollouts"
+"$dapo" sft --config inputs/demo_sft.ini --parallel.backend=cuda --log.dir="$tmp/cuda" --checkpoint.dir="$tmp/cuda" \
+  > "$tmp/sft_full.log" 2>&1 || { tail -20 "$tmp/sft_full.log"; echo "test_gpu.sh: full demo sft on cuda failed"; exit 1; }
+# shellcheck disable=SC2086
+"$dapo" train --config inputs/demo.ini --parallel.backend=cuda $demo > "$tmp/train.log" 2>&1 ||
+  { tail -30 "$tmp/train.log"; echo "test_gpu.sh: dapo train on cuda failed"; exit 1; }
+grep -E "train: accuracy|train: done" "$tmp/train.log"
+python3 - "$tmp/train/metrics.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+val = [v for r in rows for k, v in r.items() if k.startswith("val-core/") and "/acc/mean" in k]
+print(f"GPU demo: validation accuracy {val[0]:.3f} -> {val[-1]:.3f} over {rows[-1]['step']} steps")
+assert val[-1] > val[0] + 0.1, "DAPO on the GPU did not raise the validation accuracy"
+PY
+ckpt=$(ls "$tmp"/train/ckpt/step_*.h5 | tail -1)
+"$dapo" eval --config inputs/demo.ini --parallel.backend=cuda --checkpoint="$ckpt" --output="$tmp/eval.json" \
+  > "$tmp/eval.log" 2>&1 || { tail -20 "$tmp/eval.log"; echo "test_gpu.sh: dapo eval on cuda failed"; exit 1; }
+cat "$tmp/eval.json"
+head -5 inputs/demo/val.jsonl > "$tmp/prompts.jsonl"
+"$dapo" generate --config inputs/demo.ini --parallel.backend=cuda --checkpoint="$ckpt" --input="$tmp/prompts.jsonl" \
+  --output="$tmp/gen.jsonl" > "$tmp/gen.log" 2>&1 || { tail -20 "$tmp/gen.log"; echo "test_gpu.sh: dapo generate on cuda failed"; exit 1; }
+[ "$(wc -l < "$tmp/gen.jsonl")" -eq 5 ] || { echo "test_gpu.sh: dapo generate wrote $(wc -l < "$tmp/gen.jsonl") lines, not 5"; exit 1; }
 echo "test_gpu.sh: all GPU tests passed"

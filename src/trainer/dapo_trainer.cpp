@@ -13,15 +13,17 @@ namespace dapo::trainer {
 
 DapoTrainer::DapoTrainer(model::ParamStore& params, std::unique_ptr<model::ParamStore> reference,
                          const parallel::Grid& grid, const Config& config, const data::Tokenizer& tokenizer,
-                         const PromptSet& prompts)
+                         const PromptSet& prompts, const ops::CudaDevice* gpu)
     : grid_(grid),
       config_(config),
       prompts_(prompts),
+      gpu_(gpu),
+      engine_scratch_(0, gpu ? Device::cuda : Device::cpu, "unused"),
       model_(params, grid.tp, model::ModelOptions{config.train.activation_recompute}),
       optimizer_(params, optim::adamw_options(config.optim)),
-      actor_(model_, &optimizer_, grid),
+      actor_(model_, &optimizer_, grid, gpu),
       ref_params_(std::move(reference)),
-      engine_(model_, grid.tp, ops::Ctx{}, rollout::engine_options(config)),
+      engine_(model_, grid.tp, gpu ? gpu->ctx(&engine_scratch_) : ops::Ctx{}, rollout::engine_options(config)),
       order_(prompts.size(), uint64_t(config.data.seed)),
       eos_ids_(rollout::response_eos_ids(&tokenizer, params.config())),
       rewards_(reward_settings(config, tokenizer)) {
@@ -29,7 +31,7 @@ DapoTrainer::DapoTrainer(model::ParamStore& params, std::unique_ptr<model::Param
              "a reference model is needed exactly when algorithm.kl_coef > 0");
   if (ref_params_) {
     ref_model_ = std::make_unique<model::Qwen2Model>(*ref_params_, grid.tp, model::ModelOptions{});
-    ref_runner_ = std::make_unique<UpdateRunner>(*ref_model_, nullptr, grid);
+    ref_runner_ = std::make_unique<UpdateRunner>(*ref_model_, nullptr, grid, gpu);
   }
   if (eos_ids_.empty())
     throw UserError("the tokenizer has no <|im_end|> or <|endoftext|> and the model's config.json names no "
@@ -59,6 +61,7 @@ DapoStepResult DapoTrainer::step() {
   gen.progress = progress_;
   if (watchdog_) watchdog_->enter("generate", res.step);
   res.generation = run_generation_phase(gen, grid_, res.step);
+  if (gpu_) gpu_->check_flags("generation");
   if (watchdog_) watchdog_->enter("update", res.step);
 
   std::vector<int64_t> mini_batch;
@@ -67,6 +70,10 @@ DapoStepResult DapoTrainer::step() {
   const double lr = optim::warmup_lr(config_.optim, steps_done_);
   res.update = run_update_phase(upd, grid_, res.generation.groups, mini_batch,
                                 res.generation.plan.num_mini_batches(), lr);
+  if (gpu_) gpu_->check_flags("update");
+  // The next generation's KV pool gets the activations' memory.
+  actor_.release_memory();
+  if (ref_runner_) ref_runner_->release_memory();
   ++steps_done_;
 
   res.seconds = root_seconds_since(grid_.world, start);

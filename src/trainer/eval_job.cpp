@@ -8,18 +8,20 @@
 #include "dapo/io/checkpoint.h"
 #include "dapo/model/qwen2_model.h"
 #include "dapo/rollout/model_source.h"
+#include "dapo/trainer/rank_device.h"
 #include "dapo/trainer/run_files.h"
 
 namespace dapo::trainer {
 
 ValidationResult run_eval_job(const Config& config, const EvalJob& job, const parallel::Grid& grid) {
-  if (config.parallel.backend == BackendChoice::cuda)
-    throw UserError(cat(config.origin_of("parallel.backend"),
-                        ": parallel.backend = cuda: dapo eval runs on the CPU backend only for now"));
   const std::string files = !job.data.empty() ? job.data : config.data.val_files;
   if (files.empty()) throw UserError("no evaluation data: give --data D.jsonl, or data.val_files");
   const rollout::ModelSource source = rollout::resolve_model_source(job.checkpoint, config.model);
-  std::unique_ptr<model::ParamStore> params = rollout::load_model_params(source, grid);
+  const std::unique_ptr<ops::CudaDevice> gpu = open_rank_device(config, grid, grid.local_rank);
+  Arena no_scratch(0, device_of(gpu.get()), "unused");  // the engine brings its own
+  const ops::Ctx ctx = gpu ? gpu->ctx(&no_scratch) : ops::Ctx{};
+  std::unique_ptr<model::ParamStore> params =
+      rollout::load_model_params(source, grid, device_of(gpu.get()), ctx.stream);
   int64_t step = 0;
   if (!source.hf_dir) step = io::CheckpointReader(source.path, grid.world).info().step;
 
@@ -45,7 +47,7 @@ ValidationResult run_eval_job(const Config& config, const EvalJob& job, const pa
   }
 
   const model::Qwen2Model model(*params, grid.tp);
-  rollout::GenerationEngine engine(model, grid.tp, ops::Ctx{}, rollout::engine_options(config));
+  rollout::GenerationEngine engine(model, grid.tp, ctx, rollout::engine_options(config));
   const rollout::SamplingOptions sampling =
       rollout::validation_sampling_options(config, rollout::response_eos_ids(&*tokenizer, params->config()), 0);
   if (grid.world_rank() == 0 && sampling.temperature == 0 && sampling.n > 1)
@@ -58,6 +60,7 @@ ValidationResult run_eval_job(const Config& config, const EvalJob& job, const pa
     error = e.what();  // a KV budget too small for one sequence
   }
   io::agree_on_error(grid.world, error);
+  if (gpu) gpu->check_flags("evaluation");
 
   if (!job.output.empty()) {
     if (grid.world_rank() == 0) {

@@ -14,6 +14,7 @@
 #include "dapo/trainer/dapo_trainer.h"
 #include "dapo/trainer/model_init.h"
 #include "dapo/trainer/prompt_set.h"
+#include "dapo/trainer/rank_device.h"
 #include "dapo/trainer/run_files.h"
 #include "dapo/trainer/step_dump.h"
 #include "dapo/trainer/step_metrics.h"
@@ -49,17 +50,15 @@ void log_validation(const ValidationResult& v, int64_t step) {
 TrainSummary run_train_job(const Config& config, const parallel::Grid& grid, const StopSignals& signals) {
   const auto start = Clock::now();
   const bool root = grid.world_rank() == 0;
-  if (config.parallel.backend == BackendChoice::cuda)
-    throw UserError(cat(config.origin_of("parallel.backend"),
-                        ": parallel.backend = cuda: dapo train runs on the CPU backend only for now"));
   check_training_config(config);
   if (config.data.train_files.empty()) throw UserError("no training prompts: set data.train_files");
   write_run_config(config, grid);
 
-  InitialModel initial = load_initial_model(config, grid);
+  const std::unique_ptr<ops::CudaDevice> gpu = open_rank_device(config, grid, grid.local_rank);
+  InitialModel initial = load_initial_model(config, grid, gpu.get());
   model::ParamStore& params = *initial.params;
   std::unique_ptr<model::ParamStore> reference;
-  if (config.algorithm.kl_coef > 0) reference = load_initial_model(config, grid).params;
+  if (config.algorithm.kl_coef > 0) reference = load_initial_model(config, grid, gpu.get()).params;
 
   // Tokenizer and prompt sets; every rank reads them, errors agree.
   std::string error;
@@ -101,11 +100,11 @@ TrainSummary run_train_job(const Config& config, const parallel::Grid& grid, con
   }
   DAPO_INFO("train: ", train->size(), " training prompts", val ? cat(", ", val->size(), " validation problems") : "",
             ", model ", initial.source.path, initial.random_init ? " (random init)" : "", ", world ",
-            grid.world_size(), " = tp ", grid.tp_size, " x dp ", grid.dp_size);
+            grid.world_size(), " = tp ", grid.tp_size, " x dp ", grid.dp_size, gpu ? " on GPUs" : " on CPUs");
 
   std::optional<DapoTrainer> trainer;
   try {
-    trainer.emplace(params, std::move(reference), grid, config, *tokenizer, *train);
+    trainer.emplace(params, std::move(reference), grid, config, *tokenizer, *train, gpu.get());
   } catch (const UserError& e) {
     error = e.what();
   }
@@ -162,6 +161,7 @@ TrainSummary run_train_job(const Config& config, const parallel::Grid& grid, con
         rollout::validation_sampling_options(config, trainer->eos_ids(), 0);
     const ValidationResult v =
         run_validation(trainer->engine(), *val, sampling, trainer->rewards(), grid, progress_lines("validate", 5.0));
+    if (gpu) gpu->check_flags("validation");
     v.add_to(m);
     log_validation(v, step);
     if (summary.val_k == 0) {

@@ -55,6 +55,11 @@ void UpdateRunner::set_dp_bucket_bytes(size_t bytes) {
   if (buckets_) buckets_ = std::make_unique<optim::GradBuckets>(model_.params(), grid_.dp, *gpu_, bytes);
 }
 
+void UpdateRunner::release_memory() {
+  act_.reset();
+  scratch_.reset();
+}
+
 UpdateRunner::ArenaUse UpdateRunner::arena_use() const {
   ArenaUse u;
   if (act_) u.activations = act_->capacity(), u.activations_peak = act_->peak();

@@ -18,6 +18,7 @@
 #include "dapo/data/tokenizer.h"
 #include "dapo/model/param_store.h"
 #include "dapo/model/qwen2_model.h"
+#include "dapo/ops/cuda_device.h"
 #include "dapo/optim/adamw.h"
 #include "dapo/parallel/grid.h"
 #include "dapo/rollout/engine.h"
@@ -45,8 +46,13 @@ class DapoTrainer {
   // starting weights (required iff algorithm.kl_coef > 0). grid, config,
   // tokenizer and prompts must outlive the trainer. check_training_config
   // is the caller's.
+  // gpu: this rank's GPU when the stores live there (parallel.backend =
+  // cuda), nullptr on the CPU backend. Generation and the update then both
+  // run on it, one after the other, each giving its working memory back
+  // when it ends (the engine its KV pool, the update its activations).
   DapoTrainer(model::ParamStore& params, std::unique_ptr<model::ParamStore> reference, const parallel::Grid& grid,
-              const Config& config, const data::Tokenizer& tokenizer, const PromptSet& prompts);
+              const Config& config, const data::Tokenizer& tokenizer, const PromptSet& prompts,
+              const ops::CudaDevice* gpu = nullptr);
 
   // One training step. Collective over grid.world. UserError (on every rank
   // alike) when dynamic sampling runs out of generation rounds or a
@@ -74,6 +80,8 @@ class DapoTrainer {
   const parallel::Grid& grid_;
   const Config& config_;
   const PromptSet& prompts_;
+  const ops::CudaDevice* gpu_;
+  Arena engine_scratch_;  // none: the engine carves its own per generate()
   model::Qwen2Model model_;
   optim::AdamW optimizer_;
   UpdateRunner actor_;

@@ -16,8 +16,7 @@ namespace dapo::trainer {
 // nullptr for the CPU backend: parallel.backend = cpu, or auto where some
 // rank has no GPU of its own (auto is cuda where every rank has one). For
 // cuda: UserError when this build or a node has no GPU, or fewer GPUs than
-// ranks on the node. Subcommands that do not run on GPUs yet (train, eval,
-// generate) refuse cuda themselves and treat auto as cpu.
+// ranks on the node.
 // Collective over grid.world (the NCCL communicators).
 std::unique_ptr<ops::CudaDevice> open_rank_device(const Config& config, const parallel::Grid& grid, int local_rank);
 

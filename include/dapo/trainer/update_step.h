@@ -93,6 +93,10 @@ class UpdateRunner {
     size_t activations = 0, activations_peak = 0, scratch = 0, scratch_peak = 0;
   };
   ArenaUse arena_use() const;
+  // Frees the activation and scratch arenas, so that another phase (the
+  // engine's KV pool) can have the memory; the next step or score makes
+  // them again, as large as it needs.
+  void release_memory();
 
  private:
   // The model's view of micro-batch mb: its host arrays, or (GPU) device
