@@ -102,6 +102,7 @@ ckpt=$(ls "$tmp"/train/ckpt/step_*.h5 | tail -1)
 cat "$tmp/eval.json"
 head -5 inputs/demo/val.jsonl > "$tmp/prompts.jsonl"
 "$dapo" generate --config inputs/demo.ini --parallel.backend=cuda --checkpoint="$ckpt" --input="$tmp/prompts.jsonl" \
-  --output="$tmp/gen.jsonl" > "$tmp/gen.log" 2>&1 || { tail -20 "$tmp/gen.log"; echo "test_gpu.sh: dapo generate on cuda failed"; exit 1; }
-[ "$(wc -l < "$tmp/gen.jsonl")" -eq 5 ] || { echo "test_gpu.sh: dapo generate wrote $(wc -l < "$tmp/gen.jsonl") lines, not 5"; exit 1; }
+  --rollout.n=2 --output="$tmp/gen.jsonl" > "$tmp/gen.log" 2>&1 || { tail -20 "$tmp/gen.log"; echo "test_gpu.sh: dapo generate on cuda failed"; exit 1; }
+[ "$(wc -l < "$tmp/gen.jsonl")" -eq 10 ] ||
+  { echo "test_gpu.sh: dapo generate wrote $(wc -l < "$tmp/gen.jsonl") lines, not 10 (5 prompts x 2 samples)"; exit 1; }
 echo "test_gpu.sh: all GPU tests passed"
