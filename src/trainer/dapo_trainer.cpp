@@ -72,6 +72,7 @@ DapoStepResult DapoTrainer::step() {
                                 res.generation.plan.num_mini_batches(), lr);
   if (gpu_) gpu_->check_flags("update");
   // The next generation's KV pool gets the activations' memory.
+  last_update_memory_ = actor_.arena_use();
   actor_.release_memory();
   if (ref_runner_) ref_runner_->release_memory();
   ++steps_done_;

@@ -422,5 +422,54 @@ TEST_F(MatmulGpuPerf, QwenLayerGemmsPerf) {
   device_->synchronize();
 }
 
+// The generation engine's GEMMs: a decode step multiplies M = (running
+// sequences) rows by every weight once, so these are bound by reading the
+// weights. Timed back to back (50 calls between two events, as a replayed
+// decode graph runs them), reported as the weights' bytes per second.
+TEST_F(MatmulGpuPerf, DecodeGemmsPerf) {
+  if (std::getenv("DAPO_GPU_PERF") == nullptr) GTEST_SKIP() << "set DAPO_GPU_PERF=1 to time the GEMMs";
+  Arena arena(size_t(2) << 30, Device::cuda, "decode-gemm-perf");
+  struct Layer {
+    const char* model;
+    const char* name;
+    int64_t K, N;
+    bool bias;
+  };
+  const Layer layers[] = {{"qwen2.5-0.5b", "q", 896, 896, true},     {"qwen2.5-0.5b", "k", 896, 128, true},
+                          {"qwen2.5-0.5b", "o", 896, 896, false},    {"qwen2.5-0.5b", "gate", 896, 4864, false},
+                          {"qwen2.5-0.5b", "down", 4864, 896, false}, {"qwen2.5-0.5b", "lm_head", 896, 151936, false},
+                          {"qwen2.5-1.5b", "q", 1536, 1536, true},   {"qwen2.5-1.5b", "k", 1536, 256, true},
+                          {"qwen2.5-1.5b", "gate", 1536, 8960, false}, {"qwen2.5-1.5b", "down", 8960, 1536, false}};
+  const auto stream = static_cast<cudaStream_t>(gpu().stream);
+  for (const int64_t M : {int64_t(1), int64_t(32), int64_t(128), int64_t(256)})
+    for (const Layer& l : layers) {
+      ArenaScope scope(arena);
+      Tensor in = arena.alloc(DType::bf16, {M, l.K}), w = arena.alloc(DType::bf16, {l.N, l.K});
+      Tensor out = arena.alloc(DType::bf16, {M, l.N}), b = arena.alloc(DType::bf16, {l.N});
+      for (const Tensor* t : {&in, &w, &b}) randomize(*t);
+      const ops::Ctx ctx = gpu();
+      const Tensor bias = l.bias ? b : Tensor{};
+      for (int i = 0; i < 5; ++i) ops::linear_forward(ctx, out, in, w, bias);
+      cudaEvent_t e0, e1;
+      ASSERT_EQ(cudaSuccess, cudaEventCreate(&e0));
+      ASSERT_EQ(cudaSuccess, cudaEventCreate(&e1));
+      constexpr int kCalls = 50;
+      ASSERT_EQ(cudaSuccess, cudaEventRecord(e0, stream));
+      for (int i = 0; i < kCalls; ++i) ops::linear_forward(ctx, out, in, w, bias);
+      ASSERT_EQ(cudaSuccess, cudaEventRecord(e1, stream));
+      ASSERT_EQ(cudaSuccess, cudaEventSynchronize(e1));
+      float ms = 0;
+      ASSERT_EQ(cudaSuccess, cudaEventElapsedTime(&ms, e0, e1));
+      cudaEventDestroy(e0);
+      cudaEventDestroy(e1);
+      const double us = 1e3 * double(ms) / kCalls;
+      std::printf("{\"op\":\"decode_gemm\",\"model\":\"%s\",\"layer\":\"%s\",\"M\":%lld,\"N\":%lld,\"K\":%lld,"
+                  "\"us\":%.2f,\"weight_gbps\":%.0f}\n",
+                  l.model, l.name, (long long)M, (long long)l.N, (long long)l.K, us,
+                  double(w.nbytes()) / (us * 1e-6) / 1e9);
+      std::fflush(stdout);
+    }
+}
+
 }  // namespace
 }  // namespace dapo::test

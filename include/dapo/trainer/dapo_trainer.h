@@ -69,6 +69,8 @@ class DapoTrainer {
   data::PromptOrder& order() { return order_; }
   optim::AdamW& optimizer() { return optimizer_; }
   rollout::GenerationEngine& engine() { return engine_; }
+  // The update's arenas in the last step, before they were given back.
+  const UpdateRunner::ArenaUse& last_update_memory() const { return last_update_memory_; }
   const RewardSettings& rewards() const { return rewards_; }
   const std::vector<int32_t>& eos_ids() const { return eos_ids_; }
   // Called after every engine step of generation (progress lines).
@@ -95,6 +97,7 @@ class DapoTrainer {
   rollout::ProgressCallback progress_;
   Watchdog* watchdog_ = nullptr;
   int64_t steps_done_ = 0;
+  UpdateRunner::ArenaUse last_update_memory_;
 };
 
 // Stops a run whose update could not move the weights: when every

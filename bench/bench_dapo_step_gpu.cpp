@@ -1,0 +1,132 @@
+// One DAPO training step on GPUs, phase by phase, with random weights of a
+// Qwen2.5 shape (0.5b, 1.5b, 7b) and prompts of the demo task (its
+// tokenizer's ids are a subset of the real vocabulary). A random model
+// almost never samples EOS, so every response runs to
+// rollout.max_response_length and dynamic sampling is off (it would drop
+// every group: a random model solves nothing). Runs the same DapoTrainer
+// as `dapo train` (generation on the GPU engine, verification, balancing,
+// old log-probs, the update with AdamW) under mpirun for tp x dp.
+// Prints one JSON line (world rank 0) with the mean seconds of each phase
+// over the measured steps (after one warm-up step), tokens/s per GPU
+// (generated + trained), and GPU memory: weights + gradients + optimizer
+// state, the KV pool, the update's activation and scratch arenas at their
+// peak, and the device's use while generating.
+// Compare with bench/peer_dapo_step.py (HF generate + a PyTorch update of
+// the same load) run in the same device command.
+//   mpirun -np 4 bench_dapo_step_gpu 7b --tp 4 [--prompts 32 --n 8 --len 512 --steps 2] [--key=value ...]
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "dapo/core/clock.h"
+#include "dapo/core/config.h"
+#include "dapo/core/log.h"
+#include "dapo/data/dataset.h"
+#include "dapo/parallel/grid.h"
+#include "dapo/parallel/runtime.h"
+#include "dapo/trainer/dapo_trainer.h"
+#include "dapo/trainer/model_init.h"
+#include "dapo/trainer/rank_device.h"
+#include "qwen25_shapes.h"
+
+using namespace dapo;
+
+namespace {
+
+std::string src(const std::string& rel) { return (std::filesystem::path(DAPO_SOURCE_DIR) / rel).string(); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  parallel::Runtime runtime(&argc, &argv);
+  std::string size = "1.5b";
+  int64_t tp = 1, prompts = 32, n = 8, len = 512, steps = 2;
+  std::vector<std::string> extra;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&] { return i + 1 < argc ? std::stoll(argv[++i]) : 0LL; };
+    if (a == "--tp") tp = next();
+    else if (a == "--prompts") prompts = next();
+    else if (a == "--n") n = next();
+    else if (a == "--len") len = next();
+    else if (a == "--steps") steps = next();
+    else if (a.rfind("--", 0) == 0) extra.push_back(a.substr(2));
+    else size = a;
+  }
+  if (ops::cuda_device_count() == 0) {
+    if (runtime.world_rank() == 0) std::printf("{\"bench\": \"dapo_step_gpu\", \"skipped\": \"no GPU\"}\n");
+    return 0;
+  }
+  configure_logging({runtime.world_rank(), false, LogLevel::warn});
+  const model::Qwen2Config shape = bench::qwen25(size, "bench_dapo_step_gpu");
+  // A config.json-only model directory: load_initial_model draws random weights.
+  const std::string model_dir = "/tmp/dapo_bench_model_" + size;
+  if (runtime.world_rank() == 0) {
+    std::filesystem::create_directories(model_dir);
+    std::ofstream(model_dir + "/config.json") << model::qwen2_config_to_json(shape);
+  }
+  parallel::Comm::world().barrier();
+  std::vector<std::string> overrides{
+      "model.path=" + model_dir, "model.tokenizer=" + src("inputs/demo/tokenizer.json"),
+      "data.train_files=" + src("inputs/demo/train.jsonl"), "data.val_files=", "log.dir=/tmp/dapo_bench_log",
+      "parallel.backend=cuda", "parallel.tp=" + std::to_string(tp), "algorithm.dynamic_sampling=false",
+      "rollout.n=" + std::to_string(n), "rollout.gen_batch_size=" + std::to_string(prompts),
+      "rollout.max_response_length=" + std::to_string(len), "algorithm.overlong_buffer_len=" + std::to_string(len / 4),
+      "train.train_batch_size=" + std::to_string(prompts),
+      "train.ppo_mini_batch_size=" + std::to_string(std::max<int64_t>(1, prompts / 2)),
+      "train.max_token_len_per_gpu=16384", "train.activation_recompute=true", "optim.lr=1e-6",
+      "rollout.max_num_seqs=256"};
+  for (const std::string& e : extra) overrides.push_back(e);
+  const Config config = load_config(src("inputs/demo.ini"), overrides);
+  check_training_config(config);
+  const parallel::Grid grid = parallel::make_grid(int(config.parallel.tp));
+  const std::unique_ptr<ops::CudaDevice> gpu = trainer::open_rank_device(config, grid, grid.local_rank);
+  const size_t before = gpu->memory_used();
+  trainer::InitialModel initial = trainer::load_initial_model(config, grid, gpu.get());
+  const data::Tokenizer tokenizer = data::Tokenizer::load(config.model.tokenizer);
+  const data::PromptDataset data = data::PromptDataset::load_list(config.data.train_files, "data.train_files");
+  const trainer::PromptSet set(data, tokenizer, trainer::prompt_set_options(config, shape.vocab_size));
+  trainer::DapoTrainer t(*initial.params, nullptr, grid, config, tokenizer, set, gpu.get());
+  // The device's use while generating, sampled every 64 engine steps.
+  size_t gen_used = 0;
+  int64_t calls = 0;
+  t.set_progress([&](const rollout::GenerationProgress&) {
+    if (calls++ % 64 == 0) gen_used = std::max(gen_used, gpu->memory_used());
+  });
+  const size_t state_bytes = initial.params->buffer_elements() * (4 + 4 + 2 + 4 + 4);
+
+  const char* keys[] = {"timing_s/gen", "timing_s/reward", "timing_s/balance", "timing_s/old_log_prob",
+                        "timing_s/update_actor", "timing_s/step"};
+  std::vector<double> sum(std::size(keys), 0.0);
+  double trained = 0, generated = 0;
+  t.step();  // warm-up: plans, graphs, arenas
+  for (int64_t s = 0; s < steps; ++s) {
+    const trainer::DapoStepResult r = t.step();
+    for (size_t k = 0; k < std::size(keys); ++k) sum[k] += r.metrics.get(keys[k]);
+    trained += r.metrics.get("perf/total_num_tokens");
+    generated += r.metrics.get("perf/gen_throughput") * r.metrics.get("timing_s/gen");
+  }
+  const trainer::UpdateRunner::ArenaUse arenas = t.last_update_memory();
+  const double gib = double(size_t(1) << 30), step_s = sum[5] / double(steps);
+  const int world = grid.world_size();
+  if (runtime.world_rank() == 0) {
+    std::printf("{\"bench\": \"dapo_step_gpu\", \"model\": \"%s\", \"gpu\": \"%s\", \"gpus\": %d, \"tp\": %d, "
+                "\"dp\": %d, \"prompts\": %lld, \"n\": %lld, \"response_len\": %lld, \"steps\": %lld",
+                size.c_str(), gpu->name().c_str(), world, grid.tp_size, grid.dp_size, (long long)prompts,
+                (long long)n, (long long)len, (long long)steps);
+    for (size_t k = 0; k < std::size(keys); ++k)
+      std::printf(", \"%s\": %.3f", std::string(keys[k]).substr(9).append("_s").c_str(), sum[k] / double(steps));
+    std::printf(", \"generated_tokens_per_step\": %.0f, \"trained_tokens_per_step\": %.0f, "
+                "\"tok_s_per_gpu\": %.0f, \"gen_tok_s_per_gpu\": %.0f, \"nemo_rl_published_tok_s_per_gpu\": 1562, "
+                "\"mem_weights_grads_adam_gib\": %.2f, \"mem_kv_pool_gib\": %.2f, \"mem_update_activations_peak_gib\": "
+                "%.2f, \"mem_update_scratch_peak_gib\": %.2f, \"mem_device_used_generating_gib\": %.2f, "
+                "\"mem_before_gib\": %.2f}\n",
+                generated / double(steps), trained / double(steps), (generated + trained) / double(steps) / step_s / world,
+                generated / sum[0] / world, double(state_bytes) / gib,
+                double(t.engine().stats().kv_cache_bytes) / gib, double(arenas.activations_peak) / gib,
+                double(arenas.scratch_peak) / gib, double(gen_used) / gib, double(before) / gib);
+  }
+  return 0;
+}
