@@ -18,13 +18,14 @@
 namespace dapo::rollout {
 namespace {
 
-// The per-step rows of generate(): the logits of the step (B, V), the rows
-// to sample from (R, V) and, per row, the sampled token, its logprob and its
-// random-stream key. B and R are at most max_seqs. Carved from c's arena,
+// The per-step rows of generate(): the logits of the step (B, V) and, per
+// sampled row (R), the logits row it samples from (rows of a prompt's n
+// samples share one), the sampled token, its logprob and its random-stream
+// key. B and R are at most max_seqs. Carved from c's arena,
 // or only counted when c has none: generate() sizes its arena by counting.
 struct StepRows {
   float* logits;
-  float* row_logits;
+  int32_t* logit_rows;
   int32_t* tokens;
   float* logprobs;
   int64_t* streams;
@@ -34,7 +35,7 @@ struct StepRows {
 StepRows carve_step_rows(Carver& c, int64_t max_seqs, int64_t V) {
   StepRows r;
   r.logits = c.alloc_array<float>(size_t(max_seqs * V));
-  r.row_logits = c.alloc_array<float>(size_t(max_seqs * V));
+  r.logit_rows = c.alloc_array<int32_t>(size_t(max_seqs));
   r.tokens = c.alloc_array<int32_t>(size_t(max_seqs));
   r.logprobs = c.alloc_array<float>(size_t(max_seqs));
   r.streams = c.alloc_array<int64_t>(size_t(max_seqs));
@@ -237,7 +238,7 @@ RolloutBatch GenerationEngine::generate(std::span<const PromptInput> prompts, co
   carve_step_rows(count_rows, max_seqs, V);
   Arena rows(count_rows.arena_bytes(), device, "generation-rows");
   Carver carve_rows(&rows);
-  const auto [logits, row_logits, tokens, logprobs, streams, counters] = carve_step_rows(carve_rows, max_seqs, V);
+  const auto [logits, logit_rows, tokens, logprobs, streams, counters] = carve_step_rows(carve_rows, max_seqs, V);
   const ops::SamplingParams params{sampling.seed, float(sampling.temperature), float(sampling.top_p),
                                    int(std::min<int64_t>(std::max<int64_t>(sampling.top_k, 0), INT32_MAX))};
 
@@ -255,13 +256,13 @@ RolloutBatch GenerationEngine::generate(std::span<const PromptInput> prompts, co
     model_.forward_cached(ctx, act, cache, step.view(), tensor_f32(logits, {B, V}));
     for (int64_t r = 0; r < R; ++r) {
       const SampleRow& row = plan.rows[size_t(r)];
-      std::copy_n(logits + row.chunk * V, V, row_logits + r * V);
+      logit_rows[r] = int32_t(row.chunk);
       streams[r] = int64_t(sample_stream(sampling.step, uids[size_t(row.prompt)], row.sample));
       counters[r] = row.position;
     }
     if (R > 0)
-      ops::sample_tokens(ctx, tensor_i32(tokens, {R}), tensor_f32(logprobs, {R}), tensor_f32(row_logits, {R, V}),
-                         tensor_i64(streams, {R}), tensor_i64(counters, {R}), params);
+      ops::sample_tokens(ctx, tensor_i32(tokens, {R}), tensor_f32(logprobs, {R}), tensor_f32(logits, {B, V}),
+                         tensor_i32(logit_rows, {R}), tensor_i64(streams, {R}), tensor_i64(counters, {R}), params);
     if (options_.check_tp_agreement && tp_.size() > 1) {
       const int64_t h = int64_t(tokens_hash(tokens, size_t(R)) >> 2);
       int64_t both[2] = {h, -h};

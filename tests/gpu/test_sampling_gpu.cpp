@@ -38,7 +38,7 @@ class SamplingGpu : public GpuTest {
                std::vector<int32_t>& tok, std::vector<float>& lp) {
     const int64_t B = logits.size(0);
     Tensor t = guarded(DType::i32, {B}), l = guarded(DType::f32, {B});
-    ops::sample_tokens(gpu(), t, l, logits, streams, counters, p);
+    ops::sample_tokens(gpu(), t, l, logits, Tensor{}, streams, counters, p);
     device_->synchronize();
     tok = download_i32(t);
     lp = download(l);
@@ -109,7 +109,7 @@ TEST_F(SamplingGpu, MatchesCpuOnManyRows) {
             std::vector<int32_t> want(B);
             std::vector<float> want_lp(B);
             ops::sample_tokens(cpu(), tensor_i32(want.data(), {B}), tensor_f32(want_lp.data(), {B}),
-                               tensor_f32(logits.data(), {B, V}), tensor_i64(streams.data(), {B}),
+                               tensor_f32(logits.data(), {B, V}), Tensor{}, tensor_i64(streams.data(), {B}),
                                tensor_i64(counters.data(), {B}), p);
             std::vector<int32_t> got, got2;
             std::vector<float> lp, lp2;
@@ -145,7 +145,7 @@ TEST_F(SamplingGpu, MatchesCpuOnManyRows) {
 
 TEST_F(SamplingGpu, ZeroRowsAndNonFiniteFlag) {
   ops::sample_tokens(gpu(), device_empty(DType::i32, {0}), device_empty(DType::f32, {0}),
-                     device_empty(DType::f32, {0, 10}), device_empty(DType::i64, {0}),
+                     device_empty(DType::f32, {0, 10}), Tensor{}, device_empty(DType::i64, {0}),
                      device_empty(DType::i64, {0}), params(1.0f, 0, 1.0f));
   device_->synchronize();
 
@@ -262,7 +262,7 @@ TEST_F(SamplingGpu, SamplingPerf) {
     };
     for (const Case c : {Case{"T1", params(1.0f, 0, 1.0f)}, Case{"T1_topk50_topp0.9", params(1.0f, 50, 0.9f)},
                          Case{"T1_topp0.9", params(1.0f, 0, 0.9f)}, Case{"greedy", params(0.0f, 0, 1.0f)}}) {
-      const double ms = time_ms(ctx.stream, [&] { ops::sample_tokens(ctx, tok, lp, logits, ds, dc, c.p); }, 20);
+      const double ms = time_ms(ctx.stream, [&] { ops::sample_tokens(ctx, tok, lp, logits, Tensor{}, ds, dc, c.p); }, 20);
       print_perf(std::string("sample_tokens_") + c.name, "B=" + std::to_string(B) + ",V=" + std::to_string(V),
                  "bf16", ms, double(B) * double(V) * 2.0);
     }

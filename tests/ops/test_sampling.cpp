@@ -32,7 +32,7 @@ struct Sampler {
     std::vector<int32_t> tokens(B, -1);
     std::vector<float> lp(B);
     ops::sample_tokens(ctx, tensor_i32(tokens.data(), {B}), tensor_f32(lp.data(), {B}),
-                       tensor_f32(logits.data(), {B, V}), tensor_i64(streams.data(), {B}),
+                       tensor_f32(logits.data(), {B, V}), Tensor{}, tensor_i64(streams.data(), {B}),
                        tensor_i64(counters.data(), {B}), p);
     EXPECT_EQ(arena.used(), 0u) << "scratch not released";
     if (logprobs) *logprobs = lp;
@@ -314,7 +314,7 @@ TEST(Sampling, EmptyBatchAndMissingScratch) {
   std::vector<int64_t> st{0}, ct{0};
   logits = {0.1f, 0.3f, -1.0f, 0.2f};
   ops::sample_tokens(test::cpu_ctx(), tensor_i32(tok.data(), {1}), tensor_f32(lp.data(), {1}),
-                     tensor_f32(logits.data(), {1, 4}), tensor_i64(st.data(), {1}), tensor_i64(ct.data(), {1}),
+                     tensor_f32(logits.data(), {1, 4}), Tensor{}, tensor_i64(st.data(), {1}), tensor_i64(ct.data(), {1}),
                      params(0.0f));
   EXPECT_EQ(tok[0], 1);
 }
