@@ -16,6 +16,12 @@ Tensor block_of(Tensor gathered, int rank) {
                 {R}, gathered.device);
 }
 
+// all_gather of every rank's block (R) into the (tp, R) tensor, in place.
+void gather_blocks(const parallel::Comm& tp, Tensor gathered, void* stream) {
+  const Tensor flat(gathered.data, gathered.dtype, {gathered.numel()}, gathered.device);
+  tp.all_gather(flat, block_of(gathered, tp.rank()), stream);
+}
+
 }  // namespace
 
 void sample_tokens_tp(const ops::Ctx& ctx, const parallel::Comm& tp, Tensor tokens, Tensor logprobs,
@@ -43,7 +49,7 @@ void sample_tokens_tp(const ops::Ctx& ctx, const parallel::Comm& tp, Tensor toke
   ops::sampling_shard_max(ctx, m, logits, logit_rows, T);
   tp.all_reduce(m, parallel::ReduceOp::max, stream);
   ops::sampling_shard_sum(ctx, block_of(sums, rank), logits, logit_rows, m, T);
-  tp.all_gather(sums, block_of(sums, rank), stream);
+  gather_blocks(tp, sums, stream);
 
   if (T == 0.0f) {
     ops::SamplingParams none = p;
@@ -67,11 +73,11 @@ void sample_tokens_tp(const ops::Ctx& ctx, const parallel::Comm& tp, Tensor toke
       ops::sampling_descend(ctx, select, hist, level, p.top_p);
     }
     ops::sampling_shard_tie_count(ctx, block_of(ties, rank), logits, logit_rows, m, T, select);
-    tp.all_gather(ties, block_of(ties, rank), stream);
+    gather_blocks(tp, ties, stream);
     ops::sampling_shard_tie_limit(ctx, select, ties, rank, logits, logit_rows, m, T);
   }
   ops::sampling_shard_kept_mass(ctx, block_of(kept, rank), logits, logit_rows, m, T, select);
-  tp.all_gather(kept, block_of(kept, rank), stream);
+  gather_blocks(tp, kept, stream);
   ops::sampling_shard_choose(ctx, tokens, logprobs, logits, logit_rows, m, select, sums, kept, rng_streams,
                              rng_counters, p, rank, vocab_start);
   // One rank holds each row's token and log-prob; the others wrote -1 and -inf.
