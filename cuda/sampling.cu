@@ -20,6 +20,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "common.cuh"
 #include "dapo/core/rng.h"
@@ -243,7 +244,6 @@ __device__ void row_histogram(const T* row, int32_t V, float inv_t, float m, con
   __syncthreads();
   const float lo = total ? -INFINITY : skip_below(range_lo(sel));
   const float hi = total ? INFINITY : skip_above(range_hi(sel, l));
-  const bool by_mass = sel.by_mass != 0;
   double s = 0;
   visit_row(row, V, [&](int32_t v, float x) {
     const float d = dz_of(x, inv_t, m);
@@ -254,7 +254,7 @@ __device__ void row_histogram(const T* row, int32_t V, float inv_t, float m, con
     if (!in_level(sel, l, key, v)) return;
     const uint32_t dg = key_digit(key, l);
     atomicAdd(&sm.count[dg], 1ull);
-    if (by_mass) atomicAdd(&sm.units[dg], (unsigned long long)mass_units(key));
+    atomicAdd(&sm.units[dg], (unsigned long long)mass_units(key));  // top-k needs the kept mass too
   });
   if (total) *total = block_sum(s, sm);  // its barriers also publish the histogram
   else __syncthreads();
@@ -432,23 +432,184 @@ __device__ int32_t row_walk(const T* row, int32_t V, float inv_t, float m, const
   return chosen;
 }
 
-// Runs the whole search of sel (levels 0-3, then the tie cut) on one row.
-// total_out: the level-0 pass also sums every w into it (may be null).
+// Greedy in one pass: the max of the raw logits and its lowest id (each
+// thread visits its ids in increasing order; strict > keeps its first).
 template <class T>
-__device__ void row_search(const T* row, int32_t V, float inv_t, float m, float top_p, Smem& sm, double* total_out) {
+__device__ float row_argmax(const T* row, int32_t V, Smem& sm, int32_t& id) {
+  float best = -INFINITY;
+  int32_t best_id = INT_MAX;
+  visit_row(row, V, [&](int32_t v, float x) {
+    if (best_id == INT_MAX || x > best) {
+      best = x;
+      best_id = v;
+    }
+  });
+  const float bx = block_max(best, sm);
+  if (threadIdx.x == 0) sm.imin = INT_MAX;
+  __syncthreads();
+  if (best == bx) atomicMin(&sm.imin, best_id);
+  __syncthreads();
+  id = sm.imin;
+  __syncthreads();
+  return bx;
+}
+
+// Without truncation, in one pass: m = max z and the sum of exp(z - m),
+// each thread rescaling its running sum when its max grows (in double; the
+// sum differs from the sum of expf(z - m) by float rounding only, which the
+// walk absorbs: see row_walk's fallback).
+template <class T>
+__device__ void row_max_sum(const T* row, int32_t V, float inv_t, Smem& sm, float& m, double& total) {
+  float mt = -INFINITY;
+  double st = 0;
+  visit_row(row, V, [&](int32_t, float x) {
+    const float z = __fmul_rn(x, inv_t);
+    if (z > mt) {
+      if (st != 0) st *= exp(double(mt) - double(z));
+      mt = z;
+    }
+    st += double(expf(__fsub_rn(z, mt)));
+  });
+  m = block_max(mt, sm);
+  const double scaled = st == 0 ? 0.0 : (mt == m ? st : st * exp(double(mt) - double(m)));
+  total = block_sum(scaled, sm);
+}
+
+// ---- the search on candidates compacted to shared memory -------------------
+// Once level 0 has fixed the exponent of the threshold, every later decision
+// (levels 1-3, the tie cut, top-p inside top-k, the walk) only involves the
+// tokens with a key in that bin or above. When they fit (kCap), one ordered
+// pass copies their (key, id) to shared memory in id order and the rest of
+// the search runs there instead of re-reading the row.
+constexpr int kCap = 16384;
+constexpr size_t kCandBytes = size_t(kCap) * sizeof(uint2);
+
+template <class T>
+__device__ int32_t row_compact(const T* row, int32_t V, float inv_t, float m, Cut keep, Cut within, uint2* cand,
+                               Smem& sm) {
+  const float lo = skip_below(keep.thr > within.thr ? keep.thr : within.thr);
+  int32_t base = 0;
+  for (int32_t c0 = 0; c0 < V; c0 += kChunk) {
+    const int32_t v0 = c0 + int32_t(threadIdx.x) * kPerThread;
+    float x[kPerThread];
+    load8(row, V, v0, x);
+    uint32_t keys[kPerThread];
+    uint32_t mask = 0;
+#pragma unroll
+    for (int j = 0; j < kPerThread; ++j) {
+      keys[j] = 0;
+      const float d = dz_of(x[j], inv_t, m);
+      if (v0 + j >= V || d < lo) continue;
+      keys[j] = __float_as_uint(expf(d));
+      if (in_cut(keep, keys[j], v0 + j) && in_cut(within, keys[j], v0 + j)) mask |= 1u << j;
+    }
+    int32_t total;
+    int32_t pos = base + block_exclusive_scan(int32_t(__popc(mask)), sm, total);
+#pragma unroll
+    for (int j = 0; j < kPerThread; ++j)
+      if (((mask >> j) & 1u) && pos < kCap) cand[pos++] = make_uint2(keys[j], uint32_t(v0 + j));
+    base += total;
+  }
+  __syncthreads();
+  return base < kCap ? base : kCap;
+}
+
+__device__ void cand_histogram(const uint2* cand, int32_t n, const Select& sel, int l, Smem& sm) {
+  for (int j = threadIdx.x; j < kMaxBins; j += kThreads) {
+    sm.count[j] = 0;
+    sm.units[j] = 0;
+  }
+  __syncthreads();
+  for (int32_t i = threadIdx.x; i < n; i += kThreads) {
+    const uint32_t key = cand[i].x;
+    if (!in_level(sel, l, key, int32_t(cand[i].y))) continue;
+    const uint32_t dg = key_digit(key, l);
+    atomicAdd(&sm.count[dg], 1ull);
+    atomicAdd(&sm.units[dg], (unsigned long long)mass_units(key));
+  }
+  __syncthreads();
+}
+
+__device__ int32_t cand_rth_tie(const uint2* cand, int32_t n, const Select& sel, int64_t r, Smem& sm) {
+  if (threadIdx.x == 0) sm.found = INT_MAX;
+  __syncthreads();
+  int64_t before = 0;
+  for (int32_t c0 = 0; c0 < n; c0 += kThreads) {
+    const int32_t i = c0 + int32_t(threadIdx.x);
+    const bool tie = i < n && cand[i].x == sel.cut.thr && in_cut(sel.within, cand[i].x, int32_t(cand[i].y));
+    int32_t total;
+    const int64_t excl = before + block_exclusive_scan(int32_t(tie), sm, total);
+    if (tie && excl + 1 == r) sm.found = int32_t(cand[i].y);
+    before += total;
+    if (before >= r) break;
+  }
+  __syncthreads();
+  const int32_t id = sm.found;
+  __syncthreads();
+  return id;
+}
+
+__device__ int32_t cand_walk(const uint2* cand, int32_t n, const Select& sel, double target, Smem& sm) {
+  if (threadIdx.x == 0) {
+    sm.found = INT_MAX;
+    sm.last = -1;
+  }
+  __syncthreads();
+  double before = 0;
+  int32_t last = -1;
+  for (int32_t c0 = 0; c0 < n; c0 += kThreads) {
+    const int32_t i = c0 + int32_t(threadIdx.x);
+    float w = 0.0f;
+    int32_t id = -1;
+    if (i < n) {
+      id = int32_t(cand[i].y);
+      if (kept(sel, cand[i].x, id)) w = __uint_as_float(cand[i].x);
+    }
+    if (w > 0.0f) last = id;
+    double chunk_total;
+    const double cum = before + block_exclusive_scan(double(w), sm, chunk_total) + double(w);
+    const bool hit = w > 0.0f && cum > target;
+    if (hit) atomicMin(&sm.found, id);
+    before += chunk_total;
+    if (__syncthreads_or(hit)) break;
+  }
+  if (last >= 0) atomicMax(&sm.last, last);
+  __syncthreads();
+  const int32_t chosen = sm.found != INT_MAX ? sm.found : sm.last;
+  __syncthreads();
+  return chosen;
+}
+
+// Runs the search of sm.sel (levels 0-3, then the tie cut) on one row, or
+// on the candidates when *ncand >= 0. total_out: the level-0 row pass also
+// sums every w into it. cand (kCap entries, may be null): after a level-0
+// row pass that leaves the search descending, the candidates are compacted
+// there when they fit (*ncand set).
+template <class T>
+__device__ void row_search(const T* row, int32_t V, float inv_t, float m, float top_p, Smem& sm, double* total_out,
+                           uint2* cand, int32_t* ncand) {
   for (int l = 0; l < kLevels; ++l) {
     if (sm.sel.state != kDescending) break;  // uniform: read after a barrier
     const Select sel = sm.sel;
-    row_histogram(row, V, inv_t, m, sel, l, sm, l == 0 ? total_out : nullptr);
-    total_out = nullptr;
+    if (*ncand >= 0) cand_histogram(cand, *ncand, sel, l, sm);
+    else row_histogram(row, V, inv_t, m, sel, l, sm, l == 0 ? total_out : nullptr);
     if (threadIdx.x < 32)
       descend_warp(sm.sel, reinterpret_cast<const int64_t*>(sm.count), reinterpret_cast<const int64_t*>(sm.units),
                    l, top_p);
     __syncthreads();
+    if (l == 0 && *ncand < 0 && cand != nullptr && sm.sel.state == kDescending) {
+      const Select d = sm.sel;
+      const int64_t n = d.above_count + int64_t(sm.count[key_digit(d.prefix, 0)]);
+      if (n <= kCap) {
+        const Cut keep = d.prefix > 0 ? Cut{d.prefix - 1, -1} : cut_all();  // keys >= the bin's lower edge
+        *ncand = row_compact(row, V, inv_t, m, keep, d.within, cand, sm);
+      }
+    }
   }
   if (sm.sel.state == kNeedTie) {
     const Select sel = sm.sel;
-    const int32_t id = row_rth_tie(row, V, inv_t, m, sel, sel.tie_rank, sm);
+    const int32_t id = *ncand >= 0 ? cand_rth_tie(cand, *ncand, sel, sel.tie_rank, sm)
+                                   : row_rth_tie(row, V, inv_t, m, sel, sel.tie_rank, sm);
     if (threadIdx.x == 0) {
       sm.sel.cut.lim = id;
       sm.sel.state = kIdle;
@@ -481,15 +642,16 @@ __global__ void __launch_bounds__(kThreads)
                   const int64_t* __restrict__ counters, uint64_t seed, float temperature, int top_k, float top_p,
                   DeviceFlags* flags) {
   __shared__ Smem sm;
+  extern __shared__ uint2 cand[];  // kCap candidates (dynamic shared memory)
   const int64_t r = blockIdx.x;
   const int64_t lr = logit_row_of(logit_rows, r, B, flags);
   if (lr < 0) return write_bad_row(tokens, logprobs, r);
   const T* row = logits + lr * int64_t(V);
 
-  const float mx = row_max(row, V, sm);
   if (temperature == 0.0f) {
     // Greedy: the max of the raw logits, ties to the lowest id.
-    const int32_t chosen = row_first_equal(row, V, mx, sm);
+    int32_t chosen;
+    const float mx = row_argmax(row, V, sm, chosen);
     const double s = row_sum_greedy(row, V, mx, sm);
     if (threadIdx.x == 0) {
       if (!isfinite(s) || chosen == INT_MAX) {
@@ -505,24 +667,29 @@ __global__ void __launch_bounds__(kThreads)
   }
 
   const float inv_t = 1.0f / temperature;  // the CPU op's z
-  const float m = __fmul_rn(mx, inv_t);    // max z: x -> x * inv_t is monotonic
   const bool use_k = top_k > 0 && top_k < V, use_p = top_p < 1.0f;
-  if (threadIdx.x == 0) {
-    sm.sel = select_none();
-    if (use_k) start_top_k(sm.sel, top_k);
-    else if (use_p) start_top_p(sm.sel, false, top_p);
-  }
-  __syncthreads();
+  float m;
   double total;
+  int32_t ncand = -1;
   if (use_k || use_p) {
-    row_search(row, V, inv_t, m, top_p, sm, &total);
+    m = __fmul_rn(row_max(row, V, sm), inv_t);  // max z: x -> x * inv_t is monotonic
+    if (threadIdx.x == 0) {
+      sm.sel = select_none();
+      if (use_k) start_top_k(sm.sel, top_k);
+      else start_top_p(sm.sel, false, top_p);
+    }
+    __syncthreads();
+    row_search(row, V, inv_t, m, top_p, sm, &total, cand, &ncand);
     if (use_k && use_p) {
+      // Top-p searches inside the top-k cut: compact that when not yet done.
+      if (ncand < 0 && top_k <= kCap) ncand = row_compact(row, V, inv_t, m, sm.sel.cut, cut_all(), cand, sm);
       if (threadIdx.x == 0) start_top_p(sm.sel, true, top_p);
       __syncthreads();
-      row_search(row, V, inv_t, m, top_p, sm, nullptr);
+      row_search(row, V, inv_t, m, top_p, sm, nullptr, cand, &ncand);
     }
   } else {
-    total = row_sum_w(row, V, inv_t, m, sm);
+    if (threadIdx.x == 0) sm.sel = select_none();
+    row_max_sum(row, V, inv_t, sm, m, total);  // its barriers publish sm.sel
   }
   if (!(isfinite(total) && total > 0)) {
     if (threadIdx.x == 0) flag_non_finite(flags, FlagSite::sampling, r);
@@ -532,7 +699,8 @@ __global__ void __launch_bounds__(kThreads)
   const double mass = (use_k || use_p) ? sel.kept_mass : total;
   const U32x4 d = philox_draw(seed, uint64_t(streams[r]), uint64_t(counters[r]));
   const double target = double(uniform_float(d.v[0])) * mass;
-  const int32_t chosen = row_walk(row, V, inv_t, m, sel, target, sm);
+  const int32_t chosen =
+      ncand >= 0 ? cand_walk(cand, ncand, sel, target, sm) : row_walk(row, V, inv_t, m, sel, target, sm);
   if (threadIdx.x == 0) {
     const int32_t c = chosen < 0 ? 0 : chosen;
     tokens[r] = c;
@@ -768,7 +936,10 @@ void sample_tokens(const Ctx& ctx, Tensor tokens, Tensor logprobs, Tensor logits
   if (R == 0) return;
   const ShardArgs a = shard_args(ctx, logits, logit_rows, p.temperature);
   by_dtype(logits, [&](auto* x) {
-    sample_kernel<<<unsigned(R), kThreads, 0, stream_of(ctx)>>>(
+    using T = std::remove_const_t<std::remove_pointer_t<decltype(x)>>;
+    DAPO_CUDA_CHECK(
+        cudaFuncSetAttribute(sample_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kCandBytes)));
+    sample_kernel<<<unsigned(R), kThreads, kCandBytes, stream_of(ctx)>>>(
         tokens.ptr<int32_t>(), logprobs.ptr<float>(), x, a.B, a.V, a.rows, rng_streams.ptr<int64_t>(),
         rng_counters.ptr<int64_t>(), p.seed, p.temperature, p.top_k, p.top_p, ctx.flags);
   });

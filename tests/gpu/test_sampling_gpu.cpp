@@ -223,7 +223,6 @@ TEST_F(SamplingGpu, ChiSquareOf200kDraws) {
 // the CPU op with the same index, f32 and bf16, the full vocabulary too.
 TEST_F(SamplingGpu, LogitRowsMatchCpu) {
   for (const int64_t V : {int64_t(1000), int64_t(151936)}) {
-    ArenaScope scope(*arena_);
     const int64_t B = 12;
     const std::vector<float> x = random_bf16_exact(size_t(B * V), 3 + uint32_t(V), -6, 6);
     std::vector<int32_t> rows;
