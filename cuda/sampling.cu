@@ -39,8 +39,14 @@ constexpr int kPerThread = 8;  // contiguous ids per thread in an id-order chunk
 constexpr int kChunk = kThreads * kPerThread;
 
 struct Smem {
-  unsigned long long count[kMaxBins];  // read back as int64_t: counts and units stay < 2^63
-  unsigned long long units[kMaxBins];
+  // The histogram as it accumulates: 32-bit shared atomics (native; the
+  // 64-bit ones are not), the 24-bit significand split in two 12-bit
+  // halves so that no per-bin sum overflows for V <= 2^20.
+  uint32_t bin_n[kMaxBins];
+  uint32_t bin_hi[kMaxBins];
+  uint32_t bin_lo[kMaxBins];
+  int64_t count[kMaxBins];  // ... and as descend reads it
+  int64_t units[kMaxBins];
   double scan[kWarps];
   int32_t iscan[kWarps];
   Select sel;
@@ -232,16 +238,35 @@ __device__ int32_t row_first_equal(const T* row, int32_t V, float mx, Smem& sm) 
   return r;
 }
 
+__device__ void hist_clear(Smem& sm) {
+  for (int j = threadIdx.x; j < kMaxBins; j += kThreads) {
+    sm.bin_n[j] = 0;
+    sm.bin_hi[j] = 0;
+    sm.bin_lo[j] = 0;
+  }
+  __syncthreads();
+}
+__device__ __forceinline__ void hist_add(Smem& sm, uint32_t dg, uint32_t key) {
+  const uint32_t u = uint32_t(mass_units(key));
+  atomicAdd(&sm.bin_n[dg], 1u);
+  atomicAdd(&sm.bin_hi[dg], u >> 12);
+  atomicAdd(&sm.bin_lo[dg], u & 4095u);
+}
+__device__ void hist_finish(Smem& sm) {
+  __syncthreads();
+  for (int j = threadIdx.x; j < kMaxBins; j += kThreads) {
+    sm.count[j] = int64_t(sm.bin_n[j]);
+    sm.units[j] = int64_t(sm.bin_hi[j]) * 4096 + int64_t(sm.bin_lo[j]);
+  }
+  __syncthreads();
+}
+
 // The level-l histogram of sel into sm.count / sm.units; with total != null
 // (level 0, nothing excluded) also the sum of every w in double.
 template <class T>
 __device__ void row_histogram(const T* row, int32_t V, float inv_t, float m, const Select& sel, int l, Smem& sm,
                               double* total) {
-  for (int j = threadIdx.x; j < kMaxBins; j += kThreads) {
-    sm.count[j] = 0;
-    sm.units[j] = 0;
-  }
-  __syncthreads();
+  hist_clear(sm);
   const float lo = total ? -INFINITY : skip_below(range_lo(sel));
   const float hi = total ? INFINITY : skip_above(range_hi(sel, l));
   double s = 0;
@@ -252,12 +277,10 @@ __device__ void row_histogram(const T* row, int32_t V, float inv_t, float m, con
     s += double(w);
     const uint32_t key = __float_as_uint(w);
     if (!in_level(sel, l, key, v)) return;
-    const uint32_t dg = key_digit(key, l);
-    atomicAdd(&sm.count[dg], 1ull);
-    atomicAdd(&sm.units[dg], (unsigned long long)mass_units(key));  // top-k needs the kept mass too
+    hist_add(sm, key_digit(key, l), key);  // the mass too: top-k's walk needs the kept mass
   });
-  if (total) *total = block_sum(s, sm);  // its barriers also publish the histogram
-  else __syncthreads();
+  if (total) *total = block_sum(s, sm);
+  hist_finish(sm);
 }
 
 // descend() of sampling_select.h on one warp: lane g holds bin group g and
@@ -396,10 +419,16 @@ __device__ int32_t row_walk(const T* row, int32_t V, float inv_t, float m, const
   double before = 0;
   const float lo = kept_lo(sel);
   int32_t last = -1;
+  // The next chunk's logits are loaded before this chunk's scan and its
+  // barriers, so that the loads overlap them.
+  float next[kPerThread];
+  load8(row, V, int32_t(threadIdx.x) * kPerThread, next);
   for (int32_t c0 = 0; c0 < V; c0 += kChunk) {
     const int32_t v0 = c0 + int32_t(threadIdx.x) * kPerThread;
     float x[kPerThread], w[kPerThread];
-    load8(row, V, v0, x);
+#pragma unroll
+    for (int j = 0; j < kPerThread; ++j) x[j] = next[j];
+    if (c0 + kChunk < V) load8(row, V, v0 + kChunk, next);
     double local = 0;
 #pragma unroll
     for (int j = 0; j < kPerThread; ++j) {
@@ -489,10 +518,14 @@ __device__ int32_t row_compact(const T* row, int32_t V, float inv_t, float m, Cu
                                Smem& sm) {
   const float lo = skip_below(keep.thr > within.thr ? keep.thr : within.thr);
   int32_t base = 0;
+  float next[kPerThread];  // prefetched as in row_walk
+  load8(row, V, int32_t(threadIdx.x) * kPerThread, next);
   for (int32_t c0 = 0; c0 < V; c0 += kChunk) {
     const int32_t v0 = c0 + int32_t(threadIdx.x) * kPerThread;
     float x[kPerThread];
-    load8(row, V, v0, x);
+#pragma unroll
+    for (int j = 0; j < kPerThread; ++j) x[j] = next[j];
+    if (c0 + kChunk < V) load8(row, V, v0 + kChunk, next);
     uint32_t keys[kPerThread];
     uint32_t mask = 0;
 #pragma unroll
@@ -515,19 +548,12 @@ __device__ int32_t row_compact(const T* row, int32_t V, float inv_t, float m, Cu
 }
 
 __device__ void cand_histogram(const uint2* cand, int32_t n, const Select& sel, int l, Smem& sm) {
-  for (int j = threadIdx.x; j < kMaxBins; j += kThreads) {
-    sm.count[j] = 0;
-    sm.units[j] = 0;
-  }
-  __syncthreads();
+  hist_clear(sm);
   for (int32_t i = threadIdx.x; i < n; i += kThreads) {
     const uint32_t key = cand[i].x;
-    if (!in_level(sel, l, key, int32_t(cand[i].y))) continue;
-    const uint32_t dg = key_digit(key, l);
-    atomicAdd(&sm.count[dg], 1ull);
-    atomicAdd(&sm.units[dg], (unsigned long long)mass_units(key));
+    if (in_level(sel, l, key, int32_t(cand[i].y))) hist_add(sm, key_digit(key, l), key);
   }
-  __syncthreads();
+  hist_finish(sm);
 }
 
 __device__ int32_t cand_rth_tie(const uint2* cand, int32_t n, const Select& sel, int64_t r, Smem& sm) {
@@ -594,8 +620,7 @@ __device__ void row_search(const T* row, int32_t V, float inv_t, float m, float 
     if (*ncand >= 0) cand_histogram(cand, *ncand, sel, l, sm);
     else row_histogram(row, V, inv_t, m, sel, l, sm, l == 0 ? total_out : nullptr);
     if (threadIdx.x < 32)
-      descend_warp(sm.sel, reinterpret_cast<const int64_t*>(sm.count), reinterpret_cast<const int64_t*>(sm.units),
-                   l, top_p);
+      descend_warp(sm.sel, sm.count, sm.units, l, top_p);
     __syncthreads();
     if (l == 0 && *ncand < 0 && cand != nullptr && sm.sel.state == kDescending) {
       const Select d = sm.sel;
@@ -887,8 +912,9 @@ int64_t check_shard(const Ctx& ctx, Tensor logits, Tensor logit_rows, int64_t R,
   DAPO_CHECK(logits.dtype == DType::f32 || logits.dtype == DType::bf16, what, " logits dtype ",
              dtype_name(logits.dtype));
   DAPO_CHECK(logits.ndim == 2, what, ": logits must be (B, V), got ", logits.shape_string());
-  DAPO_CHECK(logits.size(1) >= 1 && logits.size(1) <= std::numeric_limits<int32_t>::max() - kChunk,
-             what, " vocabulary size ", logits.size(1));
+  // 2^20: the per-bin 12-bit significand halves summed in 32 bits (Smem).
+  DAPO_CHECK(logits.size(1) >= 1 && logits.size(1) <= (int64_t(1) << 20), what, " vocabulary size ",
+             logits.size(1), " (at most 2^20 per row or shard)");
   if (has_logit_rows(logit_rows)) {
     DAPO_CHECK_SHAPE(logit_rows, {R});
     DAPO_CHECK_DTYPE(logit_rows, DType::i32);
