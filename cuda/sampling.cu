@@ -2,19 +2,22 @@
 // Philox draw, one CTA per sampled row, no sort.
 //
 // Top-k and top-p find their cut by the radix descent of sampling_select.h:
-// a histogram per level (8 key bits) in shared memory with integer atomics
-// only (counts and exact significand sums, so the bits do not depend on the
-// order the atomics land in), a warp picks the bin. Level 0 covers every
-// token; levels 1-3 look only at the tokens whose weight lies in the chosen
-// bin's range, and skip the rest of the row before the exp by a bound on
-// z - m. The descent stops early when the chosen bin holds one token. Ties
-// at the threshold are cut in id order by a block scan; the draw walks the
-// kept set in id order with a block-wide prefix sum in double, chunk by
-// chunk. w is recomputed from the logits in every pass instead of being
-// stored (no scratch): the passes after the first read the row from L2.
+// a histogram per level (8 key bits) in shared memory with 32-bit integer
+// atomics only (counts and exact significand sums, so the bits do not
+// depend on the order the atomics land in); one warp picks the bin with the
+// host's arithmetic. Level 0 (the exponent) reads the whole row; then the
+// tokens with a weight in the chosen bin or above are compacted, in id
+// order, into shared memory when at most kCap of them (one more pass), and
+// the other levels, the tie cut, top-p inside top-k and the walk run there.
+// Otherwise levels 1-3 re-read the row but skip, before the exp, every token
+// whose z - m is out of the bin's range. The descent stops early when the
+// chosen bin holds one token. Ties at the threshold are cut in id order by
+// a block scan; the draw walks the kept set in id order with a block-wide
+// prefix sum in double, chunk by chunk. w is recomputed from the logits in
+// every row pass instead of being stored (no global scratch).
 //
 // The same block-level pieces make the per-shard ops of tp sampling (one
-// CTA per row each), so a shard's decisions are made by the same code.
+// CTA per row each, no compaction), so a shard makes the same decisions.
 #include <cfloat>
 #include <climits>
 #include <cmath>

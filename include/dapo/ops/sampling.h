@@ -64,7 +64,12 @@ struct SamplingParams {
 //   the CUDA op sums the top-p masses per exponent bin, exactly, instead of
 //   in sorted order); greedy always equals. Non-finite logits raise the
 //   device flag (site sampling) and give token 0, log-prob NaN for that
-//   row; so does a logit_rows value outside [0, B) (bad-id flag).
+//   row; so does a logit_rows value outside [0, B) (bad-id flag). V (the
+//   row, or the shard for the shard ops) at most 2^20. Without top-k/top-p
+//   the normaliser is summed online with the max (one pass), so it differs
+//   from the walk's sum by float rounding; the walk then falls back to the
+//   last token with a non-zero weight, as on the CPU. Dynamic shared
+//   memory: 128 KiB per CTA (the compacted candidates).
 void sample_tokens(const Ctx& ctx, Tensor tokens, Tensor logprobs, Tensor logits, Tensor logit_rows,
                    Tensor rng_streams, Tensor rng_counters, const SamplingParams& p);
 
