@@ -1,79 +1,136 @@
 // CUDA token sampling (include/dapo/ops/sampling.h): the CPU op's rules and
-// Philox draw, one CTA per row, no sort.
+// Philox draw, one CTA per sampled row, no sort.
 //
-// The order "p descending, ties by id ascending" is the order of the key
-// (bits of w = exp(z - m), id): w is a non-negative float, so its bits
-// compare as the float does. A prefix of that order is a Cut: every token
-// with key > thr, plus the ties key == thr with id <= lim. Top-k and top-p
-// each find their cut by a 16-way radix descent over the key bits (8 passes
-// of 4 bits); each pass takes per-bin counts and masses with per-thread
-// registers and a fixed-order block reduction (no float atomics), so the
-// result is the same bits on every run. The ties at the threshold are then
-// cut in id order by a block scan. The draw walks the kept set in id order
-// with a block-wide prefix sum in double, chunk by chunk.
+// Top-k and top-p find their cut by the radix descent of sampling_select.h:
+// a histogram per level (8 key bits) in shared memory with 32-bit integer
+// atomics only (counts and exact significand sums, so the bits do not
+// depend on the order the atomics land in); one warp picks the bin with the
+// host's arithmetic. Level 0 (the exponent) reads the whole row; then the
+// tokens with a weight in the chosen bin or above are compacted, in id
+// order, into shared memory when at most kCap of them (one more pass), and
+// the other levels, the tie cut, top-p inside top-k and the walk run there.
+// Otherwise levels 1-3 re-read the row but skip, before the exp, every token
+// whose z - m is out of the bin's range. The descent stops early when the
+// chosen bin holds one token. Ties at the threshold are cut in id order by
+// a block scan; the draw walks the kept set in id order with a block-wide
+// prefix sum in double, chunk by chunk. w is recomputed from the logits in
+// every row pass instead of being stored (no global scratch).
 //
-// w is recomputed from the logits in every pass instead of being stored: a
-// row is at most 152k values (304 KB in bf16), read from L2 after the first
-// pass, and no scratch is needed.
+// The same block-level pieces make the per-shard ops of tp sampling (one
+// CTA per row each, no compaction), so a shard makes the same decisions.
 #include <cfloat>
 #include <climits>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "common.cuh"
 #include "dapo/core/rng.h"
 #include "dapo/ops/sampling.h"
+#include "dapo/ops/sampling_select.h"
 
 namespace dapo::ops::cuda {
 namespace {
 
 using namespace cuda_detail;
+using namespace sampling_detail;
 
-constexpr int kThreads = 512;
+constexpr int kThreads = 1024;
 constexpr int kWarps = kThreads / 32;
-constexpr int kBins = 16;           // radix digit: 4 bits
-constexpr int kPerThread = 8;       // contiguous ids per thread in an id-order chunk
+constexpr int kPerThread = 8;  // contiguous ids per thread in an id-order chunk
 constexpr int kChunk = kThreads * kPerThread;
 
-struct Cut {
-  uint32_t thr;  // key bits of the last kept weight
-  int32_t lim;   // ties at thr are kept up to this id
-};
-__device__ __forceinline__ bool in_cut(Cut c, uint32_t key, int32_t id) {
-  return key > c.thr || (key == c.thr && id <= c.lim);
-}
-
 struct Smem {
-  double d[kWarps][kBins];
-  int32_t i[kWarps][kBins];
-  double bin_mass[kBins];
-  int32_t bin_count[kBins];
+  // The histogram as it accumulates: 32-bit shared atomics (native; the
+  // 64-bit ones are not), the 24-bit significand split in two 12-bit
+  // halves so that no per-bin sum overflows for V <= 2^20.
+  uint32_t bin_n[kMaxBins];
+  uint32_t bin_hi[kMaxBins];
+  uint32_t bin_lo[kMaxBins];
+  int64_t count[kMaxBins];  // ... and as descend reads it
+  int64_t units[kMaxBins];
   double scan[kWarps];
   int32_t iscan[kWarps];
+  Select sel;
   int32_t found;
   int32_t last;
   int32_t imin;
 };
 
 // z and w exactly as the CPU op rounds them: no fused multiply-add.
-template <class T>
-__device__ __forceinline__ float z_of(const T* row, int32_t v, float inv_t) {
-  return __fmul_rn(load_f32(row, v), inv_t);
-}
-template <class T>
-__device__ __forceinline__ float w_of(const T* row, int32_t v, float inv_t, float m) {
-  return expf(__fsub_rn(z_of(row, v, inv_t), m));
-}
+__device__ __forceinline__ float dz_of(float x, float inv_t, float m) { return __fsub_rn(__fmul_rn(x, inv_t), m); }
 
 // A bound on d = z - m below which expf(d) is certainly under the weight
-// whose bits are key_lo (a margin of 1e-3 in log space covers the few-ulp
-// errors of expf and logf): passes that only look at weights >= key_lo skip
-// the exp and the bookkeeping of the rest of the row. Only a shortcut: every
-// kept decision is still made on the exact key.
-__device__ __forceinline__ float skip_below(uint32_t key_lo) {
-  const float w = __uint_as_float(key_lo);
+// with bits key (a margin of 1e-3 in log space covers the few-ulp errors of
+// expf and logf), and one above which it is certainly over: passes that
+// look at a key range skip the exp for the rest of the row. Only a
+// shortcut: every decision is made on the exact key.
+__device__ __forceinline__ float skip_below(uint32_t key) {
+  const float w = __uint_as_float(key);
   return w > 0.0f ? logf(w) - 1e-3f : -INFINITY;
+}
+__device__ __forceinline__ float skip_above(uint32_t key) {
+  const float w = __uint_as_float(key);
+  return w < 1.0f ? logf(w) + 1e-3f : INFINITY;
+}
+
+__device__ __forceinline__ void unpack(uint4 q, float (&x)[4]) {
+  x[0] = __uint_as_float(q.x);
+  x[1] = __uint_as_float(q.y);
+  x[2] = __uint_as_float(q.z);
+  x[3] = __uint_as_float(q.w);
+}
+__device__ __forceinline__ void unpack(uint4 q, float (&x)[8]) {
+  const uint32_t u[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    x[2 * i] = __uint_as_float(u[i] << 16);
+    x[2 * i + 1] = __uint_as_float(u[i] & 0xffff0000u);
+  }
+}
+
+// f(v, x) for every id of the row, x the logit as fp32: 128-bit loads when
+// the row is aligned, each thread visiting its ids in increasing order.
+template <class T, class F>
+__device__ __forceinline__ void visit_row(const T* row, int32_t V, F&& f) {
+  constexpr int kVec = 16 / int(sizeof(T));
+  int32_t done = 0;
+  if (aligned16(row)) {
+    const int32_t nvec = V / kVec;
+    const uint4* p = reinterpret_cast<const uint4*>(row);
+    for (int32_t i = threadIdx.x; i < nvec; i += kThreads) {
+      float x[kVec];
+      unpack(p[i], x);
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) f(i * kVec + j, x[j]);
+    }
+    done = nvec * kVec;
+  }
+  for (int32_t v = done + int32_t(threadIdx.x); v < V; v += kThreads) f(v, load_f32(row, v));
+}
+
+// x[0..8) = row[v0 .. v0+8), -inf past V.
+template <class T>
+__device__ __forceinline__ void load8(const T* row, int32_t V, int32_t v0, float (&x)[kPerThread]) {
+  if (v0 + kPerThread <= V && aligned16(row)) {
+    const uint4* p = reinterpret_cast<const uint4*>(row + v0);
+    if constexpr (sizeof(T) == 4) {
+      float a[4], b[4];
+      unpack(p[0], a);
+      unpack(p[1], b);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        x[j] = a[j];
+        x[4 + j] = b[j];
+      }
+    } else {
+      unpack(p[0], x);
+    }
+    return;
+  }
+#pragma unroll
+  for (int j = 0; j < kPerThread; ++j) x[j] = v0 + j < V ? load_f32(row, v0 + j) : -INFINITY;
 }
 
 // Fixed-order block reductions: warp butterflies, then every thread adds the
@@ -87,6 +144,9 @@ __device__ double block_sum(double v, Smem& sm) {
   for (int w = 0; w < kWarps; ++w) s += sm.scan[w];
   __syncthreads();
   return s;
+}
+__device__ int64_t block_sum(int64_t v, Smem& sm) {
+  return int64_t(block_sum(double(v), sm));  // counts < 2^53: exact
 }
 __device__ float block_max(float v, Smem& sm) {
 #pragma unroll
@@ -141,32 +201,178 @@ __device__ int32_t block_exclusive_scan(int32_t v, Smem& sm, int32_t& total) {
   return off + incl - v;
 }
 
-// The id of the r-th (1-based) token, in id order, with key == thr inside
-// `within`.
+// Max of the raw logits.
 template <class T>
-__device__ int32_t rth_tie(const T* row, int32_t V, float inv_t, float m, Cut within, uint32_t thr, int32_t r,
-                           Smem& sm) {
+__device__ float row_max(const T* row, int32_t V, Smem& sm) {
+  float mx = -INFINITY;
+  visit_row(row, V, [&](int32_t, float x) { mx = fmaxf(mx, x); });
+  return block_max(mx, sm);
+}
+
+// Sum of w over the row (no truncation).
+template <class T>
+__device__ double row_sum_w(const T* row, int32_t V, float inv_t, float m, Smem& sm) {
+  double s = 0;
+  visit_row(row, V, [&](int32_t, float x) { s += double(expf(dz_of(x, inv_t, m))); });
+  return block_sum(s, sm);
+}
+
+// Greedy: sum of exp(x - mx) in double, as the CPU op.
+template <class T>
+__device__ double row_sum_greedy(const T* row, int32_t V, float mx, Smem& sm) {
+  double s = 0;
+  visit_row(row, V, [&](int32_t, float x) { s += exp(double(x) - double(mx)); });
+  return block_sum(s, sm);
+}
+
+// The lowest id with x == mx (INT_MAX if none).
+template <class T>
+__device__ int32_t row_first_equal(const T* row, int32_t V, float mx, Smem& sm) {
+  int32_t best = INT_MAX;
+  visit_row(row, V, [&](int32_t v, float x) {
+    if (x == mx && v < best) best = v;
+  });
+  if (threadIdx.x == 0) sm.imin = INT_MAX;
+  __syncthreads();
+  if (best != INT_MAX) atomicMin(&sm.imin, best);
+  __syncthreads();
+  const int32_t r = sm.imin;
+  __syncthreads();
+  return r;
+}
+
+__device__ void hist_clear(Smem& sm) {
+  for (int j = threadIdx.x; j < kMaxBins; j += kThreads) {
+    sm.bin_n[j] = 0;
+    sm.bin_hi[j] = 0;
+    sm.bin_lo[j] = 0;
+  }
+  __syncthreads();
+}
+__device__ __forceinline__ void hist_add(Smem& sm, uint32_t dg, uint32_t key) {
+  const uint32_t u = uint32_t(mass_units(key));
+  atomicAdd(&sm.bin_n[dg], 1u);
+  atomicAdd(&sm.bin_hi[dg], u >> 12);
+  atomicAdd(&sm.bin_lo[dg], u & 4095u);
+}
+__device__ void hist_finish(Smem& sm) {
+  __syncthreads();
+  for (int j = threadIdx.x; j < kMaxBins; j += kThreads) {
+    sm.count[j] = int64_t(sm.bin_n[j]);
+    sm.units[j] = int64_t(sm.bin_hi[j]) * 4096 + int64_t(sm.bin_lo[j]);
+  }
+  __syncthreads();
+}
+
+// The level-l histogram of sel into sm.count / sm.units; with total != null
+// (level 0, nothing excluded) also the sum of every w in double.
+template <class T>
+__device__ void row_histogram(const T* row, int32_t V, float inv_t, float m, const Select& sel, int l, Smem& sm,
+                              double* total) {
+  hist_clear(sm);
+  const float lo = total ? -INFINITY : skip_below(range_lo(sel));
+  const float hi = total ? INFINITY : skip_above(range_hi(sel, l));
+  double s = 0;
+  visit_row(row, V, [&](int32_t v, float x) {
+    const float d = dz_of(x, inv_t, m);
+    if (d < lo || d > hi) return;
+    const float w = expf(d);
+    s += double(w);
+    const uint32_t key = __float_as_uint(w);
+    if (!in_level(sel, l, key, v)) return;
+    hist_add(sm, key_digit(key, l), key);  // the mass too: top-k's walk needs the kept mass
+  });
+  if (total) *total = block_sum(s, sm);
+  hist_finish(sm);
+}
+
+// descend() of sampling_select.h on one warp: lane g holds bin group g and
+// the sums are formed in the same association, so the decision and its
+// bits are the host's. Every lane of the warp calls it; one lane writes s.
+__device__ void descend_warp(Select& s, const int64_t* count, const int64_t* units, int l, float top_p) {
+  if (s.state != kDescending) return;  // the same in every lane
+  const int lane = threadIdx.x & 31;
+  const int nb = level_bins(l), per = nb / 32;
+  double gm = 0;
+  int64_t gc = 0;
+  for (int i = 0; i < per; ++i) {
+    const int j = nb - 1 - lane * per - i;
+    gm += bin_mass(s, units, l, j);
+    gc += count[j];
+  }
+  double em = 0, total = 0;
+  int64_t ec = 0;
+  for (int h = 0; h < 32; ++h) {
+    const double vm = __shfl_sync(0xffffffffu, gm, h);
+    const int64_t vc = __shfl_sync(0xffffffffu, gc, h);
+    if (h < lane) {
+      em += vm;
+      ec += vc;
+    }
+    total += vm;
+  }
+  const double need = l == 0 && s.need < 0 ? double(top_p) * total : s.need;
+  double am = s.above_mass + em;
+  int64_t ac = s.above_count + ec;
+  int hit = -1;
+  for (int i = 0; i < per; ++i) {
+    const int j = nb - 1 - lane * per - i;
+    const double mj = bin_mass(s, units, l, j);
+    const bool reach = s.by_mass ? am + mj >= need : double(ac + count[j]) >= need;
+    if (reach || j == 0) {
+      hit = j;
+      break;
+    }
+    am += mj;
+    ac += count[j];
+  }
+  const unsigned ballot = __ballot_sync(0xffffffffu, hit >= 0);  // lane 31 always reaches bin 0
+  if (lane == __ffs(ballot) - 1) {
+    s.need = need;
+    finish_level(s, l, hit, count[hit], bin_mass(s, units, l, hit), am, ac);
+  }
+  __syncwarp();
+}
+
+// Count of this row's ties at sel.cut.thr inside sel.within.
+template <class T>
+__device__ int64_t row_tie_count(const T* row, int32_t V, float inv_t, float m, const Select& sel, Smem& sm) {
+  const float lo = skip_below(sel.cut.thr), hi = skip_above(sel.cut.thr);
+  int64_t n = 0;
+  visit_row(row, V, [&](int32_t v, float x) {
+    const float d = dz_of(x, inv_t, m);
+    if (d < lo || d > hi) return;
+    const uint32_t key = __float_as_uint(expf(d));
+    if (key == sel.cut.thr && in_cut(sel.within, key, v)) ++n;
+  });
+  return block_sum(n, sm);
+}
+
+// The id of the r-th (1-based) tie at sel.cut.thr inside sel.within, in id order.
+template <class T>
+__device__ int32_t row_rth_tie(const T* row, int32_t V, float inv_t, float m, const Select& sel, int64_t r,
+                               Smem& sm) {
   if (threadIdx.x == 0) sm.found = INT_MAX;
   __syncthreads();
-  int32_t before = 0;
-  const float lo = skip_below(thr);
+  const uint32_t thr = sel.cut.thr;
+  const float lo = skip_below(thr), hi = skip_above(thr);
+  int64_t before = 0;
   for (int32_t c0 = 0; c0 < V; c0 += kChunk) {
     const int32_t v0 = c0 + int32_t(threadIdx.x) * kPerThread;
+    float x[kPerThread];
+    load8(row, V, v0, x);
     uint32_t tie_mask = 0;
 #pragma unroll
     for (int j = 0; j < kPerThread; ++j) {
-      const int32_t v = v0 + j;
-      if (v < V) {
-        const float d = __fsub_rn(z_of(row, v, inv_t), m);
-        if (d < lo) continue;
-        const uint32_t key = __float_as_uint(expf(d));
-        if (key == thr && in_cut(within, key, v)) tie_mask |= 1u << j;
-      }
+      const float d = dz_of(x[j], inv_t, m);
+      if (v0 + j >= V || d < lo || d > hi) continue;
+      const uint32_t key = __float_as_uint(expf(d));
+      if (key == thr && in_cut(sel.within, key, v0 + j)) tie_mask |= 1u << j;
     }
     int32_t total;
-    const int32_t excl = before + block_exclusive_scan(int32_t(__popc(tie_mask)), sm, total);
+    const int64_t excl = before + block_exclusive_scan(int32_t(__popc(tie_mask)), sm, total);
     if (excl < r && r <= excl + __popc(tie_mask)) {
-      int32_t k = excl;
+      int64_t k = excl;
 #pragma unroll
       for (int j = 0; j < kPerThread; ++j)
         if ((tie_mask >> j) & 1u)
@@ -176,205 +382,65 @@ __device__ int32_t rth_tie(const T* row, int32_t V, float inv_t, float m, Cut wi
     if (before >= r) break;  // uniform: total is the same in every thread
   }
   __syncthreads();
-  return sm.found;
+  const int32_t id = sm.found;
+  __syncthreads();
+  return id;
 }
 
-// The shortest prefix of `within` (in key order) whose count (kByMass false)
-// or mass (kByMass true) reaches `need`.
-template <bool kByMass, class T>
-__device__ Cut select_cut(const T* row, int32_t V, float inv_t, float m, Cut within, double need, Smem& sm) {
-  uint32_t prefix = 0;
-  double above = 0;  // count or mass of `within` with a key above the current range
-  int32_t eq_count = 0;
-  for (int shift = 28; shift >= 0; shift -= 4) {
-    const uint32_t hi_mask = shift == 28 ? 0u : (0xffffffffu << (shift + 4));
-    int32_t cnt[kBins];
-    double mass[kBins];
-#pragma unroll
-    for (int j = 0; j < kBins; ++j) {
-      cnt[j] = 0;
-      mass[j] = 0;
-    }
-    const float lo = skip_below(prefix > within.thr ? prefix : within.thr);
-    for (int32_t v = threadIdx.x; v < V; v += kThreads) {
-      const float dz = __fsub_rn(z_of(row, v, inv_t), m);
-      if (dz < lo) continue;
-      const float w = expf(dz);
-      const uint32_t key = __float_as_uint(w);
-      if ((key & hi_mask) != prefix || !in_cut(within, key, v)) continue;
-      const uint32_t d = (key >> shift) & (kBins - 1);
-#pragma unroll
-      for (int j = 0; j < kBins; ++j)
-        if (d == uint32_t(j)) {
-          ++cnt[j];
-          if constexpr (kByMass) mass[j] += double(w);
-        }
-    }
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-#pragma unroll
-    for (int j = 0; j < kBins; ++j) {
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1) {
-        cnt[j] += __shfl_xor_sync(0xffffffffu, cnt[j], o);
-        if constexpr (kByMass) mass[j] += __shfl_xor_sync(0xffffffffu, mass[j], o);
-      }
-      if (lane == 0) {
-        sm.i[warp][j] = cnt[j];
-        sm.d[warp][j] = mass[j];
-      }
-    }
-    __syncthreads();
-    if (threadIdx.x < kBins) {
-      int32_t c = 0;
-      double s = 0;
-      for (int w = 0; w < kWarps; ++w) {
-        c += sm.i[w][threadIdx.x];
-        s += sm.d[w][threadIdx.x];
-      }
-      sm.bin_count[threadIdx.x] = c;
-      sm.bin_mass[threadIdx.x] = s;
-    }
-    __syncthreads();
-    // Every thread makes the same choice from the same shared values. Bin 0
-    // is taken when rounding leaves the whole range short of `need`.
-    int pick = 0;
-    for (int j = kBins - 1; j >= 0; --j) {
-      const double val = kByMass ? sm.bin_mass[j] : double(sm.bin_count[j]);
-      if (above + val >= need || j == 0) {
-        pick = j;
-        break;
-      }
-      above += val;
-    }
-    eq_count = sm.bin_count[pick];
-    prefix |= uint32_t(pick) << shift;
-    __syncthreads();
-  }
-  if (eq_count == 0) return Cut{prefix, -1};
-  // How many ties at the threshold (equal weights, taken in id order) reach need.
-  int64_t r;
-  if constexpr (kByMass) {
-    const double wt = double(__uint_as_float(prefix));
-    r = wt > 0 ? int64_t(ceil((need - above) / wt)) : eq_count;
-  } else {
-    r = int64_t(need - above);
-  }
-  r = r < 1 ? 1 : r;
-  if (r >= eq_count) return Cut{prefix, INT_MAX};
-  return Cut{prefix, rth_tie(row, V, inv_t, m, within, prefix, int32_t(r), sm)};
+__device__ __forceinline__ float kept_lo(const Select& sel) {
+  return skip_below(sel.cut.thr > sel.within.thr ? sel.cut.thr : sel.within.thr);
+}
+__device__ __forceinline__ bool kept(const Select& sel, uint32_t key, int32_t v) {
+  return in_cut(sel.within, key, v) && in_cut(sel.cut, key, v);
 }
 
+// The kept mass, summed in double (fixed order).
 template <class T>
-__global__ void __launch_bounds__(kThreads)
-    sample_kernel(int32_t* __restrict__ tokens, float* __restrict__ logprobs, const T* __restrict__ logits,
-                  int32_t V, const int64_t* __restrict__ streams, const int64_t* __restrict__ counters,
-                  uint64_t seed, float temperature, int top_k, float top_p, DeviceFlags* flags) {
-  __shared__ Smem sm;
-  const int64_t b = blockIdx.x;
-  const T* row = logits + b * int64_t(V);
+__device__ double row_kept_mass(const T* row, int32_t V, float inv_t, float m, const Select& sel, Smem& sm) {
+  const float lo = kept_lo(sel);
+  double s = 0;
+  visit_row(row, V, [&](int32_t v, float x) {
+    const float d = dz_of(x, inv_t, m);
+    if (d < lo) return;
+    const float w = expf(d);
+    if (kept(sel, __float_as_uint(w), v)) s += double(w);
+  });
+  return block_sum(s, sm);
+}
 
-  if (temperature == 0.0f) {
-    // Greedy: the max of the raw logits, ties to the lowest id.
-    float best = -INFINITY;
-    int32_t best_id = INT_MAX;
-    for (int32_t v = threadIdx.x; v < V; v += kThreads) {
-      const float x = load_f32(row, v);
-      if (best_id == INT_MAX || x > best) {  // strict: ties keep this thread's lowest id
-        best = x;
-        best_id = v;
-      }
-    }
-    const float bx = block_max(best, sm);
-    if (threadIdx.x == 0) sm.imin = INT_MAX;
-    __syncthreads();
-    if (best == bx) atomicMin(&sm.imin, best_id);
-    __syncthreads();
-    const int32_t chosen = sm.imin;
-    double s = 0;
-    for (int32_t v = threadIdx.x; v < V; v += kThreads) s += exp(double(load_f32(row, v)) - double(bx));
-    s = block_sum(s, sm);
-    if (threadIdx.x == 0) {
-      if (!isfinite(s) || chosen == INT_MAX) {
-        flag_non_finite(flags, FlagSite::sampling, b);
-        tokens[b] = 0;
-        logprobs[b] = NAN;
-      } else {
-        tokens[b] = chosen;
-        logprobs[b] = float(-log(s));
-      }
-    }
-    return;
-  }
-
-  const float inv_t = 1.0f / temperature;  // the CPU op's z
-  float m = -INFINITY;
-  for (int32_t v = threadIdx.x; v < V; v += kThreads) m = fmaxf(m, z_of(row, v, inv_t));
-  m = block_max(m, sm);
-  double total = 0;
-  for (int32_t v = threadIdx.x; v < V; v += kThreads) total += double(w_of(row, v, inv_t, m));
-  total = block_sum(total, sm);
-  if (!(isfinite(total) && total > 0)) {
-    if (threadIdx.x == 0) {
-      flag_non_finite(flags, FlagSite::sampling, b);
-      tokens[b] = 0;
-      logprobs[b] = NAN;
-    }
-    return;
-  }
-
-  const Cut all{0u, INT_MAX};
-  Cut ck = all, cp = all;
-  double mass = total;
-  if (top_k > 0 && top_k < V) {
-    ck = select_cut<false>(row, V, inv_t, m, all, double(top_k), sm);
-    double s = 0;
-    const float lo = skip_below(ck.thr);
-    for (int32_t v = threadIdx.x; v < V; v += kThreads) {
-      const float dz = __fsub_rn(z_of(row, v, inv_t), m);
-      if (dz < lo) continue;
-      const float w = expf(dz);
-      if (in_cut(ck, __float_as_uint(w), v)) s += double(w);
-    }
-    mass = block_sum(s, sm);
-  }
-  if (top_p < 1.0f) {
-    cp = select_cut<true>(row, V, inv_t, m, ck, double(top_p) * mass, sm);
-    double s = 0;
-    const float lo = skip_below(cp.thr > ck.thr ? cp.thr : ck.thr);
-    for (int32_t v = threadIdx.x; v < V; v += kThreads) {
-      const float dz = __fsub_rn(z_of(row, v, inv_t), m);
-      if (dz < lo) continue;
-      const float w = expf(dz);
-      const uint32_t key = __float_as_uint(w);
-      if (in_cut(ck, key, v) && in_cut(cp, key, v)) s += double(w);
-    }
-    mass = block_sum(s, sm);
-  }
-
-  // The walk in id order: the first kept id whose cumulative weight exceeds u * mass.
-  const U32x4 r = philox_draw(seed, uint64_t(streams[b]), uint64_t(counters[b]));
-  const double target = double(uniform_float(r.v[0])) * mass;
+// The walk in id order: the first kept id whose cumulative weight exceeds
+// target; the last kept id with w > 0 when rounding leaves the walk short
+// (-1 if the row keeps none).
+template <class T>
+__device__ int32_t row_walk(const T* row, int32_t V, float inv_t, float m, const Select& sel, double target,
+                            Smem& sm) {
   if (threadIdx.x == 0) {
     sm.found = INT_MAX;
     sm.last = -1;
   }
   __syncthreads();
   double before = 0;
-  const float lo = skip_below(cp.thr > ck.thr ? cp.thr : ck.thr);
-  int32_t last = -1;  // the last kept id with w > 0: the answer if rounding leaves the walk short
+  const float lo = kept_lo(sel);
+  int32_t last = -1;
+  // The next chunk's logits are loaded before this chunk's scan and its
+  // barriers, so that the loads overlap them.
+  float next[kPerThread];
+  load8(row, V, int32_t(threadIdx.x) * kPerThread, next);
   for (int32_t c0 = 0; c0 < V; c0 += kChunk) {
     const int32_t v0 = c0 + int32_t(threadIdx.x) * kPerThread;
-    float w[kPerThread];
+    float x[kPerThread], w[kPerThread];
+#pragma unroll
+    for (int j = 0; j < kPerThread; ++j) x[j] = next[j];
+    if (c0 + kChunk < V) load8(row, V, v0 + kChunk, next);
     double local = 0;
 #pragma unroll
     for (int j = 0; j < kPerThread; ++j) {
       const int32_t v = v0 + j;
       w[j] = 0.0f;
-      const float dz = v < V ? __fsub_rn(z_of(row, v, inv_t), m) : -INFINITY;
-      if (dz >= lo) {
-        const float x = expf(dz);
-        const uint32_t key = __float_as_uint(x);
-        if (in_cut(ck, key, v) && in_cut(cp, key, v)) w[j] = x;
+      const float d = v < V ? dz_of(x[j], inv_t, m) : -INFINITY;
+      if (d >= lo) {
+        const float e = expf(d);
+        if (kept(sel, __float_as_uint(e), v)) w[j] = e;
       }
       local += double(w[j]);
       if (w[j] > 0.0f) last = v;
@@ -393,11 +459,281 @@ __global__ void __launch_bounds__(kThreads)
   }
   if (last >= 0) atomicMax(&sm.last, last);
   __syncthreads();
+  const int32_t chosen = sm.found != INT_MAX ? sm.found : sm.last;
+  __syncthreads();
+  return chosen;
+}
+
+// Greedy in one pass: the max of the raw logits and its lowest id (each
+// thread visits its ids in increasing order; strict > keeps its first).
+template <class T>
+__device__ float row_argmax(const T* row, int32_t V, Smem& sm, int32_t& id) {
+  float best = -INFINITY;
+  int32_t best_id = INT_MAX;
+  visit_row(row, V, [&](int32_t v, float x) {
+    if (best_id == INT_MAX || x > best) {
+      best = x;
+      best_id = v;
+    }
+  });
+  const float bx = block_max(best, sm);
+  if (threadIdx.x == 0) sm.imin = INT_MAX;
+  __syncthreads();
+  if (best == bx) atomicMin(&sm.imin, best_id);
+  __syncthreads();
+  id = sm.imin;
+  __syncthreads();
+  return bx;
+}
+
+// Without truncation, in one pass: m = max z and the sum of exp(z - m),
+// each thread rescaling its running sum when its max grows (in double; the
+// sum differs from the sum of expf(z - m) by float rounding only, which the
+// walk absorbs: see row_walk's fallback).
+template <class T>
+__device__ void row_max_sum(const T* row, int32_t V, float inv_t, Smem& sm, float& m, double& total) {
+  float mt = -INFINITY;
+  double st = 0;
+  visit_row(row, V, [&](int32_t, float x) {
+    const float z = __fmul_rn(x, inv_t);
+    if (z > mt) {
+      if (st != 0) st *= exp(double(mt) - double(z));
+      mt = z;
+    }
+    st += double(expf(__fsub_rn(z, mt)));
+  });
+  m = block_max(mt, sm);
+  const double scaled = st == 0 ? 0.0 : (mt == m ? st : st * exp(double(mt) - double(m)));
+  total = block_sum(scaled, sm);
+}
+
+// ---- the search on candidates compacted to shared memory -------------------
+// Once level 0 has fixed the exponent of the threshold, every later decision
+// (levels 1-3, the tie cut, top-p inside top-k, the walk) only involves the
+// tokens with a key in that bin or above. When they fit (kCap), one ordered
+// pass copies their (key, id) to shared memory in id order and the rest of
+// the search runs there instead of re-reading the row.
+constexpr int kCap = 16384;
+constexpr size_t kCandBytes = size_t(kCap) * sizeof(uint2);
+
+template <class T>
+__device__ int32_t row_compact(const T* row, int32_t V, float inv_t, float m, Cut keep, Cut within, uint2* cand,
+                               Smem& sm) {
+  const float lo = skip_below(keep.thr > within.thr ? keep.thr : within.thr);
+  int32_t base = 0;
+  float next[kPerThread];  // prefetched as in row_walk
+  load8(row, V, int32_t(threadIdx.x) * kPerThread, next);
+  for (int32_t c0 = 0; c0 < V; c0 += kChunk) {
+    const int32_t v0 = c0 + int32_t(threadIdx.x) * kPerThread;
+    float x[kPerThread];
+#pragma unroll
+    for (int j = 0; j < kPerThread; ++j) x[j] = next[j];
+    if (c0 + kChunk < V) load8(row, V, v0 + kChunk, next);
+    uint32_t keys[kPerThread];
+    uint32_t mask = 0;
+#pragma unroll
+    for (int j = 0; j < kPerThread; ++j) {
+      keys[j] = 0;
+      const float d = dz_of(x[j], inv_t, m);
+      if (v0 + j >= V || d < lo) continue;
+      keys[j] = __float_as_uint(expf(d));
+      if (in_cut(keep, keys[j], v0 + j) && in_cut(within, keys[j], v0 + j)) mask |= 1u << j;
+    }
+    int32_t total;
+    int32_t pos = base + block_exclusive_scan(int32_t(__popc(mask)), sm, total);
+#pragma unroll
+    for (int j = 0; j < kPerThread; ++j)
+      if (((mask >> j) & 1u) && pos < kCap) cand[pos++] = make_uint2(keys[j], uint32_t(v0 + j));
+    base += total;
+  }
+  __syncthreads();
+  return base < kCap ? base : kCap;
+}
+
+__device__ void cand_histogram(const uint2* cand, int32_t n, const Select& sel, int l, Smem& sm) {
+  hist_clear(sm);
+  for (int32_t i = threadIdx.x; i < n; i += kThreads) {
+    const uint32_t key = cand[i].x;
+    if (in_level(sel, l, key, int32_t(cand[i].y))) hist_add(sm, key_digit(key, l), key);
+  }
+  hist_finish(sm);
+}
+
+__device__ int32_t cand_rth_tie(const uint2* cand, int32_t n, const Select& sel, int64_t r, Smem& sm) {
+  if (threadIdx.x == 0) sm.found = INT_MAX;
+  __syncthreads();
+  int64_t before = 0;
+  for (int32_t c0 = 0; c0 < n; c0 += kThreads) {
+    const int32_t i = c0 + int32_t(threadIdx.x);
+    const bool tie = i < n && cand[i].x == sel.cut.thr && in_cut(sel.within, cand[i].x, int32_t(cand[i].y));
+    int32_t total;
+    const int64_t excl = before + block_exclusive_scan(int32_t(tie), sm, total);
+    if (tie && excl + 1 == r) sm.found = int32_t(cand[i].y);
+    before += total;
+    if (before >= r) break;
+  }
+  __syncthreads();
+  const int32_t id = sm.found;
+  __syncthreads();
+  return id;
+}
+
+__device__ int32_t cand_walk(const uint2* cand, int32_t n, const Select& sel, double target, Smem& sm) {
   if (threadIdx.x == 0) {
-    const int32_t chosen = sm.found != INT_MAX ? sm.found : sm.last;
-    tokens[b] = chosen;
-    const float zc = __fsub_rn(z_of(row, chosen, inv_t), m);
-    logprobs[b] = float(double(zc) - log(total));
+    sm.found = INT_MAX;
+    sm.last = -1;
+  }
+  __syncthreads();
+  double before = 0;
+  int32_t last = -1;
+  for (int32_t c0 = 0; c0 < n; c0 += kThreads) {
+    const int32_t i = c0 + int32_t(threadIdx.x);
+    float w = 0.0f;
+    int32_t id = -1;
+    if (i < n) {
+      id = int32_t(cand[i].y);
+      if (kept(sel, cand[i].x, id)) w = __uint_as_float(cand[i].x);
+    }
+    if (w > 0.0f) last = id;
+    double chunk_total;
+    const double cum = before + block_exclusive_scan(double(w), sm, chunk_total) + double(w);
+    const bool hit = w > 0.0f && cum > target;
+    if (hit) atomicMin(&sm.found, id);
+    before += chunk_total;
+    if (__syncthreads_or(hit)) break;
+  }
+  if (last >= 0) atomicMax(&sm.last, last);
+  __syncthreads();
+  const int32_t chosen = sm.found != INT_MAX ? sm.found : sm.last;
+  __syncthreads();
+  return chosen;
+}
+
+// Runs the search of sm.sel (levels 0-3, then the tie cut) on one row, or
+// on the candidates when *ncand >= 0. total_out: the level-0 row pass also
+// sums every w into it. cand (kCap entries, may be null): after a level-0
+// row pass that leaves the search descending, the candidates are compacted
+// there when they fit (*ncand set).
+template <class T>
+__device__ void row_search(const T* row, int32_t V, float inv_t, float m, float top_p, Smem& sm, double* total_out,
+                           uint2* cand, int32_t* ncand) {
+  for (int l = 0; l < kLevels; ++l) {
+    if (sm.sel.state != kDescending) break;  // uniform: read after a barrier
+    const Select sel = sm.sel;
+    if (*ncand >= 0) cand_histogram(cand, *ncand, sel, l, sm);
+    else row_histogram(row, V, inv_t, m, sel, l, sm, l == 0 ? total_out : nullptr);
+    if (threadIdx.x < 32)
+      descend_warp(sm.sel, sm.count, sm.units, l, top_p);
+    __syncthreads();
+    if (l == 0 && *ncand < 0 && cand != nullptr && sm.sel.state == kDescending) {
+      const Select d = sm.sel;
+      const int64_t n = d.above_count + int64_t(sm.count[key_digit(d.prefix, 0)]);
+      if (n <= kCap) {
+        const Cut keep = d.prefix > 0 ? Cut{d.prefix - 1, -1} : cut_all();  // keys >= the bin's lower edge
+        *ncand = row_compact(row, V, inv_t, m, keep, d.within, cand, sm);
+      }
+    }
+  }
+  if (sm.sel.state == kNeedTie) {
+    const Select sel = sm.sel;
+    const int32_t id = *ncand >= 0 ? cand_rth_tie(cand, *ncand, sel, sel.tie_rank, sm)
+                                   : row_rth_tie(row, V, inv_t, m, sel, sel.tie_rank, sm);
+    if (threadIdx.x == 0) {
+      sm.sel.cut.lim = id;
+      sm.sel.state = kIdle;
+    }
+    __syncthreads();
+  }
+}
+
+__device__ __forceinline__ int64_t logit_row_of(const int32_t* rows, int64_t r, int64_t B, DeviceFlags* flags) {
+  if (rows == nullptr) return r;
+  const int64_t lr = rows[r];
+  if (lr < 0 || lr >= B) {
+    if (threadIdx.x == 0) flag_bad_id(flags, FlagSite::sampling, r, lr);
+    return -1;
+  }
+  return lr;
+}
+
+__device__ __forceinline__ void write_bad_row(int32_t* tokens, float* logprobs, int64_t r) {
+  if (threadIdx.x == 0) {
+    tokens[r] = 0;
+    logprobs[r] = NAN;
+  }
+}
+
+template <class T>
+__global__ void __launch_bounds__(kThreads)
+    sample_kernel(int32_t* __restrict__ tokens, float* __restrict__ logprobs, const T* __restrict__ logits,
+                  int64_t B, int32_t V, const int32_t* __restrict__ logit_rows, const int64_t* __restrict__ streams,
+                  const int64_t* __restrict__ counters, uint64_t seed, float temperature, int top_k, float top_p,
+                  DeviceFlags* flags) {
+  __shared__ Smem sm;
+  extern __shared__ uint2 cand[];  // kCap candidates (dynamic shared memory)
+  const int64_t r = blockIdx.x;
+  const int64_t lr = logit_row_of(logit_rows, r, B, flags);
+  if (lr < 0) return write_bad_row(tokens, logprobs, r);
+  const T* row = logits + lr * int64_t(V);
+
+  if (temperature == 0.0f) {
+    // Greedy: the max of the raw logits, ties to the lowest id.
+    int32_t chosen;
+    const float mx = row_argmax(row, V, sm, chosen);
+    const double s = row_sum_greedy(row, V, mx, sm);
+    if (threadIdx.x == 0) {
+      if (!isfinite(s) || chosen == INT_MAX) {
+        flag_non_finite(flags, FlagSite::sampling, r);
+        tokens[r] = 0;
+        logprobs[r] = NAN;
+      } else {
+        tokens[r] = chosen;
+        logprobs[r] = float(-log(s));
+      }
+    }
+    return;
+  }
+
+  const float inv_t = 1.0f / temperature;  // the CPU op's z
+  const bool use_k = top_k > 0 && top_k < V, use_p = top_p < 1.0f;
+  float m;
+  double total;
+  int32_t ncand = -1;
+  if (use_k || use_p) {
+    m = __fmul_rn(row_max(row, V, sm), inv_t);  // max z: x -> x * inv_t is monotonic
+    if (threadIdx.x == 0) {
+      sm.sel = select_none();
+      if (use_k) start_top_k(sm.sel, top_k);
+      else start_top_p(sm.sel, false, top_p);
+    }
+    __syncthreads();
+    row_search(row, V, inv_t, m, top_p, sm, &total, cand, &ncand);
+    if (use_k && use_p) {
+      // Top-p searches inside the top-k cut: compact that when not yet done.
+      if (ncand < 0 && top_k <= kCap) ncand = row_compact(row, V, inv_t, m, sm.sel.cut, cut_all(), cand, sm);
+      if (threadIdx.x == 0) start_top_p(sm.sel, true, top_p);
+      __syncthreads();
+      row_search(row, V, inv_t, m, top_p, sm, nullptr, cand, &ncand);
+    }
+  } else {
+    if (threadIdx.x == 0) sm.sel = select_none();
+    row_max_sum(row, V, inv_t, sm, m, total);  // its barriers publish sm.sel
+  }
+  if (!(isfinite(total) && total > 0)) {
+    if (threadIdx.x == 0) flag_non_finite(flags, FlagSite::sampling, r);
+    return write_bad_row(tokens, logprobs, r);
+  }
+  const Select sel = sm.sel;
+  const double mass = (use_k || use_p) ? sel.kept_mass : total;
+  const U32x4 d = philox_draw(seed, uint64_t(streams[r]), uint64_t(counters[r]));
+  const double target = double(uniform_float(d.v[0])) * mass;
+  const int32_t chosen =
+      ncand >= 0 ? cand_walk(cand, ncand, sel, target, sm) : row_walk(row, V, inv_t, m, sel, target, sm);
+  if (threadIdx.x == 0) {
+    const int32_t c = chosen < 0 ? 0 : chosen;
+    tokens[r] = c;
+    const float zc = dz_of(load_f32(row, c), inv_t, m);
+    logprobs[r] = float(double(zc) - log(total));
   }
 }
 
@@ -409,39 +745,381 @@ __global__ void philox_kernel(uint32_t* out, const int64_t* streams, const int64
   for (int j = 0; j < 4; ++j) out[b * 4 + j] = r.v[j];
 }
 
+// ---- tp shard ops: one CTA per sampled row ---------------------------------
+
+struct ShardArgs {
+  int64_t B;
+  int32_t V;
+  const int32_t* rows;
+  float temperature;
+  DeviceFlags* flags;
+};
+
+__device__ __forceinline__ float inv_t_of(float temperature) { return temperature > 0 ? 1.0f / temperature : 1.0f; }
+
+template <class T>
+__global__ void __launch_bounds__(kThreads) shard_max_kernel(float* out, const T* logits, ShardArgs a) {
+  __shared__ Smem sm;
+  const int64_t r = blockIdx.x, lr = logit_row_of(a.rows, r, a.B, a.flags);
+  if (lr < 0) {
+    if (threadIdx.x == 0) out[r] = NAN;
+    return;
+  }
+  const float mx = row_max(logits + lr * int64_t(a.V), a.V, sm);
+  if (threadIdx.x == 0) out[r] = a.temperature > 0 ? __fmul_rn(mx, inv_t_of(a.temperature)) : mx;
+}
+
+template <class T>
+__global__ void __launch_bounds__(kThreads) shard_sum_kernel(double* out, const T* logits, const float* m, ShardArgs a) {
+  __shared__ Smem sm;
+  const int64_t r = blockIdx.x, lr = logit_row_of(a.rows, r, a.B, nullptr);
+  if (lr < 0) {
+    if (threadIdx.x == 0) out[r] = NAN;
+    return;
+  }
+  const T* row = logits + lr * int64_t(a.V);
+  const double s = a.temperature > 0 ? row_sum_w(row, a.V, inv_t_of(a.temperature), m[r], sm)
+                                     : row_sum_greedy(row, a.V, m[r], sm);
+  if (threadIdx.x == 0) out[r] = s;
+}
+
+template <class T>
+__global__ void __launch_bounds__(kThreads)
+    shard_hist_kernel(int64_t* hist, const T* logits, const float* m, Select* sels, int level, ShardArgs a) {
+  __shared__ Smem sm;
+  const int64_t r = blockIdx.x, lr = logit_row_of(a.rows, r, a.B, nullptr);
+  int64_t* h = hist + r * 2 * kMaxBins;
+  const Select sel = sels[r];
+  if (lr < 0 || sel.state != kDescending) {
+    for (int j = threadIdx.x; j < 2 * kMaxBins; j += kThreads) h[j] = 0;
+    return;
+  }
+  row_histogram(logits + lr * int64_t(a.V), a.V, inv_t_of(a.temperature), m[r], sel, level, sm, nullptr);
+  for (int j = threadIdx.x; j < kMaxBins; j += kThreads) {
+    h[j] = int64_t(sm.count[j]);
+    h[kMaxBins + j] = int64_t(sm.units[j]);
+  }
+}
+
+// One warp per row.
+__global__ void descend_kernel(Select* sels, const int64_t* hist, int level, float top_p) {
+  const int64_t r = blockIdx.x;
+  const int64_t* h = hist + r * 2 * kMaxBins;
+  descend_warp(sels[r], h, h + kMaxBins, level, top_p);
+}
+
+__global__ void select_begin_kernel(Select* sels, int64_t R, int top_k, float top_p, int phase, int32_t V) {
+  const int64_t r = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (r >= R) return;
+  const bool use_k = top_k > 0 && top_k < V;
+  if (phase == 0) {
+    sels[r] = select_none();
+    if (use_k) start_top_k(sels[r], top_k);
+    else if (top_p < 1.0f) start_top_p(sels[r], false, top_p);
+  } else {
+    start_top_p(sels[r], true, top_p);
+  }
+}
+
+template <class T>
+__global__ void __launch_bounds__(kThreads)
+    shard_tie_count_kernel(int64_t* out, const T* logits, const float* m, const Select* sels, ShardArgs a) {
+  __shared__ Smem sm;
+  const int64_t r = blockIdx.x, lr = logit_row_of(a.rows, r, a.B, nullptr);
+  const Select sel = sels[r];
+  if (lr < 0 || sel.state != kNeedTie) {
+    if (threadIdx.x == 0) out[r] = 0;
+    return;
+  }
+  const int64_t n = row_tie_count(logits + lr * int64_t(a.V), a.V, inv_t_of(a.temperature), m[r], sel, sm);
+  if (threadIdx.x == 0) out[r] = n;
+}
+
+template <class T>
+__global__ void __launch_bounds__(kThreads) shard_tie_limit_kernel(Select* sels, const int64_t* tie_counts, int64_t R,
+                                                                   int rank, const T* logits, const float* m,
+                                                                   ShardArgs a) {
+  __shared__ Smem sm;
+  const int64_t r = blockIdx.x, lr = logit_row_of(a.rows, r, a.B, nullptr);
+  const Select sel = sels[r];
+  if (lr < 0 || sel.state != kNeedTie) return;
+  const int64_t k = local_ties_kept(sel, tie_counts + r, R, rank);
+  int32_t lim = k == 0 ? -1 : kNoLimit;
+  if (k > 0) lim = row_rth_tie(logits + lr * int64_t(a.V), a.V, inv_t_of(a.temperature), m[r], sel, k, sm);
+  if (threadIdx.x == 0) {
+    sels[r].cut.lim = lim;
+    sels[r].state = kIdle;
+  }
+}
+
+template <class T>
+__global__ void __launch_bounds__(kThreads)
+    shard_kept_kernel(double* out, const T* logits, const float* m, const Select* sels, ShardArgs a) {
+  __shared__ Smem sm;
+  const int64_t r = blockIdx.x, lr = logit_row_of(a.rows, r, a.B, nullptr);
+  if (lr < 0) {
+    if (threadIdx.x == 0) out[r] = 0;
+    return;
+  }
+  const double s = row_kept_mass(logits + lr * int64_t(a.V), a.V, inv_t_of(a.temperature), m[r], sels[r], sm);
+  if (threadIdx.x == 0) out[r] = s;
+}
+
+template <class T>
+__global__ void __launch_bounds__(kThreads)
+    shard_choose_kernel(int32_t* tokens, float* logprobs, const T* logits, const float* m, const Select* sels,
+                        const double* sums, const double* kept, int64_t R, int tp, int rank, int64_t vocab_start,
+                        const int64_t* streams, const int64_t* counters, uint64_t seed, ShardArgs a) {
+  __shared__ Smem sm;
+  const int64_t r = blockIdx.x, lr = logit_row_of(a.rows, r, a.B, nullptr);
+  double total = 0;
+  for (int q = 0; q < tp; ++q) total += sums[q * R + r];
+  const bool greedy = a.temperature == 0.0f;
+  if (lr < 0 || !(isfinite(total) && total > 0)) {
+    if (threadIdx.x == 0 && lr >= 0 && rank == 0) flag_non_finite(a.flags, FlagSite::sampling, r);
+    return write_bad_row(tokens, logprobs, r);
+  }
+  const T* row = logits + lr * int64_t(a.V);
+  if (greedy) {
+    const int32_t id = row_first_equal(row, a.V, m[r], sm);
+    if (threadIdx.x == 0) {
+      tokens[r] = id == INT_MAX ? INT_MAX : int32_t(vocab_start + id);
+      logprobs[r] = float(-log(total));
+    }
+    return;
+  }
+  double mass = 0;
+  for (int q = 0; q < tp; ++q) mass += kept[q * R + r];
+  const U32x4 d = philox_draw(seed, uint64_t(streams[r]), uint64_t(counters[r]));
+  const double target = double(uniform_float(d.v[0])) * mass;
+  double before = 0;
+  const int holder = holder_shard(kept + r, R, tp, target, &before);
+  if (holder != rank) {
+    if (threadIdx.x == 0) {
+      tokens[r] = -1;
+      logprobs[r] = -INFINITY;
+    }
+    return;
+  }
+  const float inv_t = inv_t_of(a.temperature);
+  const int32_t chosen = row_walk(row, a.V, inv_t, m[r], sels[r], target - before, sm);
+  if (threadIdx.x == 0) {
+    const int32_t c = chosen < 0 ? 0 : chosen;
+    tokens[r] = int32_t(vocab_start + c);
+    logprobs[r] = float(double(dz_of(load_f32(row, c), inv_t, m[r])) - log(total));
+  }
+}
+
+// Shapes and devices of the shard ops' common inputs; returns R.
+int64_t check_shard(const Ctx& ctx, Tensor logits, Tensor logit_rows, int64_t R, const char* what) {
+  DAPO_CHECK(logits.dtype == DType::f32 || logits.dtype == DType::bf16, what, " logits dtype ",
+             dtype_name(logits.dtype));
+  DAPO_CHECK(logits.ndim == 2, what, ": logits must be (B, V), got ", logits.shape_string());
+  // 2^20: the per-bin 12-bit significand halves summed in 32 bits (Smem).
+  DAPO_CHECK(logits.size(1) >= 1 && logits.size(1) <= (int64_t(1) << 20), what, " vocabulary size ",
+             logits.size(1), " (at most 2^20 per row or shard)");
+  if (has_logit_rows(logit_rows)) {
+    DAPO_CHECK_SHAPE(logit_rows, {R});
+    DAPO_CHECK_DTYPE(logit_rows, DType::i32);
+    check_device(ctx, logit_rows, what);
+  } else {
+    DAPO_CHECK(R == logits.size(0), what, ": ", R, " rows without logit_rows need ", logits.size(0));
+  }
+  DAPO_CHECK(R <= int64_t(INT_MAX), what, " rows ", R);
+  check_device(ctx, logits, what);
+  return R;
+}
+ShardArgs shard_args(const Ctx& ctx, Tensor logits, Tensor logit_rows, float temperature) {
+  return ShardArgs{logits.size(0), int32_t(logits.size(1)),
+                   has_logit_rows(logit_rows) ? logit_rows.ptr<int32_t>() : nullptr, temperature, ctx.flags};
+}
+template <class F>
+void by_dtype(Tensor logits, F&& f) {
+  if (logits.dtype == DType::f32) f(static_cast<const float*>(logits.data));
+  else f(static_cast<const __nv_bfloat16*>(logits.data));
+}
+Select* sel_ptr(Tensor select, int64_t R) {
+  DAPO_CHECK_SHAPE(select, {R, kSelectWords});
+  DAPO_CHECK_DTYPE(select, DType::i64);
+  return static_cast<Select*>(select.data);
+}
+
 }  // namespace
 
-void sample_tokens(const Ctx& ctx, Tensor tokens, Tensor logprobs, Tensor logits, Tensor rng_streams,
-                   Tensor rng_counters, const SamplingParams& p) {
-  DAPO_CHECK(logits.dtype == DType::f32 || logits.dtype == DType::bf16, "sample_tokens logits dtype ",
-             dtype_name(logits.dtype));
-  DAPO_CHECK(logits.ndim == 2, "logits must be (B, V), got ", logits.shape_string());
-  const int64_t B = logits.size(0), V = logits.size(1);
-  DAPO_CHECK_SHAPE(tokens, {B});
-  DAPO_CHECK_SHAPE(logprobs, {B});
-  DAPO_CHECK_SHAPE(rng_streams, {B});
-  DAPO_CHECK_SHAPE(rng_counters, {B});
+void sample_tokens(const Ctx& ctx, Tensor tokens, Tensor logprobs, Tensor logits, Tensor logit_rows,
+                   Tensor rng_streams, Tensor rng_counters, const SamplingParams& p) {
+  const int64_t R = tokens.numel();
+  check_shard(ctx, logits, logit_rows, R, "sample_tokens");
+  DAPO_CHECK_SHAPE(tokens, {R});
+  DAPO_CHECK_SHAPE(logprobs, {R});
+  DAPO_CHECK_SHAPE(rng_streams, {R});
+  DAPO_CHECK_SHAPE(rng_counters, {R});
   DAPO_CHECK_DTYPE(tokens, DType::i32);
   DAPO_CHECK_DTYPE(logprobs, DType::f32);
   DAPO_CHECK_DTYPE(rng_streams, DType::i64);
   DAPO_CHECK_DTYPE(rng_counters, DType::i64);
-  for (const Tensor* t : {&tokens, &logprobs, &logits, &rng_streams, &rng_counters})
+  for (const Tensor* t : {&tokens, &logprobs, &rng_streams, &rng_counters})
     check_device(ctx, *t, "sample_tokens tensor");
-  DAPO_CHECK(V >= 1 && V <= std::numeric_limits<int32_t>::max() - kChunk, "vocabulary size ", V);
   DAPO_CHECK(p.temperature >= 0.0f && std::isfinite(p.temperature), "temperature ", p.temperature);
   DAPO_CHECK(p.top_p > 0.0f, "top_p ", p.top_p, " must be > 0 (>= 1 disables it)");
-  DAPO_CHECK(B <= int64_t(INT_MAX), "batch ", B);
-  if (B == 0) return;
-  const auto s = stream_of(ctx);
-  if (logits.dtype == DType::f32)
-    sample_kernel<float><<<unsigned(B), kThreads, 0, s>>>(
-        tokens.ptr<int32_t>(), logprobs.ptr<float>(), logits.ptr<float>(), int32_t(V), rng_streams.ptr<int64_t>(),
+  if (R == 0) return;
+  const ShardArgs a = shard_args(ctx, logits, logit_rows, p.temperature);
+  by_dtype(logits, [&](auto* x) {
+    using T = std::remove_const_t<std::remove_pointer_t<decltype(x)>>;
+    DAPO_CUDA_CHECK(
+        cudaFuncSetAttribute(sample_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kCandBytes)));
+    sample_kernel<<<unsigned(R), kThreads, kCandBytes, stream_of(ctx)>>>(
+        tokens.ptr<int32_t>(), logprobs.ptr<float>(), x, a.B, a.V, a.rows, rng_streams.ptr<int64_t>(),
         rng_counters.ptr<int64_t>(), p.seed, p.temperature, p.top_k, p.top_p, ctx.flags);
-  else
-    sample_kernel<__nv_bfloat16><<<unsigned(B), kThreads, 0, s>>>(
-        tokens.ptr<int32_t>(), logprobs.ptr<float>(), static_cast<const __nv_bfloat16*>(logits.data), int32_t(V),
-        rng_streams.ptr<int64_t>(), rng_counters.ptr<int64_t>(), p.seed, p.temperature, p.top_k, p.top_p,
-        ctx.flags);
+  });
+  DAPO_CUDA_CHECK_LAUNCH();
+}
+
+void sampling_shard_max(const Ctx& ctx, Tensor out, Tensor logits, Tensor logit_rows, float temperature) {
+  const int64_t R = check_shard(ctx, logits, logit_rows, out.numel(), "sampling_shard_max");
+  DAPO_CHECK_SHAPE(out, {R});
+  DAPO_CHECK_DTYPE(out, DType::f32);
+  check_device(ctx, out, "sampling_shard_max out");
+  if (R == 0) return;
+  const ShardArgs a = shard_args(ctx, logits, logit_rows, temperature);
+  by_dtype(logits, [&](auto* x) { shard_max_kernel<<<unsigned(R), kThreads, 0, stream_of(ctx)>>>(out.ptr<float>(), x, a); });
+  DAPO_CUDA_CHECK_LAUNCH();
+}
+
+void sampling_shard_sum(const Ctx& ctx, Tensor out, Tensor logits, Tensor logit_rows, Tensor m, float temperature) {
+  const int64_t R = check_shard(ctx, logits, logit_rows, out.numel(), "sampling_shard_sum");
+  DAPO_CHECK_SHAPE(out, {R});
+  DAPO_CHECK_DTYPE(out, DType::i64);
+  DAPO_CHECK_SHAPE(m, {R});
+  DAPO_CHECK_DTYPE(m, DType::f32);
+  check_device(ctx, out, "sampling_shard_sum out");
+  check_device(ctx, m, "sampling_shard_sum m");
+  if (R == 0) return;
+  const ShardArgs a = shard_args(ctx, logits, logit_rows, temperature);
+  by_dtype(logits, [&](auto* x) {
+    shard_sum_kernel<<<unsigned(R), kThreads, 0, stream_of(ctx)>>>(static_cast<double*>(out.data), x, m.ptr<float>(), a);
+  });
+  DAPO_CUDA_CHECK_LAUNCH();
+}
+
+void sampling_select_begin(const Ctx& ctx, Tensor select, const SamplingParams& p, int phase, int64_t vocab) {
+  const int64_t R = select.ndim == 2 ? select.size(0) : 0;
+  Select* s = sel_ptr(select, R);
+  check_device(ctx, select, "sampling_select_begin select");
+  DAPO_CHECK(phase == 0 || phase == 1, "phase ", phase);
+  if (R == 0) return;
+  select_begin_kernel<<<grid_for(R, 128), 128, 0, stream_of(ctx)>>>(s, R, p.top_k, p.top_p, phase,
+                                                                     int32_t(std::min<int64_t>(vocab, INT_MAX)));
+  DAPO_CUDA_CHECK_LAUNCH();
+}
+
+void sampling_shard_histogram(const Ctx& ctx, Tensor hist, Tensor logits, Tensor logit_rows, Tensor m,
+                              float temperature, Tensor select, int level) {
+  const int64_t R = check_shard(ctx, logits, logit_rows, m.numel(), "sampling_shard_histogram");
+  DAPO_CHECK_SHAPE(hist, {R, 2, kMaxBins});
+  DAPO_CHECK_DTYPE(hist, DType::i64);
+  DAPO_CHECK_DTYPE(m, DType::f32);
+  DAPO_CHECK(level >= 0 && level < kLevels, "level ", level);
+  Select* s = sel_ptr(select, R);
+  for (const Tensor* t : {&hist, &m, &select}) check_device(ctx, *t, "sampling_shard_histogram tensor");
+  if (R == 0) return;
+  const ShardArgs a = shard_args(ctx, logits, logit_rows, temperature);
+  by_dtype(logits, [&](auto* x) {
+    shard_hist_kernel<<<unsigned(R), kThreads, 0, stream_of(ctx)>>>(hist.ptr<int64_t>(), x, m.ptr<float>(), s, level, a);
+  });
+  DAPO_CUDA_CHECK_LAUNCH();
+}
+
+void sampling_descend(const Ctx& ctx, Tensor select, Tensor hist, int level, float top_p) {
+  const int64_t R = select.ndim == 2 ? select.size(0) : 0;
+  Select* s = sel_ptr(select, R);
+  DAPO_CHECK_SHAPE(hist, {R, 2, kMaxBins});
+  DAPO_CHECK_DTYPE(hist, DType::i64);
+  DAPO_CHECK(level >= 0 && level < kLevels, "level ", level);
+  check_device(ctx, select, "sampling_descend select");
+  check_device(ctx, hist, "sampling_descend hist");
+  if (R == 0) return;
+  descend_kernel<<<unsigned(R), 32, 0, stream_of(ctx)>>>(s, hist.ptr<int64_t>(), level, top_p);
+  DAPO_CUDA_CHECK_LAUNCH();
+}
+
+void sampling_shard_tie_count(const Ctx& ctx, Tensor out, Tensor logits, Tensor logit_rows, Tensor m,
+                              float temperature, Tensor select) {
+  const int64_t R = check_shard(ctx, logits, logit_rows, out.numel(), "sampling_shard_tie_count");
+  DAPO_CHECK_SHAPE(out, {R});
+  DAPO_CHECK_DTYPE(out, DType::i64);
+  DAPO_CHECK_SHAPE(m, {R});
+  Select* s = sel_ptr(select, R);
+  for (const Tensor* t : {&out, &m, &select}) check_device(ctx, *t, "sampling_shard_tie_count tensor");
+  if (R == 0) return;
+  const ShardArgs a = shard_args(ctx, logits, logit_rows, temperature);
+  by_dtype(logits, [&](auto* x) {
+    shard_tie_count_kernel<<<unsigned(R), kThreads, 0, stream_of(ctx)>>>(out.ptr<int64_t>(), x, m.ptr<float>(), s, a);
+  });
+  DAPO_CUDA_CHECK_LAUNCH();
+}
+
+void sampling_shard_tie_limit(const Ctx& ctx, Tensor select, Tensor tie_counts, int rank, Tensor logits,
+                              Tensor logit_rows, Tensor m, float temperature) {
+  const int64_t R = check_shard(ctx, logits, logit_rows, m.numel(), "sampling_shard_tie_limit");
+  Select* s = sel_ptr(select, R);
+  DAPO_CHECK(tie_counts.ndim == 2 && tie_counts.size(1) == R && rank >= 0 && rank < tie_counts.size(0),
+             "tie_counts (tp, R) ", tie_counts.shape_string(), " rank ", rank);
+  DAPO_CHECK_DTYPE(tie_counts, DType::i64);
+  for (const Tensor* t : {&tie_counts, &m, &select}) check_device(ctx, *t, "sampling_shard_tie_limit tensor");
+  if (R == 0) return;
+  const ShardArgs a = shard_args(ctx, logits, logit_rows, temperature);
+  by_dtype(logits, [&](auto* x) {
+    shard_tie_limit_kernel<<<unsigned(R), kThreads, 0, stream_of(ctx)>>>(s, tie_counts.ptr<int64_t>(), R, rank, x,
+                                                                         m.ptr<float>(), a);
+  });
+  DAPO_CUDA_CHECK_LAUNCH();
+}
+
+void sampling_shard_kept_mass(const Ctx& ctx, Tensor out, Tensor logits, Tensor logit_rows, Tensor m,
+                              float temperature, Tensor select) {
+  const int64_t R = check_shard(ctx, logits, logit_rows, out.numel(), "sampling_shard_kept_mass");
+  DAPO_CHECK_SHAPE(out, {R});
+  DAPO_CHECK_DTYPE(out, DType::i64);
+  DAPO_CHECK_SHAPE(m, {R});
+  Select* s = sel_ptr(select, R);
+  for (const Tensor* t : {&out, &m, &select}) check_device(ctx, *t, "sampling_shard_kept_mass tensor");
+  if (R == 0) return;
+  const ShardArgs a = shard_args(ctx, logits, logit_rows, temperature);
+  by_dtype(logits, [&](auto* x) {
+    shard_kept_kernel<<<unsigned(R), kThreads, 0, stream_of(ctx)>>>(static_cast<double*>(out.data), x,
+                                                                    m.ptr<float>(), s, a);
+  });
+  DAPO_CUDA_CHECK_LAUNCH();
+}
+
+void sampling_shard_choose(const Ctx& ctx, Tensor tokens, Tensor logprobs, Tensor logits, Tensor logit_rows,
+                           Tensor m, Tensor select, Tensor sums, Tensor kept, Tensor rng_streams,
+                           Tensor rng_counters, const SamplingParams& p, int rank, int64_t vocab_start) {
+  const int64_t R = check_shard(ctx, logits, logit_rows, tokens.numel(), "sampling_shard_choose");
+  DAPO_CHECK_SHAPE(logprobs, {R});
+  DAPO_CHECK_DTYPE(tokens, DType::i32);
+  DAPO_CHECK_DTYPE(logprobs, DType::f32);
+  DAPO_CHECK_SHAPE(m, {R});
+  Select* s = sel_ptr(select, R);
+  DAPO_CHECK(sums.ndim == 2 && sums.size(1) == R && sums.dtype == DType::i64, "sums (tp, R) i64, got ",
+             sums.shape_string());
+  const int tp = int(sums.size(0));
+  DAPO_CHECK(rank >= 0 && rank < tp, "rank ", rank, " of ", tp);
+  DAPO_CHECK_SHAPE(kept, {int64_t(tp), R});
+  DAPO_CHECK_DTYPE(kept, DType::i64);
+  DAPO_CHECK_SHAPE(rng_streams, {R});
+  DAPO_CHECK_SHAPE(rng_counters, {R});
+  for (const Tensor* t : {&tokens, &logprobs, &m, &select, &sums, &kept, &rng_streams, &rng_counters})
+    check_device(ctx, *t, "sampling_shard_choose tensor");
+  if (R == 0) return;
+  const ShardArgs a = shard_args(ctx, logits, logit_rows, p.temperature);
+  by_dtype(logits, [&](auto* x) {
+    shard_choose_kernel<<<unsigned(R), kThreads, 0, stream_of(ctx)>>>(
+        tokens.ptr<int32_t>(), logprobs.ptr<float>(), x, m.ptr<float>(), s, static_cast<const double*>(sums.data),
+        static_cast<const double*>(kept.data), R, tp, rank, vocab_start, rng_streams.ptr<int64_t>(),
+        rng_counters.ptr<int64_t>(), p.seed, a);
+  });
   DAPO_CUDA_CHECK_LAUNCH();
 }
 

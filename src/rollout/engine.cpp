@@ -23,22 +23,19 @@ namespace dapo::rollout {
 namespace {
 
 // The per-step rows of generate(), on the backend's device: the logits of
-// the step (B, V), the rows to sample from when they are not the logits'
-// rows one for one (R, V), and the sampled tokens (R) i32 followed by their
+// the step (B, V), and the sampled tokens (R) i32 followed by their
 // log-probs (R) f32 in one block (`sampled`, 2 * max_seqs words), so that
 // one copy brings both back to the host. B and R are at most max_seqs.
 // Carved from c's arena, or only counted when c has none: generate() sizes
 // its arena by counting.
 struct StepRows {
   float* logits;
-  float* row_logits;
   int32_t* sampled;
 };
 
 StepRows carve_step_rows(Carver& c, int64_t max_seqs, int64_t V) {
   StepRows r;
   r.logits = c.alloc_array<float>(size_t(max_seqs * V));
-  r.row_logits = c.alloc_array<float>(size_t(max_seqs * V));
   r.sampled = c.alloc_array<int32_t>(size_t(2 * max_seqs));
   return r;
 }
@@ -116,7 +113,7 @@ struct StepBuffers {
 // The staged views of one step.
 struct StepViews {
   model::CachedBatch batch;
-  Tensor copy_src, copy_dst, streams, counters;
+  Tensor copy_src, copy_dst, logit_rows, streams, counters;
 };
 
 // The forward's arrays first: for a padded decode step their sizes, and so
@@ -137,6 +134,7 @@ StepViews stage(StepStaging& staging, const PaddedDecode& a, int64_t width, int6
   v.batch.max_context_len = max_context_len;
   v.copy_src = staging.add_i32(s.copy_src, {M});
   v.copy_dst = staging.add_i32(s.copy_dst, {M});
+  v.logit_rows = staging.add_i32(s.logit_rows, {R});
   v.streams = staging.add_i64(s.streams, {R});
   v.counters = staging.add_i64(s.counters, {R});
   staging.upload();
@@ -265,7 +263,7 @@ RolloutBatch GenerationEngine::generate(std::span<const PromptInput> prompts, co
   carve_step_rows(count_rows, max_seqs, V);
   Arena rows(count_rows.arena_bytes(), device, "generation-rows");
   Carver carve_rows(&rows);
-  const auto [logits, row_logits, sampled] = carve_step_rows(carve_rows, max_seqs, V);
+  const auto [logits, sampled] = carve_step_rows(carve_rows, max_seqs, V);
   StepStaging staging(StepStaging::capacity_for(max_tokens, max_seqs, max_blocks, max_seqs, max_seqs), ctx);
   Arena readback(2 * (size_t(max_seqs) * sizeof(int32_t) + Arena::kAlign), Arena::Pinned{}, "sampled-tokens-host");
   int32_t* const host_tokens = readback.alloc_array<int32_t>(size_t(max_seqs));
@@ -357,18 +355,12 @@ RolloutBatch GenerationEngine::generate(std::span<const PromptInput> prompts, co
       model_.forward_cached(ctx, act, cache, v.batch, step_logits);
     }
     if (R > 0) {
-      // Rows that are not the logits' rows one for one (a prompt whose
-      // prefill ends here is sampled n times) are gathered first.
-      Tensor from = step_logits;
-      if (!step.rows_are_chunks) {
-        from = Tensor(row_logits, DType::f32, {R, V}, device);
-        for (int64_t r = 0; r < R; ++r)
-          ops::copy(ctx, Tensor(row_logits + r * V, DType::f32, {V}, device),
-                    Tensor(logits + int64_t(step.logit_rows[size_t(r)]) * V, DType::f32, {V}, device));
-      }
+      // Rows map to logits rows one for one, except where a prompt whose
+      // prefill ends here is sampled n times from its one row.
       const Tensor tokens(sampled, DType::i32, {R}, device);
       const Tensor logprobs(sampled + max_seqs, DType::f32, {R}, device);
-      ops::sample_tokens(ctx, tokens, logprobs, from, v.streams, v.counters, params);
+      ops::sample_tokens(ctx, tokens, logprobs, step_logits, step.rows_are_chunks ? Tensor{} : v.logit_rows,
+                         v.streams, v.counters, params);
       // The one read-back of the step; it also tells the host that the
       // step's staged metadata was consumed.
       ops::copy(ctx, Tensor(host_tokens, DType::i32, {R}), tokens);

@@ -54,7 +54,7 @@ RolloutBatch reference_generate(const model::Qwen2Model& model, const ops::Ctx& 
         float logprob = 0;
         int64_t stream = int64_t(sample_stream(sampling.step, prompt.uid, k)), counter = t;
         ops::sample_tokens(c, tensor_i32(&token, {1}), tensor_f32(&logprob, {1}),
-                           tensor_f32(logits.data() + (T - 1) * V, {1, V}), tensor_i64(&stream, {1}),
+                           tensor_f32(logits.data() + (T - 1) * V, {1, V}), Tensor{}, tensor_i64(&stream, {1}),
                            tensor_i64(&counter, {1}), params);
         response.push_back(token);
         logprobs.push_back(logprob);

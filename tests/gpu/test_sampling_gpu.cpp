@@ -1,8 +1,9 @@
 // Token sampling on the GPU against the CPU reference: the device Philox
 // draw has the host's bits, the same tokens and log-probs for many rows and
-// parameter sets (f32 and bf16-exact logits, rows with ties), bit-identical
-// reruns, guarded outputs, a chi-square test of the draws against the
-// (truncated) softmax, the non-finite flag, and the perf case.
+// parameter sets (f32 and bf16-exact logits, rows with ties), logit_rows,
+// bit-identical reruns, guarded outputs, a 200k-draw chi-square test against
+// the (truncated) softmax, the non-finite flag, the tp shard ops (composed
+// on one GPU) against the unsharded op, and the perf case.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -11,8 +12,11 @@
 
 #include "dapo/core/rng.h"
 #include "dapo/ops/sampling.h"
+#include "dapo/ops/sampling_select.h"
 #include "gpu/gpu_perf_util.h"
 #include "gpu/gpu_test_util.h"
+#include "mpi/sampling_tp_cases.h"
+#include "ops/sampling_test_util.h"
 
 namespace dapo::test {
 namespace {
@@ -33,12 +37,25 @@ class SamplingGpu : public GpuTest {
     device_->copy_to_host(tensor_i32(out.data(), {t.numel()}), t);
     return out;
   }
+  template <class T>
+  std::vector<T> get(const Tensor& t) {
+    std::vector<T> out(size_t(t.numel()));
+    device_->synchronize();
+    device_->copy_to_host(Tensor(out.data(), dtype_of<T>(), {t.numel()}),
+                          Tensor(t.data, t.dtype, {t.numel()}, Device::cuda));
+    return out;
+  }
+  template <class T>
+  void put(const Tensor& t, const std::vector<T>& v) {
+    device_->copy_to_device(Tensor(t.data, t.dtype, {t.numel()}, Device::cuda),
+                            Tensor(const_cast<T*>(v.data()), dtype_of<T>(), {t.numel()}));
+  }
   // Runs the GPU op into fresh guarded outputs.
   void run_gpu(Tensor logits, Tensor streams, Tensor counters, const ops::SamplingParams& p,
                std::vector<int32_t>& tok, std::vector<float>& lp) {
     const int64_t B = logits.size(0);
     Tensor t = guarded(DType::i32, {B}), l = guarded(DType::f32, {B});
-    ops::sample_tokens(gpu(), t, l, logits, streams, counters, p);
+    ops::sample_tokens(gpu(), t, l, logits, Tensor{}, streams, counters, p);
     device_->synchronize();
     tok = download_i32(t);
     lp = download(l);
@@ -109,7 +126,7 @@ TEST_F(SamplingGpu, MatchesCpuOnManyRows) {
             std::vector<int32_t> want(B);
             std::vector<float> want_lp(B);
             ops::sample_tokens(cpu(), tensor_i32(want.data(), {B}), tensor_f32(want_lp.data(), {B}),
-                               tensor_f32(logits.data(), {B, V}), tensor_i64(streams.data(), {B}),
+                               tensor_f32(logits.data(), {B, V}), Tensor{}, tensor_i64(streams.data(), {B}),
                                tensor_i64(counters.data(), {B}), p);
             std::vector<int32_t> got, got2;
             std::vector<float> lp, lp2;
@@ -145,7 +162,7 @@ TEST_F(SamplingGpu, MatchesCpuOnManyRows) {
 
 TEST_F(SamplingGpu, ZeroRowsAndNonFiniteFlag) {
   ops::sample_tokens(gpu(), device_empty(DType::i32, {0}), device_empty(DType::f32, {0}),
-                     device_empty(DType::f32, {0, 10}), device_empty(DType::i64, {0}),
+                     device_empty(DType::f32, {0, 10}), Tensor{}, device_empty(DType::i64, {0}),
                      device_empty(DType::i64, {0}), params(1.0f, 0, 1.0f));
   device_->synchronize();
 
@@ -170,75 +187,221 @@ TEST_F(SamplingGpu, ZeroRowsAndNonFiniteFlag) {
   check_guards();
 }
 
-// The empirical frequencies of many draws from one row (each with its own
-// counter) against the distribution the contract defines.
-TEST_F(SamplingGpu, ChiSquareAgainstSoftmax) {
-  const int64_t V = 16, N = 40000;
-  const float temp = 0.8f;
-  const std::vector<float> row = random_bf16_exact(V, 21, -2, 2);
+// 200k draws of one row of 64 logits (each with its own counter, fixed
+// seed: deterministic) against the truncated, renormalised softmax, with
+// temperature != 1, top-k, top-p and both: chi-square below its 1e-6 upper
+// quantile, nothing drawn outside the kept set, and the same tokens when
+// run again (tests/ops runs the same statistic on the CPU op).
+TEST_F(SamplingGpu, ChiSquareOf200kDraws) {
+  const int64_t V = 64, N = 200000;
+  const std::vector<float> row = random_bf16_exact(V, 21, -2.5f, 2.5f);
   std::vector<float> logits;
   for (int64_t b = 0; b < N; ++b) logits.insert(logits.end(), row.begin(), row.end());
   std::vector<int64_t> streams(N, int64_t(stream_id({1, 2, 3}))), counters(N);
   std::iota(counters.begin(), counters.end(), int64_t(0));
+  ArenaScope scope(*arena_);
   Tensor dl = upload(logits, {N, V}), ds = upload_raw(streams, {N}), dc = upload_raw(counters, {N});
-
-  // p under softmax(row / temp) in double, and the ids in (p desc, id asc) order.
-  std::vector<double> prob(V);
-  double mx = -1e30, s = 0;
-  for (int64_t v = 0; v < V; ++v) mx = std::max(mx, double(row[v]) / temp);
-  for (int64_t v = 0; v < V; ++v) s += prob[v] = std::exp(double(row[v]) / temp - mx);
-  for (auto& x : prob) x /= s;
-  std::vector<int> order(V);
-  std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](int a, int b) { return prob[a] > prob[b] || (prob[a] == prob[b] && a < b); });
-
-  struct Case {
-    int k;
-    float p;
-  };
-  for (const Case c : {Case{0, 1.0f}, Case{5, 1.0f}, Case{0, 0.7f}, Case{8, 0.8f}}) {
-    SCOPED_TRACE(testing::Message() << "top_k " << c.k << " top_p " << c.p);
-    int keep = c.k > 0 ? c.k : int(V);
-    double mass = 0;
-    for (int i = 0; i < keep; ++i) mass += prob[order[i]];
-    if (c.p < 1.0f) {
-      double cum = 0;
-      for (int i = 0; i < keep; ++i) {
-        cum += prob[order[i]] / mass;
-        if (cum >= c.p) {
-          keep = i + 1;
-          break;
-        }
-      }
-    }
-    std::vector<double> q(V, 0.0);
-    double kept = 0;
-    for (int i = 0; i < keep; ++i) kept += prob[order[i]];
-    for (int i = 0; i < keep; ++i) q[order[i]] = prob[order[i]] / kept;
-
-    std::vector<int32_t> tok;
-    std::vector<float> lp;
-    run_gpu(dl, ds, dc, params(temp, c.k, c.p, 99), tok, lp);
-    std::vector<int64_t> count(V, 0);
-    for (const int32_t t : tok) ++count[t];
-    double chi2 = 0;
-    int df = -1;
-    for (int64_t v = 0; v < V; ++v) {
-      if (q[v] == 0.0) {
-        EXPECT_EQ(count[v], 0) << "token " << v << " is outside the kept set";
-        continue;
-      }
-      const double e = q[v] * double(N);
-      chi2 += (double(count[v]) - e) * (double(count[v]) - e) / e;
-      ++df;
-    }
-    std::printf("sample_tokens chi-square: top_k %d top_p %.2f: %.2f with %d degrees of freedom\n", c.k, c.p, chi2,
-                df);
-    // The 99.9% quantile of chi-square with 15 degrees of freedom is 37.7;
-    // fewer degrees of freedom have lower quantiles.
-    EXPECT_LT(chi2, 37.7);
+  for (const auto& p : chi_square_params()) {
+    SCOPED_TRACE(testing::Message() << "T " << p.temperature << " top_k " << p.top_k << " top_p " << p.top_p);
+    const auto q = expected_distribution(row.data(), V, p);
+    std::vector<int32_t> tok, tok2;
+    std::vector<float> lp, lp2;
+    run_gpu(dl, ds, dc, p, tok, lp);
+    run_gpu(dl, ds, dc, p, tok2, lp2);
+    EXPECT_EQ(tok, tok2) << "not reproducible";
+    const ChiSquare c = chi_square(tok, q);
+    const double limit = chi_square_quantile_1e6(c.df);
+    std::printf("gpu chi-square T %.1f top_k %d top_p %.2f: %.1f, %d dof (limit %.1f)\n", p.temperature, p.top_k,
+                p.top_p, c.stat, c.df, limit);
+    EXPECT_EQ(c.outside, 0);
+    EXPECT_LT(c.stat, limit);
   }
   check_guards();
+}
+
+// logit_rows on the GPU: R rows over B logits rows (rows shared), against
+// the CPU op with the same index, f32 and bf16, the full vocabulary too.
+TEST_F(SamplingGpu, LogitRowsMatchCpu) {
+  for (const int64_t V : {int64_t(1000), int64_t(151936)}) {
+    const int64_t B = 12;
+    const std::vector<float> x = random_bf16_exact(size_t(B * V), 3 + uint32_t(V), -6, 6);
+    std::vector<int32_t> rows;
+    std::vector<int64_t> streams, counters;
+    tp_sampling_rows(B, rows, streams, counters);
+    const int64_t R = int64_t(rows.size());
+    Tensor drows = upload_raw(rows, {R}), ds = upload_raw(streams, {R}), dc = upload_raw(counters, {R});
+    for (const DType dt : {DType::f32, DType::bf16}) {
+      Tensor dl = upload(x, {B, V}, dt);
+      for (const auto& c : tp_sampling_cases()) {
+        if (c.coarse) continue;
+        SCOPED_TRACE(testing::Message() << "V " << V << " " << dtype_name(dt) << " " << c.name);
+        std::vector<int32_t> want(R), idx = rows;
+        std::vector<float> want_lp(R);
+        std::vector<float> xc = x;
+        ops::sample_tokens(cpu(), tensor_i32(want.data(), {R}), tensor_f32(want_lp.data(), {R}),
+                           tensor_f32(xc.data(), {B, V}), tensor_i32(idx.data(), {R}), tensor_i64(streams.data(), {R}),
+                           tensor_i64(counters.data(), {R}), c.p);
+        Tensor t = guarded(DType::i32, {R}), l = guarded(DType::f32, {R});
+        ops::sample_tokens(gpu(), t, l, dl, drows, ds, dc, c.p);
+        const auto got = get<int32_t>(t);
+        const auto lp = get<float>(l);
+        int bad = 0;
+        for (int64_t r = 0; r < R; ++r) {
+          if (got[r] != want[r]) {
+            ++bad;
+            continue;
+          }
+          EXPECT_NEAR(lp[r], want_lp[r], 1e-5 + 1e-6 * std::fabs(want_lp[r])) << "row " << r;
+        }
+        EXPECT_EQ(bad, 0);
+      }
+      check_guards();
+    }
+  }
+}
+
+// The CUDA shard ops of tp sampling, composed as rollout::sample_tokens_tp
+// does but with the collectives done on the host: tp shards on one GPU.
+struct TpResult {
+  std::vector<int32_t> tokens;
+  std::vector<float> logprobs;
+};
+
+class SamplingShardsGpu : public SamplingGpu {
+ protected:
+  TpResult emulate(int tp, const std::vector<float>& x, int64_t B, int64_t V, DType dt, Tensor rows, Tensor streams,
+                   Tensor counters, const ops::SamplingParams& p) {
+    namespace sd = ops::sampling_detail;
+    const int64_t R = rows.numel(), Vs = V / tp;
+    const ops::Ctx ctx = gpu();
+    struct Rank {
+      Tensor logits, m, sums, kept, ties, sel, hist, tok, lp;
+    };
+    std::vector<Rank> rk(static_cast<size_t>(tp));
+    for (int q = 0; q < tp; ++q) {
+      Rank& k = rk[size_t(q)];
+      k.logits = upload(tp_shard(x, B, V, tp, q), {B, Vs}, dt);
+      k.m = device_empty(DType::f32, {R});
+      k.sums = device_empty(DType::i64, {int64_t(tp), R});
+      k.kept = device_empty(DType::i64, {int64_t(tp), R});
+      k.ties = device_empty(DType::i64, {int64_t(tp), R});
+      k.sel = device_empty(DType::i64, {R, sd::kSelectWords});
+      k.hist = device_empty(DType::i64, {R, 2, sd::kMaxBins});
+      k.tok = device_empty(DType::i32, {R});
+      k.lp = device_empty(DType::f32, {R});
+    }
+    auto block = [&](Tensor g, int q) {
+      return Tensor(static_cast<char*>(g.data) + size_t(q * R) * dtype_size(g.dtype), g.dtype, {R}, Device::cuda);
+    };
+    auto gather = [&](Tensor Rank::*f) {
+      std::vector<int64_t> all;
+      for (int q = 0; q < tp; ++q) {
+        const auto b = get<int64_t>(block(rk[size_t(q)].*f, q));
+        all.insert(all.end(), b.begin(), b.end());
+      }
+      for (auto& k : rk) put(k.*f, all);
+    };
+    auto reduce = [&](Tensor Rank::*f, auto zero, auto op) {
+      using T = decltype(zero);
+      std::vector<T> acc = get<T>(rk[0].*f);
+      for (int q = 1; q < tp; ++q) {
+        const auto v = get<T>(rk[size_t(q)].*f);
+        for (size_t i = 0; i < acc.size(); ++i) acc[i] = op(acc[i], v[i]);
+      }
+      for (auto& k : rk) put(k.*f, acc);
+    };
+    auto vmax = [](auto a, auto b) { return a > b ? a : b; };
+    const float T = p.temperature;
+    for (int q = 0; q < tp; ++q) ops::sampling_shard_max(ctx, rk[size_t(q)].m, rk[size_t(q)].logits, rows, T);
+    reduce(&Rank::m, 0.0f, vmax);
+    for (int q = 0; q < tp; ++q)
+      ops::sampling_shard_sum(ctx, block(rk[size_t(q)].sums, q), rk[size_t(q)].logits, rows, rk[size_t(q)].m, T);
+    gather(&Rank::sums);
+    const bool use_k = p.top_k > 0 && p.top_k < V, use_p = p.top_p < 1.0f;
+    ops::SamplingParams pp = p;
+    if (T == 0.0f) {
+      pp.top_k = 0;
+      pp.top_p = 1.0f;
+    }
+    for (auto& k : rk) ops::sampling_select_begin(ctx, k.sel, pp, 0, V);
+    if (T != 0.0f) {
+      for (int phase = 0; phase < int(use_k) + int(use_p); ++phase) {
+        if (phase == 1)
+          for (auto& k : rk) ops::sampling_select_begin(ctx, k.sel, p, 1, V);
+        for (int level = 0; level < sd::kLevels; ++level) {
+          for (auto& k : rk) ops::sampling_shard_histogram(ctx, k.hist, k.logits, rows, k.m, T, k.sel, level);
+          reduce(&Rank::hist, int64_t(0), [](int64_t a, int64_t b) { return a + b; });
+          for (auto& k : rk) ops::sampling_descend(ctx, k.sel, k.hist, level, p.top_p);
+        }
+        for (int q = 0; q < tp; ++q) {
+          Rank& k = rk[size_t(q)];
+          ops::sampling_shard_tie_count(ctx, block(k.ties, q), k.logits, rows, k.m, T, k.sel);
+        }
+        gather(&Rank::ties);
+        for (int q = 0; q < tp; ++q) {
+          Rank& k = rk[size_t(q)];
+          ops::sampling_shard_tie_limit(ctx, k.sel, k.ties, q, k.logits, rows, k.m, T);
+        }
+      }
+      for (int q = 0; q < tp; ++q) {
+        Rank& k = rk[size_t(q)];
+        ops::sampling_shard_kept_mass(ctx, block(k.kept, q), k.logits, rows, k.m, T, k.sel);
+      }
+      gather(&Rank::kept);
+    }
+    for (int q = 0; q < tp; ++q) {
+      Rank& k = rk[size_t(q)];
+      ops::sampling_shard_choose(ctx, k.tok, k.lp, k.logits, rows, k.m, k.sel, k.sums, k.kept, streams, counters, p,
+                                 q, int64_t(q) * Vs);
+    }
+    if (T == 0.0f) reduce(&Rank::tok, int32_t(0), [](int32_t a, int32_t b) { return a < b ? a : b; });
+    else reduce(&Rank::tok, int32_t(0), vmax);
+    reduce(&Rank::lp, 0.0f, vmax);
+    return TpResult{get<int32_t>(rk[0].tok), get<float>(rk[0].lp)};
+  }
+};
+
+// tp = 1, 2, 4 (shards on one GPU) against the unsharded CUDA op: the same
+// tokens (the cut decisions are the same integer histograms; only the
+// walk's running sum is formed in another order), log-probs to rounding.
+TEST_F(SamplingShardsGpu, ShardOpsMatchTheUnshardedOp) {
+  int64_t sampled = 0, differ = 0;
+  for (const int64_t V : {int64_t(1000), int64_t(151936)}) {
+    ArenaScope scope(*arena_);
+    const int64_t B = V > 10000 ? 8 : 24;
+    std::vector<int32_t> rows;
+    std::vector<int64_t> streams, counters;
+    tp_sampling_rows(B, rows, streams, counters);
+    const int64_t R = int64_t(rows.size());
+    Tensor drows = upload_raw(rows, {R}), ds = upload_raw(streams, {R}), dc = upload_raw(counters, {R});
+    for (const DType dt : {DType::f32, DType::bf16})
+      for (const auto& c : tp_sampling_cases()) {
+        ArenaScope inner(*arena_);
+        const std::vector<float> x = tp_sampling_logits(B, V, c.coarse, 40 + uint32_t(V));
+        Tensor dl = upload(x, {B, V}, dt);
+        Tensor t = device_empty(DType::i32, {R}), l = device_empty(DType::f32, {R});
+        ops::sample_tokens(gpu(), t, l, dl, drows, ds, dc, c.p);
+        const auto want = get<int32_t>(t);
+        const auto want_lp = get<float>(l);
+        for (const int tp : {1, 2, 4}) {
+          SCOPED_TRACE(testing::Message() << "V " << V << " " << dtype_name(dt) << " " << c.name << " tp " << tp);
+          const TpResult got = emulate(tp, x, B, V, dt, drows, ds, dc, c.p);
+          for (int64_t r = 0; r < R; ++r) {
+            ASSERT_GE(got.tokens[r], 0);
+            ASSERT_LT(got.tokens[r], V);
+            if (got.tokens[r] != want[r]) {
+              ++differ;
+              continue;
+            }
+            EXPECT_NEAR(got.logprobs[r], want_lp[r], 2e-6 + 1e-6 * std::fabs(want_lp[r])) << "row " << r;
+          }
+          sampled += R;
+        }
+      }
+  }
+  std::printf("shard ops: %lld of %lld sampled rows differ from the unsharded op\n", (long long)differ,
+              (long long)sampled);
+  EXPECT_EQ(differ, 0);
 }
 
 TEST_F(SamplingGpu, SamplingPerf) {
@@ -246,27 +409,40 @@ TEST_F(SamplingGpu, SamplingPerf) {
   const ops::Ctx ctx = gpu();
   Arena big(size_t(1) << 30, Device::cuda, "perf");
   const int64_t V = 151936;
-  for (const int64_t B : {int64_t(128), int64_t(512)}) {
-    ArenaScope scope(big);
-    Tensor logits = big.alloc(DType::bf16, {B, V});
-    fill_random(*device_, logits, 1, -8, 8);
-    std::vector<int64_t> streams, counters;
-    make_keys(B, 2, streams, counters);
-    Tensor ds = big.alloc(DType::i64, {B}), dc = big.alloc(DType::i64, {B});
-    device_->copy_to_device(ds, tensor_i64(streams.data(), {B}));
-    device_->copy_to_device(dc, tensor_i64(counters.data(), {B}));
-    Tensor tok = big.alloc(DType::i32, {B}), lp = big.alloc(DType::f32, {B});
-    struct Case {
-      const char* name;
-      ops::SamplingParams p;
-    };
-    for (const Case c : {Case{"T1", params(1.0f, 0, 1.0f)}, Case{"T1_topk50_topp0.9", params(1.0f, 50, 0.9f)},
-                         Case{"T1_topp0.9", params(1.0f, 0, 0.9f)}, Case{"greedy", params(0.0f, 0, 1.0f)}}) {
-      const double ms = time_ms(ctx.stream, [&] { ops::sample_tokens(ctx, tok, lp, logits, ds, dc, c.p); }, 20);
-      print_perf(std::string("sample_tokens_") + c.name, "B=" + std::to_string(B) + ",V=" + std::to_string(V),
-                 "bf16", ms, double(B) * double(V) * 2.0);
-    }
-  }
+  struct Case {
+    const char* name;
+    ops::SamplingParams p;
+  };
+  const Case cases[] = {{"T1", params(1.0f, 0, 1.0f)},
+                        {"greedy", params(0.0f, 0, 1.0f)},
+                        {"T0.7_topk20", params(0.7f, 20, 1.0f)},
+                        {"T0.7_topk1000", params(0.7f, 1000, 1.0f)},
+                        {"T0.7_topp0.9", params(0.7f, 0, 0.9f)},
+                        {"T0.7_topp0.95", params(0.7f, 0, 0.95f)},
+                        {"T0.7_topk20_topp0.9", params(0.7f, 20, 0.9f)},
+                        {"T0.7_topk1000_topp0.95", params(0.7f, 1000, 0.95f)}};
+  for (const int64_t B : {int64_t(128), int64_t(512)})
+    for (const DType dt : {DType::f32, DType::bf16})
+      for (const float spread : {8.0f, 20.0f}) {  // logits uniform in [-spread, spread)
+        if (B == 512 && (dt == DType::f32 || spread != 8.0f)) continue;
+        ArenaScope scope(big);
+        Tensor logits = big.alloc(dt, {B, V});
+        fill_random(*device_, logits, 1, -spread, spread);
+        std::vector<int64_t> streams, counters;
+        make_keys(B, 2, streams, counters);
+        Tensor ds = big.alloc(DType::i64, {B}), dc = big.alloc(DType::i64, {B});
+        device_->copy_to_device(ds, tensor_i64(streams.data(), {B}));
+        device_->copy_to_device(dc, tensor_i64(counters.data(), {B}));
+        Tensor tok = big.alloc(DType::i32, {B}), lp = big.alloc(DType::f32, {B});
+        for (const Case& c : cases) {
+          const double ms =
+              time_ms(ctx.stream, [&] { ops::sample_tokens(ctx, tok, lp, logits, Tensor{}, ds, dc, c.p); }, 20);
+          print_perf(std::string("sample_tokens_") + c.name,
+                     "B=" + std::to_string(B) + ",V=" + std::to_string(V) + ",logits~U(+-" +
+                         std::to_string(int(spread)) + ")",
+                     dtype_name(dt), ms, double(B) * double(V) * double(dtype_size(dt)));
+        }
+      }
 }
 
 }  // namespace

@@ -7,11 +7,13 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <numeric>
 
 #include "dapo/core/rng.h"
 #include "ops/op_test_util.h"
+#include "ops/sampling_test_util.h"
 
 namespace dapo {
 namespace {
@@ -32,7 +34,7 @@ struct Sampler {
     std::vector<int32_t> tokens(B, -1);
     std::vector<float> lp(B);
     ops::sample_tokens(ctx, tensor_i32(tokens.data(), {B}), tensor_f32(lp.data(), {B}),
-                       tensor_f32(logits.data(), {B, V}), tensor_i64(streams.data(), {B}),
+                       tensor_f32(logits.data(), {B, V}), Tensor{}, tensor_i64(streams.data(), {B}),
                        tensor_i64(counters.data(), {B}), p);
     EXPECT_EQ(arena.used(), 0u) << "scratch not released";
     if (logprobs) *logprobs = lp;
@@ -314,9 +316,75 @@ TEST(Sampling, EmptyBatchAndMissingScratch) {
   std::vector<int64_t> st{0}, ct{0};
   logits = {0.1f, 0.3f, -1.0f, 0.2f};
   ops::sample_tokens(test::cpu_ctx(), tensor_i32(tok.data(), {1}), tensor_f32(lp.data(), {1}),
-                     tensor_f32(logits.data(), {1, 4}), tensor_i64(st.data(), {1}), tensor_i64(ct.data(), {1}),
+                     tensor_f32(logits.data(), {1, 4}), Tensor{}, tensor_i64(st.data(), {1}), tensor_i64(ct.data(), {1}),
                      params(0.0f));
   EXPECT_EQ(tok[0], 1);
+}
+
+// logit_rows: row r samples from logits[logit_rows[r]], exactly as from a
+// materialised copy of that row; an empty Tensor is the identity; an index
+// outside [0, B) is an error.
+TEST(Sampling, LogitRowsSampleTheIndexedRows) {
+  const int64_t B = 5, V = 300;
+  std::vector<float> logits = test::random_vector(size_t(B * V), 8, -3, 3);
+  const std::vector<int32_t> index = {4, 0, 0, 2, 4, 4, 1, 3};
+  const int64_t R = int64_t(index.size());
+  std::vector<float> copy;
+  for (const int32_t b : index) copy.insert(copy.end(), logits.begin() + b * V, logits.begin() + (b + 1) * V);
+  std::vector<int64_t> streams(R), counters(R);
+  for (int64_t r = 0; r < R; ++r) {
+    streams[r] = int64_t(stream_id({uint64_t(r)}));
+    counters[r] = 10 + r;
+  }
+  Sampler s;
+  for (const auto& p : {params(0.0f), params(0.9f), params(1.1f, 7), params(0.8f, 0, 0.7f)}) {
+    std::vector<float> want_lp;
+    const auto want = s.run(copy, V, streams, counters, p, &want_lp);
+    std::vector<int32_t> idx = index, tok(R);
+    std::vector<float> lp(R);
+    ops::sample_tokens(s.ctx, tensor_i32(tok.data(), {R}), tensor_f32(lp.data(), {R}),
+                       tensor_f32(logits.data(), {B, V}), tensor_i32(idx.data(), {R}),
+                       tensor_i64(streams.data(), {R}), tensor_i64(counters.data(), {R}), p);
+    EXPECT_EQ(tok, want);
+    EXPECT_EQ(std::memcmp(lp.data(), want_lp.data(), size_t(R) * sizeof(float)), 0);
+  }
+  // An empty Tensor of shape (0) is the identity too.
+  std::vector<int32_t> tok(B), none;
+  std::vector<float> lp(B);
+  std::vector<int64_t> st(streams.begin(), streams.begin() + B), ct(counters.begin(), counters.begin() + B);
+  const auto want = s.run(logits, V, st, ct, params(1.0f));
+  ops::sample_tokens(s.ctx, tensor_i32(tok.data(), {B}), tensor_f32(lp.data(), {B}), tensor_f32(logits.data(), {B, V}),
+                     tensor_i32(none.data(), {0}), tensor_i64(st.data(), {B}), tensor_i64(ct.data(), {B}),
+                     params(1.0f));
+  EXPECT_EQ(tok, want);
+  std::vector<int32_t> bad = {0, 5};
+  EXPECT_DEATH(ops::sample_tokens(s.ctx, tensor_i32(tok.data(), {2}), tensor_f32(lp.data(), {2}),
+                                  tensor_f32(logits.data(), {B, V}), tensor_i32(bad.data(), {2}),
+                                  tensor_i64(st.data(), {2}), tensor_i64(ct.data(), {2}), params(1.0f)),
+               "logit_rows");
+}
+
+// 200k draws of one row of 64 logits (each with its own counter, fixed seed:
+// deterministic) against the truncated, renormalised softmax: chi-square
+// below its 1e-6 upper quantile, and no draw outside the kept set. The GPU
+// test runs the same statistic on the CUDA op.
+TEST(Sampling, ChiSquareOf200kDraws) {
+  const int64_t V = 64, N = 200000;
+  const std::vector<float> row = test::random_vector(size_t(V), 21, -2.5f, 2.5f);
+  std::vector<float> logits = repeat_row(row, N);
+  std::vector<int64_t> streams(N, int64_t(stream_id({1, 2, 3}))), counters(N);
+  std::iota(counters.begin(), counters.end(), int64_t(0));
+  Sampler s;
+  for (const auto& p : test::chi_square_params()) {
+    const auto q = test::expected_distribution(row.data(), V, p);
+    const auto tok = s.run(logits, V, streams, counters, p);
+    const test::ChiSquare c = test::chi_square(tok, q);
+    const double limit = test::chi_square_quantile_1e6(c.df);
+    std::printf("cpu chi-square T %.1f top_k %d top_p %.2f: %.1f, %d dof (limit %.1f)\n", p.temperature, p.top_k,
+                p.top_p, c.stat, c.df, limit);
+    EXPECT_EQ(c.outside, 0);
+    EXPECT_LT(c.stat, limit);
+  }
 }
 
 }  // namespace

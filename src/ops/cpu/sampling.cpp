@@ -9,10 +9,13 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "dapo/core/rng.h"
+#include "dapo/ops/sampling_select.h"
 
 namespace dapo::ops::cpu {
 namespace {
@@ -56,13 +59,40 @@ struct SortedPrefix {
   }
 };
 
+// The logits rows the R sampled rows read (logit_rows, or the identity).
+struct Rows {
+  const float* x;        // (B, V)
+  const int32_t* index;  // (R) or null
+  int64_t V;
+  const float* row(int64_t r) const { return x + (index ? int64_t(index[r]) : r) * V; }
+};
+
+Rows check_rows(Tensor logits, Tensor logit_rows, int64_t R, const char* what) {
+  DAPO_CHECK_DTYPE(logits, DType::f32);
+  DAPO_CHECK(logits.ndim == 2, what, ": logits must be (B, V), got ", logits.shape_string());
+  const int64_t B = logits.size(0), V = logits.size(1);
+  DAPO_CHECK(V >= 1 && V <= std::numeric_limits<int32_t>::max(), what, " vocabulary size ", V);
+  Rows rows{logits.ptr<float>(), nullptr, V};
+  if (has_logit_rows(logit_rows)) {
+    DAPO_CHECK_SHAPE(logit_rows, {R});
+    DAPO_CHECK_DTYPE(logit_rows, DType::i32);
+    rows.index = logit_rows.ptr<int32_t>();
+    for (int64_t r = 0; r < R; ++r)
+      DAPO_CHECK(rows.index[r] >= 0 && rows.index[r] < B, what, ": logit_rows[", r, "] = ", rows.index[r],
+                 " outside [0, ", B, ")");
+  } else {
+    DAPO_CHECK(R == B, what, ": ", R, " rows without logit_rows need ", B);
+  }
+  return rows;
+}
+
 }  // namespace
 
-void sample_tokens(const Ctx& ctx, Tensor tokens, Tensor logprobs, Tensor logits, Tensor rng_streams,
-                   Tensor rng_counters, const SamplingParams& p) {
-  DAPO_CHECK_DTYPE(logits, DType::f32);
-  DAPO_CHECK(logits.ndim == 2, "logits must be (B, V), got ", logits.shape_string());
-  const int64_t B = logits.size(0), V = logits.size(1);
+void sample_tokens(const Ctx& ctx, Tensor tokens, Tensor logprobs, Tensor logits, Tensor logit_rows,
+                   Tensor rng_streams, Tensor rng_counters, const SamplingParams& p) {
+  const int64_t B = tokens.numel();  // the sampled rows (R in sampling.h)
+  const Rows rows = check_rows(logits, logit_rows, B, "sample_tokens");
+  const int64_t V = logits.size(1);
   DAPO_CHECK_SHAPE(tokens, {B});
   DAPO_CHECK_SHAPE(logprobs, {B});
   DAPO_CHECK_SHAPE(rng_streams, {B});
@@ -71,12 +101,10 @@ void sample_tokens(const Ctx& ctx, Tensor tokens, Tensor logprobs, Tensor logits
   DAPO_CHECK_DTYPE(logprobs, DType::f32);
   DAPO_CHECK_DTYPE(rng_streams, DType::i64);
   DAPO_CHECK_DTYPE(rng_counters, DType::i64);
-  DAPO_CHECK(V >= 1 && V <= std::numeric_limits<int32_t>::max(), "vocabulary size ", V);
   DAPO_CHECK(p.temperature >= 0.0f && std::isfinite(p.temperature), "temperature ", p.temperature);
   DAPO_CHECK(p.top_p > 0.0f, "top_p ", p.top_p, " must be > 0 (>= 1 disables it)");
   if (B == 0) return;
 
-  const float* x = logits.ptr<float>();                 // (B, V)
   const int64_t* streams = rng_streams.ptr<int64_t>();   // (B)
   const int64_t* counters = rng_counters.ptr<int64_t>(); // (B)
   int32_t* tok = tokens.ptr<int32_t>();                  // (B)
@@ -85,7 +113,7 @@ void sample_tokens(const Ctx& ctx, Tensor tokens, Tensor logprobs, Tensor logits
   if (p.temperature == 0.0f) {
 #pragma omp parallel for schedule(static)
     for (int64_t b = 0; b < B; ++b) {
-      const float* row = x + b * V;
+      const float* row = rows.row(b);
       int64_t best = 0;
       for (int64_t v = 1; v < V; ++v)
         if (row[v] > row[best]) best = v;  // strict: ties keep the lowest id
@@ -112,7 +140,7 @@ void sample_tokens(const Ctx& ctx, Tensor tokens, Tensor logprobs, Tensor logits
     const int t = omp_get_thread_num();
     float* w = w_all + size_t(t) * size_t(V);        // (V) unnormalised probabilities
     int32_t* idx = idx_all + size_t(t) * size_t(V);  // (V) ids in probability order
-    const float* row = x + b * V;
+    const float* row = rows.row(b);
 
     float m = -std::numeric_limits<float>::infinity();
     for (int64_t v = 0; v < V; ++v) m = std::max(m, row[v] * inv_t);
@@ -161,6 +189,264 @@ void sample_tokens(const Ctx& ctx, Tensor tokens, Tensor logprobs, Tensor logits
 
     tok[b] = chosen;
     lp[b] = float(double(row[chosen] * inv_t - m) - std::log(total));
+  }
+}
+
+// ---- tp shard steps (sampling.h; the decisions are sampling_select.h's) ----
+namespace {
+
+using namespace sampling_detail;
+
+// The weight exactly as sample_tokens computes it.
+float weight(float x, float inv_t, float m) { return std::exp(x * inv_t - m); }
+uint32_t key_of(float w) {
+  uint32_t k;
+  std::memcpy(&k, &w, sizeof k);
+  return k;
+}
+float inv_t_of(float temperature) { return temperature > 0.0f ? 1.0f / temperature : 1.0f; }
+
+Select* selects(Tensor select, int64_t R) {
+  DAPO_CHECK_SHAPE(select, {R, kSelectWords});
+  DAPO_CHECK_DTYPE(select, DType::i64);
+  return reinterpret_cast<Select*>(select.data);
+}
+double* f64_of(Tensor t, std::initializer_list<int64_t> dims, const char* what) {
+  DAPO_CHECK(t.dtype == DType::i64, what, " must be i64 (f64 bits)");
+  DAPO_CHECK_SHAPE(t, dims);
+  return reinterpret_cast<double*>(t.data);
+}
+const float* m_of(Tensor m, int64_t R) {
+  DAPO_CHECK_SHAPE(m, {R});
+  DAPO_CHECK_DTYPE(m, DType::f32);
+  return m.ptr<float>();
+}
+
+// The r-th (1-based) tie at s.cut.thr inside s.within, in id order (-1: none).
+int32_t rth_tie(const float* row, int64_t V, float inv_t, float m, const Select& s, int64_t r) {
+  for (int64_t v = 0; v < V; ++v) {
+    const uint32_t key = key_of(weight(row[v], inv_t, m));
+    if (key == s.cut.thr && in_cut(s.within, key, int32_t(v)) && --r == 0) return int32_t(v);
+  }
+  return -1;
+}
+
+bool kept(const Select& s, uint32_t key, int32_t v) { return in_cut(s.within, key, v) && in_cut(s.cut, key, v); }
+
+}  // namespace
+
+void sampling_shard_max(const Ctx&, Tensor out, Tensor logits, Tensor logit_rows, float temperature) {
+  const int64_t R = out.numel();
+  const Rows rows = check_rows(logits, logit_rows, R, "sampling_shard_max");
+  DAPO_CHECK_SHAPE(out, {R});
+  DAPO_CHECK_DTYPE(out, DType::f32);
+  float* o = out.ptr<float>();
+  const float inv_t = inv_t_of(temperature);
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < R; ++r) {
+    const float* row = rows.row(r);
+    float mx = -std::numeric_limits<float>::infinity();
+    for (int64_t v = 0; v < rows.V; ++v) mx = std::max(mx, temperature > 0.0f ? row[v] * inv_t : row[v]);
+    o[r] = mx;
+  }
+}
+
+void sampling_shard_sum(const Ctx&, Tensor out, Tensor logits, Tensor logit_rows, Tensor m, float temperature) {
+  const int64_t R = out.numel();
+  const Rows rows = check_rows(logits, logit_rows, R, "sampling_shard_sum");
+  double* o = f64_of(out, {R}, "sampling_shard_sum out");
+  const float* mr = m_of(m, R);
+  const float inv_t = inv_t_of(temperature);
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < R; ++r) {
+    const float* row = rows.row(r);
+    double s = 0;
+    for (int64_t v = 0; v < rows.V; ++v)
+      s += temperature > 0.0f ? double(weight(row[v], inv_t, mr[r])) : std::exp(double(row[v]) - double(mr[r]));
+    o[r] = s;
+  }
+}
+
+void sampling_select_begin(const Ctx&, Tensor select, const SamplingParams& p, int phase, int64_t vocab) {
+  const int64_t R = select.ndim == 2 ? select.size(0) : 0;
+  Select* s = selects(select, R);
+  DAPO_CHECK(phase == 0 || phase == 1, "phase ", phase);
+  const bool use_k = p.top_k > 0 && int64_t(p.top_k) < vocab;
+  for (int64_t r = 0; r < R; ++r) {
+    if (phase == 1) {
+      start_top_p(s[r], true, p.top_p);
+      continue;
+    }
+    s[r] = select_none();
+    if (use_k) start_top_k(s[r], p.top_k);
+    else if (p.top_p < 1.0f) start_top_p(s[r], false, p.top_p);
+  }
+}
+
+void sampling_shard_histogram(const Ctx&, Tensor hist, Tensor logits, Tensor logit_rows, Tensor m,
+                              float temperature, Tensor select, int level) {
+  const int64_t R = m.numel();
+  const Rows rows = check_rows(logits, logit_rows, R, "sampling_shard_histogram");
+  DAPO_CHECK_SHAPE(hist, {R, 2, kMaxBins});
+  DAPO_CHECK_DTYPE(hist, DType::i64);
+  DAPO_CHECK(level >= 0 && level < kLevels, "level ", level);
+  const Select* s = selects(select, R);
+  const float* mr = m_of(m, R);
+  const float inv_t = inv_t_of(temperature);
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < R; ++r) {
+    int64_t* count = hist.ptr<int64_t>() + r * 2 * kMaxBins;
+    int64_t* units = count + kMaxBins;
+    std::fill(count, count + 2 * kMaxBins, int64_t(0));
+    if (s[r].state != kDescending) continue;
+    const float* row = rows.row(r);
+    for (int64_t v = 0; v < rows.V; ++v) {
+      const uint32_t key = key_of(weight(row[v], inv_t, mr[r]));
+      if (!in_level(s[r], level, key, int32_t(v))) continue;
+      const uint32_t d = key_digit(key, level);
+      ++count[d];
+      units[d] += mass_units(key);
+    }
+  }
+}
+
+void sampling_descend(const Ctx&, Tensor select, Tensor hist, int level, float top_p) {
+  const int64_t R = select.ndim == 2 ? select.size(0) : 0;
+  Select* s = selects(select, R);
+  DAPO_CHECK_SHAPE(hist, {R, 2, kMaxBins});
+  DAPO_CHECK_DTYPE(hist, DType::i64);
+  DAPO_CHECK(level >= 0 && level < kLevels, "level ", level);
+  for (int64_t r = 0; r < R; ++r) {
+    const int64_t* h = hist.ptr<int64_t>() + r * 2 * kMaxBins;
+    descend(s[r], h, h + kMaxBins, level, top_p);
+  }
+}
+
+void sampling_shard_tie_count(const Ctx&, Tensor out, Tensor logits, Tensor logit_rows, Tensor m,
+                              float temperature, Tensor select) {
+  const int64_t R = out.numel();
+  const Rows rows = check_rows(logits, logit_rows, R, "sampling_shard_tie_count");
+  DAPO_CHECK_SHAPE(out, {R});
+  DAPO_CHECK_DTYPE(out, DType::i64);
+  const Select* s = selects(select, R);
+  const float* mr = m_of(m, R);
+  const float inv_t = inv_t_of(temperature);
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < R; ++r) {
+    int64_t n = 0;
+    if (s[r].state == kNeedTie) {
+      const float* row = rows.row(r);
+      for (int64_t v = 0; v < rows.V; ++v) {
+        const uint32_t key = key_of(weight(row[v], inv_t, mr[r]));
+        n += key == s[r].cut.thr && in_cut(s[r].within, key, int32_t(v));
+      }
+    }
+    out.ptr<int64_t>()[r] = n;
+  }
+}
+
+void sampling_shard_tie_limit(const Ctx&, Tensor select, Tensor tie_counts, int rank, Tensor logits,
+                              Tensor logit_rows, Tensor m, float temperature) {
+  const int64_t R = m.numel();
+  const Rows rows = check_rows(logits, logit_rows, R, "sampling_shard_tie_limit");
+  Select* s = selects(select, R);
+  DAPO_CHECK(tie_counts.ndim == 2 && tie_counts.size(1) == R && rank >= 0 && rank < tie_counts.size(0),
+             "tie_counts (tp, R) ", tie_counts.shape_string(), " rank ", rank);
+  DAPO_CHECK_DTYPE(tie_counts, DType::i64);
+  const float* mr = m_of(m, R);
+  const float inv_t = inv_t_of(temperature);
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < R; ++r) {
+    if (s[r].state != kNeedTie) continue;
+    const int64_t k = local_ties_kept(s[r], tie_counts.ptr<int64_t>() + r, R, rank);
+    s[r].cut.lim = k == 0 ? -1 : k < 0 ? kNoLimit : rth_tie(rows.row(r), rows.V, inv_t, mr[r], s[r], k);
+    s[r].state = kIdle;
+  }
+}
+
+void sampling_shard_kept_mass(const Ctx&, Tensor out, Tensor logits, Tensor logit_rows, Tensor m,
+                              float temperature, Tensor select) {
+  const int64_t R = out.numel();
+  const Rows rows = check_rows(logits, logit_rows, R, "sampling_shard_kept_mass");
+  double* o = f64_of(out, {R}, "sampling_shard_kept_mass out");
+  const Select* s = selects(select, R);
+  const float* mr = m_of(m, R);
+  const float inv_t = inv_t_of(temperature);
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < R; ++r) {
+    const float* row = rows.row(r);
+    double sum = 0;
+    for (int64_t v = 0; v < rows.V; ++v) {
+      const float w = weight(row[v], inv_t, mr[r]);
+      if (kept(s[r], key_of(w), int32_t(v))) sum += double(w);
+    }
+    o[r] = sum;
+  }
+}
+
+void sampling_shard_choose(const Ctx&, Tensor tokens, Tensor logprobs, Tensor logits, Tensor logit_rows,
+                           Tensor m, Tensor select, Tensor sums, Tensor kept_t, Tensor rng_streams,
+                           Tensor rng_counters, const SamplingParams& p, int rank, int64_t vocab_start) {
+  const int64_t R = tokens.numel();
+  const Rows rows = check_rows(logits, logit_rows, R, "sampling_shard_choose");
+  DAPO_CHECK_DTYPE(tokens, DType::i32);
+  DAPO_CHECK_SHAPE(logprobs, {R});
+  DAPO_CHECK_DTYPE(logprobs, DType::f32);
+  DAPO_CHECK(sums.ndim == 2 && sums.size(1) == R, "sums (tp, R), got ", sums.shape_string());
+  const int tp = int(sums.size(0));
+  DAPO_CHECK(rank >= 0 && rank < tp, "rank ", rank, " of ", tp);
+  const double* sum = f64_of(sums, {int64_t(tp), R}, "sampling_shard_choose sums");
+  const double* kept_mass = f64_of(kept_t, {int64_t(tp), R}, "sampling_shard_choose kept");
+  DAPO_CHECK_SHAPE(rng_streams, {R});
+  DAPO_CHECK_SHAPE(rng_counters, {R});
+  DAPO_CHECK_DTYPE(rng_streams, DType::i64);
+  DAPO_CHECK_DTYPE(rng_counters, DType::i64);
+  const Select* s = selects(select, R);
+  const float* mr = m_of(m, R);
+  const float inv_t = inv_t_of(p.temperature);
+  int32_t* tok = tokens.ptr<int32_t>();
+  float* lp = logprobs.ptr<float>();
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < R; ++r) {
+    double total = 0;
+    for (int q = 0; q < tp; ++q) total += sum[q * R + r];
+    DAPO_CHECK(std::isfinite(total) && total > 0, "non-finite logits in row ", r);
+    const float* row = rows.row(r);
+    if (p.temperature == 0.0f) {
+      int32_t id = INT32_MAX;
+      for (int64_t v = 0; v < rows.V && id == INT32_MAX; ++v)
+        if (row[v] == mr[r]) id = int32_t(vocab_start + v);
+      tok[r] = id;
+      lp[r] = float(-std::log(total));
+      continue;
+    }
+    double mass = 0;
+    for (int q = 0; q < tp; ++q) mass += kept_mass[q * R + r];
+    const U32x4 d = philox_draw(p.seed, uint64_t(rng_streams.ptr<int64_t>()[r]),
+                                uint64_t(rng_counters.ptr<int64_t>()[r]));
+    const double target = double(uniform_float(d.v[0])) * mass;
+    double before = 0;
+    if (holder_shard(kept_mass + r, R, tp, target, &before) != rank) {
+      tok[r] = -1;
+      lp[r] = -std::numeric_limits<float>::infinity();
+      continue;
+    }
+    const double residual = target - before;
+    double cum = 0;
+    int64_t chosen = -1, last = -1;
+    for (int64_t v = 0; v < rows.V; ++v) {
+      const float w = weight(row[v], inv_t, mr[r]);
+      if (!kept(s[r], key_of(w), int32_t(v)) || w == 0.0f) continue;
+      last = v;
+      cum += double(w);
+      if (cum > residual) {
+        chosen = v;
+        break;
+      }
+    }
+    if (chosen < 0) chosen = last < 0 ? 0 : last;
+    tok[r] = int32_t(vocab_start + chosen);
+    lp[r] = float(double(row[chosen] * inv_t - mr[r]) - std::log(total));
   }
 }
 
