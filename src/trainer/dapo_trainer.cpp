@@ -18,7 +18,7 @@ DapoTrainer::DapoTrainer(model::ParamStore& params, std::unique_ptr<model::Param
       config_(config),
       prompts_(prompts),
       model_(params, grid.tp, model::ModelOptions{config.train.activation_recompute}),
-      optimizer_(params, optim::adamw_options(config.optim)),
+      optimizer_(params, optim::adamw_options(config.optim), optim::shard_options(config.optim, grid.dp)),
       actor_(model_, &optimizer_, grid),
       ref_params_(std::move(reference)),
       engine_(model_, grid.tp, ops::Ctx{}, rollout::engine_options(config)),

@@ -87,6 +87,7 @@ class UpdateRunner {
   }
   // The size of the dp gradient buckets on a GPU (optim/grad_buckets.h;
   // default 64 MiB). Collective in effect: every dp rank must set the same.
+  // Unsharded optimizers only: a sharded one fixes its buckets.
   void set_dp_bucket_bytes(size_t bytes);
   // The arenas' sizes and high-water marks (bytes), for memory reports.
   struct ArenaUse {
