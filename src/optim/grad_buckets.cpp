@@ -29,6 +29,7 @@ void GradBuckets::begin() {
   next_ = 0;
   frontier_ = params_.buffer_elements();
   launched_ = 0;
+  launched_early_ = 0;
 }
 
 void GradBuckets::launch(size_t bucket) {
@@ -50,7 +51,10 @@ void GradBuckets::ready(int64_t offset) {
   if (dp_.size() == 1) return;
   // Whole buckets only, from the end: the boundaries are the same on every
   // rank and in every step.
-  while (next_ < spans_.size() && spans_[next_].begin >= offset) launch(next_++);
+  while (next_ < spans_.size() && spans_[next_].begin >= offset) {
+    launch(next_++);
+    ++launched_early_;
+  }
 }
 
 void GradBuckets::finish() {

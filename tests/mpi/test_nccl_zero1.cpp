@@ -14,7 +14,9 @@
 //  - a training checkpoint of the sharded GPU state (gathered per tensor to
 //    dp rank 0) resumed by an unsharded GPU optimizer: master and moments
 //    bit for bit.
-// Named Nccl* so that the GPU ctest entries pick these up.
+// Before that, the collectives alone: the reduce-scatter buckets fed a
+// backward's frontier, and the bucket all-gathers, give exact sums and
+// every rank's parts. Named Nccl* so that the GPU ctest entries pick these up.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -26,6 +28,7 @@
 #include "dapo/model/qwen2_model.h"
 #include "dapo/ops/cuda_device.h"
 #include "dapo/optim/adamw.h"
+#include "dapo/optim/grad_buckets.h"
 #include "dapo/parallel/grid.h"
 #include "dapo/trainer/checkpointing.h"
 #include "dapo/trainer/update_step.h"
@@ -123,14 +126,69 @@ State train(const Grid& grid, const ops::CudaDevice& gpu, bool shard, const Conf
   trainer::UpdateRunner runner(model, &opt, grid, &gpu);
   if (!shard) runner.set_dp_bucket_bytes(kBucketBytes);
   State s;
-  for (int step = 0; step < 3; ++step)
+  for (int step = 0; step < 3; ++step) {
     s.norms.push_back(runner.step(batches(grid.dp_rank, grid.dp_size, c.vocab_size, step), weighted(), 1e-3).grad_norm);
+    // Most buckets went out while the backward still ran (the overlap).
+    EXPECT_GT(runner.dp_buckets()->buckets_launched_early(), runner.dp_buckets()->buckets_launched() / 2);
+    EXPECT_EQ(runner.dp_buckets()->scatters(), shard);
+  }
   read_state(store, opt, s);
   const Tensor compute = store.compute_parameters();
   s.compute.resize(size_t(compute.numel()));
   gpu.copy_to_host(Tensor(s.compute.data(), DType::bf16, {compute.numel()}), compute);
   if (save) *saved = trainer::save_training_state(*save, grid, store, opt, data::PromptOrder(50, 3), 3);
   return s;
+}
+
+// Gradient element i on dp rank r: a multiple of 2^-8 in [-1/4, 1/4], so
+// sums over ranks are exact whatever NCCL's order; the bf16 weights of
+// rank r's parts: small integers, exact in bf16.
+float grad_value(int64_t i, int r) { return float(int((i * 7 + r * 13) % 129) - 64) / 256.0f; }
+
+// The collectives alone: GradBuckets in its reduce-scatter form, fed the
+// frontier as a backward would report it, leaves in each rank's shard the
+// exact dp sum; all_gather_bucket on the communication stream gives every
+// rank every rank's parts of a bf16 buffer.
+TEST(NcclZero1, BucketsReduceScatterIntoTheShardsAndGatherBack) {
+  const Comm world = Comm::world();
+  const int gpus = ops::cuda_device_count();
+  if (world.all_reduce_i64(gpus >= world.size() ? 0 : 1, ReduceOp::max))
+    GTEST_SKIP() << "needs one GPU per rank (" << gpus << " visible)";
+  const ops::CudaDevice gpu(world.rank());
+  const Grid grid = make_grid(world, 1);
+  const int P = grid.dp_size, me = grid.dp_rank;
+  model::ParamStore store(config(), 0, 1, Device::cuda, gpu.ctx(nullptr).stream);
+  const int64_t n = store.buffer_elements();
+  const optim::ShardLayout layout(n, P, me, size_t(64) << 10);
+  std::vector<float> g(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) g[size_t(i)] = grad_value(i, me);
+  gpu.copy_to_device(store.gradients(), tensor_f32(g.data(), {n}));
+  optim::GradBuckets buckets(store, grid.dp, gpu, layout);
+  buckets.begin();
+  for (auto e = store.entries().rbegin(); e != store.entries().rend(); ++e) buckets.ready(e->offset);
+  buckets.finish();
+  EXPECT_EQ(buckets.buckets_launched(), int64_t(layout.buckets().size()));
+  gpu.copy_to_host(tensor_f32(g.data(), {n}), store.gradients());
+  for (const model::ShardRange& r : layout.ranges())
+    for (int64_t i = r.begin; i < r.end; ++i) {
+      float want = 0;
+      for (int q = 0; q < P; ++q) want += grad_value(i, q);
+      ASSERT_EQ(g[size_t(i)], want) << "element " << i;
+    }
+
+  const Tensor w = store.compute_parameters();
+  std::vector<bf16> host(static_cast<size_t>(n), to_bf16(-1.0f));
+  for (const model::ShardRange& r : layout.ranges())
+    for (int64_t i = r.begin; i < r.end; ++i) host[size_t(i)] = to_bf16(float(me * 100 + i % 50));
+  gpu.copy_to_device(w, Tensor(host.data(), DType::bf16, {n}));
+  gpu.comm_waits_for_compute();
+  for (const optim::Bucket& b : layout.buckets()) optim::all_gather_bucket(layout, grid.dp, w, b, gpu.comm_stream());
+  gpu.compute_waits_for_comm();
+  gpu.copy_to_host(Tensor(host.data(), DType::bf16, {n}), w);
+  for (int q = 0; q < P; ++q)
+    for (const model::ShardRange& r : layout.ranges(q))
+      for (int64_t i = r.begin; i < r.end; ++i)
+        ASSERT_EQ(to_f32(host[size_t(i)]), float(q * 100 + i % 50)) << "element " << i << " of rank " << q;
 }
 
 TEST(NcclZero1, ShardedStepsMatchUnshardedOnGpus) {

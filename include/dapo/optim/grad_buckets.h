@@ -53,6 +53,8 @@ class GradBuckets {
   // After the backward: the rest, then the compute stream waits.
   void finish();
   int64_t buckets_launched() const { return launched_; }
+  // Of those, launched from ready(), i.e. while the backward still ran.
+  int64_t buckets_launched_early() const { return launched_early_; }
   bool scatters() const { return layout_ != nullptr; }
 
  private:
@@ -66,6 +68,7 @@ class GradBuckets {
   size_t next_ = 0;                      // buckets [0, next_) are reduced or in flight
   int64_t frontier_ = 0;                 // the last offset reported
   int64_t launched_ = 0;
+  int64_t launched_early_ = 0;
 };
 
 }  // namespace dapo::optim
