@@ -7,10 +7,12 @@
 // steps unsharded (all-reduce buckets, whole master) on the same GPUs:
 //  - the grad norm to 1e-6 (the same local gradients; the sums of squares
 //    differ only in their float partials), the same on every rank;
-//  - fp32 master and moments (gathered over dp) to fp32 rounding (the clip
-//    factor may differ in its last bits), the bf16 compute copy to one bf16
-//    ulp - and on every rank exactly bf16(master), so the all-gather
-//    brought every other rank's updates;
+//  - with dp = 2, fp32 master and moments (gathered over dp) and the bf16
+//    compute copy bit for bit (no clipping: the same local gradients, the
+//    same two-term sums, the same update kernel); with dp = 4 (NCCL may sum 4 terms in
+//    another order) within the bounds NcclModel uses; on every rank the
+//    compute copy is exactly bf16(master), so the all-gather brought every
+//    other rank's updates;
 //  - a training checkpoint of the sharded GPU state (gathered per tensor to
 //    dp rank 0) resumed by an unsharded GPU optimizer: master and moments
 //    bit for bit.
@@ -19,6 +21,7 @@
 // every rank's parts. Named Nccl* so that the GPU ctest entries pick these up.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <string>
@@ -89,6 +92,14 @@ std::vector<trainer::MicroBatch> batches(int dp_rank, int dp_size, int64_t vocab
   return {mb};
 }
 
+// No clipping: the clip factor would come from norms whose float partial
+// sums differ in the last bits between the two forms.
+optim::AdamWOptions options() {
+  optim::AdamWOptions o;
+  o.grad_clip = 0;
+  return o;
+}
+
 trainer::TokenGradient weighted() {
   return [](const trainer::MicroBatch& mb, const trainer::ForwardOutputs&, std::span<float> dlogprob, std::span<float>) {
     for (size_t t = 0; t < mb.tokens.size(); ++t) dlogprob[t] = mb.values[0][t];
@@ -119,7 +130,7 @@ State train(const Grid& grid, const ops::CudaDevice& gpu, bool shard, const Conf
   model::ParamStore store(c, grid.tp_rank, grid.tp_size, Device::cuda, gpu.ctx(nullptr).stream);
   store.init_random(init());
   model::Qwen2Model model(store, grid.tp);
-  optim::AdamW opt(store, optim::AdamWOptions{}, optim::ShardOptions{shard ? &grid.dp : nullptr, kBucketBytes});
+  optim::AdamW opt(store, options(), optim::ShardOptions{shard ? &grid.dp : nullptr, kBucketBytes});
   EXPECT_EQ(opt.sharded(), shard);
   EXPECT_EQ(store.master_sharded(), shard);
   if (shard) EXPECT_GT(opt.layout().buckets().size(), size_t(8));
@@ -212,18 +223,36 @@ TEST(NcclZero1, ShardedStepsMatchUnshardedOnGpus) {
       EXPECT_EQ(world.all_reduce_f64(got.norms[i], ReduceOp::max), world.all_reduce_f64(got.norms[i], ReduceOp::min));
     }
     ASSERT_EQ(got.master.size(), want.master.size());
-    for (size_t i = 0; i < want.master.size(); ++i) {
-      ASSERT_NEAR(got.master[i], want.master[i], 1e-7 + 1e-6 * std::fabs(want.master[i])) << "master element " << i;
-      ASSERT_NEAR(got.m[i], want.m[i], 1e-9 + 1e-5 * std::fabs(want.m[i])) << "exp_avg element " << i;
-      ASSERT_NEAR(got.v[i], want.v[i], 1e-12 + 1e-5 * std::fabs(want.v[i])) << "exp_avg_sq element " << i;
+    if (grid.dp_size == 2) {
+      // Two summands: the reduce-scatter and the all-reduce give the same
+      // sums, the update of each element is the same kernel: the same bits.
+      EXPECT_EQ(got.master, want.master);
+      EXPECT_EQ(got.m, want.m);
+      EXPECT_EQ(got.v, want.v);
+      for (size_t i = 0; i < want.compute.size(); ++i)
+        ASSERT_EQ(to_f32(got.compute[i]), to_f32(want.compute[i])) << "compute element " << i;
+    } else {
+      // More summands: NCCL may add them in another order in the two
+      // collectives, so a gradient near zero may change sign and move its
+      // weight by 2 lr per step the other way (as in NcclModel); the moments
+      // differ by the gradients' rounding.
+      double m_max = 0, v_max = 0;
+      for (size_t i = 0; i < want.m.size(); ++i) {
+        m_max = std::max(m_max, std::fabs(double(want.m[i])));
+        v_max = std::max(v_max, std::fabs(double(want.v[i])));
+      }
+      int64_t moved = 0;
+      for (size_t i = 0; i < want.master.size(); ++i) {
+        ASSERT_LE(std::fabs(got.master[i] - want.master[i]), 6.5e-3f) << "master element " << i;
+        moved += std::fabs(got.master[i] - want.master[i]) > 1e-7 + 1e-6 * std::fabs(want.master[i]);
+        ASSERT_NEAR(got.m[i], want.m[i], 1e-5 * m_max) << "exp_avg element " << i;
+        ASSERT_NEAR(got.v[i], want.v[i], 1e-5 * v_max) << "exp_avg_sq element " << i;
+      }
+      EXPECT_LE(double(moved), 1e-3 * double(want.master.size())) << "master elements off by more than rounding";
     }
-    // The compute copy: within a bf16 ulp of the unsharded one, and exactly
-    // bf16 of the (gathered) master wherever this rank holds a tensor.
+    // The compute copy is exactly bf16 of the (gathered) master on every
+    // rank: the all-gather brought every other rank's updates.
     ASSERT_EQ(got.compute.size(), want.compute.size());
-    for (size_t i = 0; i < want.compute.size(); ++i) {
-      const float a = to_f32(want.compute[i]), b = to_f32(got.compute[i]);
-      ASSERT_LE(std::fabs(a - b), std::fabs(a) / 128.0f + 1e-30f) << "compute element " << i;
-    }
     const model::ParamStore layout(config(), grid.tp_rank, grid.tp_size);  // offsets of the views (host)
     size_t at = 0;
     for (const model::ParamEntry& e : layout.entries())
@@ -234,7 +263,7 @@ TEST(NcclZero1, ShardedStepsMatchUnshardedOnGpus) {
     // The sharded state's checkpoint, resumed without sharding.
     const model::Qwen2Config c = config();
     model::ParamStore back(c, grid.tp_rank, grid.tp_size, Device::cuda, gpu.ctx(nullptr).stream);
-    optim::AdamW back_opt(back, optim::AdamWOptions{});
+    optim::AdamW back_opt(back, options());
     Config resume = save;
     resume.checkpoint.resume = path;
     ASSERT_TRUE(trainer::resume_training(resume, grid, back, back_opt).has_value());
