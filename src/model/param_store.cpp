@@ -425,17 +425,17 @@ void gather_shards(const ShardMap& map, int64_t lo, int64_t n, const std::vector
   const std::vector<ShardRange> own = overlaps_of(map.mine(), lo, lo + n);
   int64_t own_n = 0;
   for (const ShardRange& r : own) own_n += r.end - r.begin;
-  std::vector<float> packed(size_t(own_n) * mine.size());
+  std::vector<std::byte> packed(size_t(own_n) * mine.size() * sizeof(float));
   size_t at = 0;
   for (const float* base : mine)
     for (const ShardRange& r : own) {
-      const size_t len = size_t(r.end - r.begin);
+      const size_t len = size_t(r.end - r.begin) * sizeof(float);
       if (device == Device::cpu) {
-        std::memcpy(packed.data() + at, base + r.shard_offset, len * sizeof(float));
+        std::memcpy(packed.data() + at, base + r.shard_offset, len);
       } else {
 #ifdef DAPO_WITH_CUDA
-        cuda_check(cudaMemcpyAsync(packed.data() + at, base + r.shard_offset, len * sizeof(float),
-                                   cudaMemcpyDeviceToHost, static_cast<cudaStream_t>(stream)),
+        cuda_check(cudaMemcpyAsync(packed.data() + at, base + r.shard_offset, len, cudaMemcpyDeviceToHost,
+                                   static_cast<cudaStream_t>(stream)),
                    "cudaMemcpyAsync from a shard");
 #else
         DAPO_FAIL("a device shard in a build without CUDA");
@@ -447,11 +447,11 @@ void gather_shards(const ShardMap& map, int64_t lo, int64_t n, const std::vector
   if (device != Device::cpu)
     cuda_check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), "cudaStreamSynchronize (shard gather)");
 #endif
-  std::vector<std::byte> bytes(packed.size() * sizeof(float));
-  if (!bytes.empty()) std::memcpy(bytes.data(), packed.data(), bytes.size());
   std::vector<std::vector<std::byte>> to_each(static_cast<size_t>(P));
-  for (int r = 0; r < P; ++r)
-    if (root < 0 || r == root) to_each[size_t(r)] = bytes;
+  if (root >= 0)
+    to_each[size_t(root)] = std::move(packed);
+  else
+    for (int r = 0; r < P; ++r) to_each[size_t(r)] = packed;
   const std::vector<std::byte> got = map.dp->all_to_all_v(to_each);
   if (root >= 0 && me != root) return;
   size_t from = 0;
