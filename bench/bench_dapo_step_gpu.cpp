@@ -14,6 +14,7 @@
 // Compare with bench/peer_dapo_step.py (HF generate + a PyTorch update of
 // the same load) run in the same device command.
 //   mpirun -np 4 bench_dapo_step_gpu 7b --tp 4 [--prompts 32 --n 8 --len 512 --steps 2] [--key=value ...]
+// (--train.activation_recompute=true|false: the demo recipe's default is off.)
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -24,6 +25,7 @@
 #include "dapo/core/config.h"
 #include "dapo/core/log.h"
 #include "dapo/data/dataset.h"
+#include "dapo/optim/shard_layout.h"
 #include "dapo/parallel/grid.h"
 #include "dapo/parallel/runtime.h"
 #include "dapo/trainer/dapo_trainer.h"
@@ -76,7 +78,7 @@ int main(int argc, char** argv) {
       "rollout.max_response_length=" + std::to_string(len), "algorithm.overlong_buffer_len=" + std::to_string(len / 4),
       "train.train_batch_size=" + std::to_string(prompts),
       "train.ppo_mini_batch_size=" + std::to_string(std::max<int64_t>(1, prompts / 2)),
-      "train.max_token_len_per_gpu=16384", "train.activation_recompute=true", "optim.lr=1e-6",
+      "train.max_token_len_per_gpu=16384", "optim.lr=1e-6",
       "rollout.max_num_seqs=256"};
   for (const std::string& e : extra) overrides.push_back(e);
   const Config config = load_config(src("inputs/demo.ini"), overrides);
@@ -95,7 +97,9 @@ int main(int argc, char** argv) {
   t.set_progress([&](const rollout::GenerationProgress&) {
     if (calls++ % 64 == 0) gen_used = std::max(gen_used, gpu->memory_used());
   });
-  const size_t state_bytes = initial.params->buffer_elements() * (4 + 4 + 2 + 4 + 4);
+  const size_t state_bytes = optim::train_state_bytes(shape, grid.tp_size, grid.dp_size, Device::cuda,
+                                                      config.optim.shard_optimizer)
+                                 .total();
 
   const char* keys[] = {"timing_s/gen", "timing_s/reward", "timing_s/balance", "timing_s/old_log_prob",
                         "timing_s/update_actor", "timing_s/step"};

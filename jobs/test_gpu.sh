@@ -14,7 +14,11 @@
 #      job (exit 5) within seconds instead of letting it hang;
 #   5. the CPU demo's pipeline on one GPU (`dapo sft`, then `dapo train` and
 #      `dapo eval`, `dapo generate` of the trained model): DAPO learns on
-#      the GPU as it does on the CPU.
+#      the GPU as it does on the CPU;
+#   6. (2+ GPUs) the demo's DAPO run on 2 GPUs as dp = 2 (sharded optimizer)
+#      and as tp = 2: both learn, and their first step's accuracy is the
+#      1-GPU run's within sampling noise; 2 steps + restart + 2 steps on 2
+#      GPUs give the 4-step run's metrics exactly.
 # Usage: bash jobs/test_gpu.sh [BIN]
 #   BIN: where dapo, test_gpu and test_mpi are (default: build/, after
 #   bash jobs/build.sh; or a gpu-bundle's bin/ after sourcing its env.sh).
@@ -82,11 +86,12 @@ if [ "$gpus" -ge 2 ]; then
   echo "stall: ended by the watchdog ${took}s after start, exit code $rc"
 fi
 echo "== 5. the demo pipeline on one GPU: sft, train, eval, generate"
-demo="--model.path=$tmp/cuda/sft_final.h5 --log.dir=$tmp/train --checkpoint.dir=$tmp/train/ckpt --dump.dir=$tmp/train/rollouts"
+demo="--model.path=$tmp/cuda/sft_final.h5"
 "$dapo" sft --config inputs/demo_sft.ini --parallel.backend=cuda --log.dir="$tmp/cuda" --checkpoint.dir="$tmp/cuda" \
   > "$tmp/sft_full.log" 2>&1 || { tail -20 "$tmp/sft_full.log"; echo "test_gpu.sh: full demo sft on cuda failed"; exit 1; }
 # shellcheck disable=SC2086
-"$dapo" train --config inputs/demo.ini --parallel.backend=cuda $demo > "$tmp/train.log" 2>&1 ||
+"$dapo" train --config inputs/demo.ini --parallel.backend=cuda $demo --log.dir="$tmp/train" \
+  --checkpoint.dir="$tmp/train/ckpt" --dump.dir="$tmp/train/rollouts" > "$tmp/train.log" 2>&1 ||
   { tail -30 "$tmp/train.log"; echo "test_gpu.sh: dapo train on cuda failed"; exit 1; }
 grep -E "train: accuracy|train: done" "$tmp/train.log"
 python3 - "$tmp/train/metrics.jsonl" <<'PY'
@@ -105,4 +110,49 @@ head -5 inputs/demo/val.jsonl > "$tmp/prompts.jsonl"
   --rollout.n=2 --output="$tmp/gen.jsonl" > "$tmp/gen.log" 2>&1 || { tail -20 "$tmp/gen.log"; echo "test_gpu.sh: dapo generate on cuda failed"; exit 1; }
 [ "$(wc -l < "$tmp/gen.jsonl")" -eq 10 ] ||
   { echo "test_gpu.sh: dapo generate wrote $(wc -l < "$tmp/gen.jsonl") lines, not 10 (5 prompts x 2 samples)"; exit 1; }
+if [ "$gpus" -ge 2 ]; then
+  echo "== 6. the demo's DAPO run on 2 GPUs: dp = 2 and tp = 2; restart on 2 GPUs"
+  for layout in "dp2 1" "tp2 2"; do
+    set -- $layout
+    # shellcheck disable=SC2086
+    mpirun -np 2 "$dapo" train --config inputs/demo.ini --parallel.backend=cuda --parallel.tp="$2" $demo \
+      --log.dir="$tmp/$1" --checkpoint.dir="$tmp/$1/ckpt" --dump.every=0 > "$tmp/$1.log" 2>&1 ||
+      { tail -30 "$tmp/$1.log"; echo "test_gpu.sh: dapo train on 2 GPUs ($1) failed"; exit 1; }
+  done
+  python3 - "$tmp/train/metrics.jsonl" "$tmp/dp2/metrics.jsonl" "$tmp/tp2/metrics.jsonl" <<'PY'
+import json, sys
+def load(p):
+    rows = [json.loads(l) for l in open(p)]
+    val = [v for r in rows for k, v in r.items() if k.startswith("val-core/") and "/acc/mean" in k]
+    first = next(r["gen/acc/mean"] for r in rows if r["step"] == 1)
+    return val, first
+(v1, f1), (vd, fd), (vt, ft) = (load(p) for p in sys.argv[1:4])
+for name, (v, f) in (("dp=2", (vd, fd)), ("tp=2", (vt, ft))):
+    print(f"{name}: validation accuracy {v[0]:.3f} -> {v[-1]:.3f}; step 1 sampled accuracy {f:.3f} (1 GPU: {f1:.3f})")
+    assert v[-1] > v[0] + 0.1, f"DAPO on 2 GPUs ({name}) did not raise the validation accuracy"
+    assert abs(f - f1) < 0.1, f"{name}: step 1 left the 1-GPU run's accuracy"
+PY
+  base="--config inputs/demo.ini --parallel.backend=cuda $demo --dump.every=0 --train.val_every=0 --data.val_files="
+  # shellcheck disable=SC2086
+  mpirun -np 2 "$dapo" train $base --log.dir="$tmp/r4" --checkpoint.dir="$tmp/r4/ckpt" --train.total_steps=4 \
+    > "$tmp/r4.log" 2>&1 || { tail -20 "$tmp/r4.log"; echo "test_gpu.sh: 4-step run failed"; exit 1; }
+  # shellcheck disable=SC2086
+  mpirun -np 2 "$dapo" train $base --log.dir="$tmp/r22" --checkpoint.dir="$tmp/r22/ckpt" --train.total_steps=2 \
+    > "$tmp/r2a.log" 2>&1 || { tail -20 "$tmp/r2a.log"; echo "test_gpu.sh: first 2 steps failed"; exit 1; }
+  # shellcheck disable=SC2086
+  mpirun -np 2 "$dapo" train $base --log.dir="$tmp/r22" --checkpoint.dir="$tmp/r22/ckpt" --train.total_steps=4 \
+    > "$tmp/r2b.log" 2>&1 || { tail -20 "$tmp/r2b.log"; echo "test_gpu.sh: resumed 2 steps failed"; exit 1; }
+  python3 - "$tmp/r4/metrics.jsonl" "$tmp/r22/metrics.jsonl" <<'PY'
+import json, sys
+def rows(p):
+    return {r["step"]: {k: v for k, v in r.items() if not k.startswith("timing_s/") and not k.startswith("perf/")}
+            for r in map(json.loads, open(p))}
+a, b = rows(sys.argv[1]), rows(sys.argv[2])
+assert sorted(a) == sorted(b) == [1, 2, 3, 4], (sorted(a), sorted(b))
+for s in (3, 4):
+    diff = {k: (a[s].get(k), b[s].get(k)) for k in set(a[s]) | set(b[s]) if a[s].get(k) != b[s].get(k)}
+    assert not diff, f"step {s} after the restart differs: {diff}"
+print("restart on 2 GPUs: steps 3 and 4 after a restart equal the straight run's metrics exactly")
+PY
+fi
 echo "test_gpu.sh: all GPU tests passed"

@@ -156,6 +156,9 @@ class Schema {
     add("optim", "beta2", &C::optim, &OptimConfig::beta2, "AdamW beta2");
     add("optim", "eps", &C::optim, &OptimConfig::eps, "AdamW epsilon");
     add("optim", "grad_clip", &C::optim, &OptimConfig::grad_clip, "global grad-norm clip; 0: off");
+    add("optim", "shard_optimizer", &C::optim, &OptimConfig::shard_optimizer,
+        "ZeRO-1: shard the Adam moments (and on GPUs the fp32 master weights) over the dp ranks; no effect when "
+        "dp = 1");
     add("train", "train_batch_size", &C::train, &TrainConfig::train_batch_size, "prompts (groups) per step");
     add("train", "ppo_mini_batch_size", &C::train, &TrainConfig::ppo_mini_batch_size, "prompts per optimizer step");
     add("train", "ppo_epochs", &C::train, &TrainConfig::ppo_epochs, "passes over each step's batch");

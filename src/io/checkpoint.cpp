@@ -192,12 +192,14 @@ namespace {
 // Every parameter's slice (and moments) from the ranks that write it; the
 // others join each collective write with nothing.
 void write_slices(CheckpointWriter& writer, const ShardPlace& place, const CheckpointInfo& info,
-                  const SliceSource& params, const SliceSource* exp_avg, const SliceSource* exp_avg_sq) {
+                  const SliceSource& params, const SliceSource* exp_avg, const SliceSource* exp_avg_sq,
+                  const SliceGather& gather) {
   DAPO_CHECK(info.tp == place.tp, "checkpoint save: info.tp ", info.tp, " but the rank's place has tp ", place.tp);
   model::check_tp_compatible(info.model, place.tp);
   for (const auto& spec : writer.specs()) {
     const model::SliceSpec slice = model::local_slice(spec, info.model, place.tp_rank, place.tp);
     const bool mine = writes_slice(spec, info.model, place);
+    if (gather && writes_slice(spec, info.model, ShardPlace{place.tp_rank, place.tp, 0})) gather(spec, slice);
     const Hyperslab slab = mine ? slab_of(spec, slice) : Hyperslab::none();
     const float* data = mine ? params(spec, slice) : nullptr;
     DAPO_CHECK(!mine || data != nullptr, "checkpoint save: no data for ", spec.name);
@@ -217,20 +219,21 @@ void write_slices(CheckpointWriter& writer, const ShardPlace& place, const Check
 }  // namespace
 
 void save_model_checkpoint(const std::string& path, const parallel::Comm& comm, const ShardPlace& place,
-                           const CheckpointInfo& info, const SliceSource& source, const DatasetOptions& options) {
+                           const CheckpointInfo& info, const SliceSource& source, const DatasetOptions& options,
+                           const SliceGather& gather) {
   DAPO_CHECK(!info.training, "save_model_checkpoint: use save_training_checkpoint for training state");
   CheckpointWriter writer(path, comm, info, options);
-  write_slices(writer, place, info, source, nullptr, nullptr);
+  write_slices(writer, place, info, source, nullptr, nullptr, gather);
   writer.commit();
 }
 
 void save_training_checkpoint(const std::string& path, const parallel::Comm& comm, const ShardPlace& place,
                               const CheckpointInfo& info, uint64_t rng_key, const SliceSource& params,
-                              const SliceSource& exp_avg, const SliceSource& exp_avg_sq) {
+                              const SliceSource& exp_avg, const SliceSource& exp_avg_sq, const SliceGather& gather) {
   DAPO_CHECK(info.training, "save_training_checkpoint: info.training is not set");
   CheckpointWriter writer(path, comm, info);
   writer.write_training_state(rng_key);
-  write_slices(writer, place, info, params, &exp_avg, &exp_avg_sq);
+  write_slices(writer, place, info, params, &exp_avg, &exp_avg_sq, gather);
   writer.commit();
 }
 

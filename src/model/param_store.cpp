@@ -8,6 +8,7 @@
 
 #include "dapo/core/arena.h"
 #include "dapo/core/rng.h"
+#include "dapo/parallel/comm.h"
 
 #ifdef DAPO_WITH_CUDA
 #include <cuda_runtime_api.h>
@@ -102,11 +103,15 @@ float random_init_value(const ParamSpec& spec, int64_t index, const RandomInit& 
   return 0.0f;
 }
 
-ParamStore::ParamStore(const Qwen2Config& config, int64_t tp_rank, int64_t tp_size, Device device, void* stream)
-    : config_(config), tp_rank_(tp_rank), tp_size_(tp_size), device_(device), stream_(stream) {
+namespace {
+
+// The entries of tp rank `tp_rank` with their offsets in the flat buffers
+// (views not yet set); *total gets the buffers' length.
+std::vector<ParamEntry> carve(const Qwen2Config& config, int64_t tp_rank, int64_t tp_size, int64_t* total) {
   DAPO_CHECK(tp_size >= 1 && tp_rank >= 0 && tp_rank < tp_size, "tp rank ", tp_rank, " of ", tp_size);
   std::vector<ParamSpec> specs = qwen2_param_specs(config);
-  entries_.reserve(specs.size());
+  std::vector<ParamEntry> entries;
+  entries.reserve(specs.size());
   int64_t offset = 0;
   for (ParamSpec& spec : specs) {
     ParamEntry e;
@@ -116,10 +121,25 @@ ParamStore::ParamStore(const Qwen2Config& config, int64_t tp_rank, int64_t tp_si
     e.spec = std::move(spec);
     e.offset = offset;
     offset += (numel_of(e.slice.local_shape) + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
-    DAPO_CHECK(index_.emplace(e.spec.name, entries_.size()).second, "duplicate parameter ", e.spec.name);
-    entries_.push_back(std::move(e));
+    entries.push_back(std::move(e));
   }
-  buffer_elements_ = offset;
+  *total = offset;
+  return entries;
+}
+
+}  // namespace
+
+int64_t ParamStore::buffer_elements_of(const Qwen2Config& config, int64_t tp_rank, int64_t tp_size) {
+  int64_t total = 0;
+  carve(config, tp_rank, tp_size, &total);
+  return total;
+}
+
+ParamStore::ParamStore(const Qwen2Config& config, int64_t tp_rank, int64_t tp_size, Device device, void* stream)
+    : config_(config), tp_rank_(tp_rank), tp_size_(tp_size), device_(device), stream_(stream) {
+  entries_ = carve(config, tp_rank, tp_size, &buffer_elements_);
+  for (size_t i = 0; i < entries_.size(); ++i)
+    DAPO_CHECK(index_.emplace(entries_[i].spec.name, i).second, "duplicate parameter ", entries_[i].spec.name);
   const size_t bytes = size_t(buffer_elements_) * sizeof(float);
   master_ = static_cast<float*>(memory_alloc(device, bytes));
   grads_ = static_cast<float*>(memory_alloc(device, bytes));
@@ -165,29 +185,44 @@ void ParamStore::sync() const {
 #endif
 }
 
-void ParamStore::copy_in(float* dst, const float* src, int64_t n) const {
+void ParamStore::copy_in(int64_t offset, const float* src, int64_t n) const {
   if (n == 0) return;
   if (device_ == Device::cpu) {
-    std::memcpy(dst, src, size_t(n) * sizeof(float));
+    std::memcpy(master_ + offset, src, size_t(n) * sizeof(float));
     return;
   }
 #ifdef DAPO_WITH_CUDA
-  // The master in fp32, and its bf16 compute copy rounded here on the host,
-  // in bounded pieces; each piece is waited for before its staging is reused.
+  // The master in fp32 (where this rank holds it), and its bf16 compute
+  // copy rounded here on the host, in bounded pieces; each piece is waited
+  // for before its staging is reused.
   cudaStream_t s = static_cast<cudaStream_t>(stream_);
-  bf16* cdst = compute_ + (dst - master_);
+  bf16* cdst = compute_ + offset;
   std::vector<bf16> stage(size_t(std::min(n, kStageElements)));
   for (int64_t i = 0; i < n; i += kStageElements) {
     const int64_t m = std::min(kStageElements, n - i);
     for (int64_t j = 0; j < m; ++j) stage[size_t(j)] = to_bf16(src[i + j]);
-    cuda_check(cudaMemcpyAsync(dst + i, src + i, size_t(m) * sizeof(float), cudaMemcpyHostToDevice, s),
-               "cudaMemcpyAsync to the parameter buffer");
+    if (master_sharded())
+      write_master_shard(offset + i, src + i, m);
+    else
+      cuda_check(cudaMemcpyAsync(master_ + offset + i, src + i, size_t(m) * sizeof(float), cudaMemcpyHostToDevice, s),
+                 "cudaMemcpyAsync to the parameter buffer");
     cuda_check(cudaMemcpyAsync(cdst + i, stage.data(), size_t(m) * sizeof(bf16), cudaMemcpyHostToDevice, s),
                "cudaMemcpyAsync to the compute copy");
     sync();
   }
 #else
   DAPO_FAIL("a device parameter buffer in a build without CUDA");
+#endif
+}
+
+void ParamStore::write_master_shard(int64_t offset, const float* src, int64_t n) const {
+#ifdef DAPO_WITH_CUDA
+  for (const ShardRange& r : overlaps_of(shards_.mine(), offset, offset + n))
+    cuda_check(cudaMemcpyAsync(master_ + r.shard_offset, src + (r.begin - offset), size_t(r.end - r.begin) * sizeof(float),
+                               cudaMemcpyHostToDevice, static_cast<cudaStream_t>(stream_)),
+               "cudaMemcpyAsync to the master shard");
+#else
+  DAPO_FAIL("a sharded master in a build without CUDA");
 #endif
 }
 
@@ -217,7 +252,40 @@ const ParamEntry& ParamStore::lm_head() const {
   return entry(config_.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight");
 }
 
-Tensor ParamStore::parameters() const { return Tensor(master_, DType::f32, {buffer_elements_}, device_); }
+Tensor ParamStore::parameters() const {
+  DAPO_CHECK(!master_sharded(), "ParamStore::parameters(): the fp32 master is sharded over dp (master_shard())");
+  return Tensor(master_, DType::f32, {buffer_elements_}, device_);
+}
+
+Tensor ParamStore::master_shard() const {
+  DAPO_CHECK(master_sharded(), "ParamStore::master_shard(): the master is not sharded");
+  return Tensor(master_, DType::f32, {shard_elements_}, device_);
+}
+
+void ParamStore::shard_master(ShardMap map) {
+  DAPO_CHECK(device_ != Device::cpu, "shard_master: on the CPU the fp32 master is the compute copy and stays whole");
+  DAPO_CHECK(!master_sharded(), "shard_master: the master is sharded already");
+  DAPO_CHECK(map.dp != nullptr && !map.ranks.empty(), "shard_master: an empty map");
+  int64_t covered = 0;
+  for (size_t r = 0; r < map.ranks.size(); ++r) covered += map.elements(int(r));
+  DAPO_CHECK(covered == buffer_elements_, "shard_master: the map covers ", covered, " of ", buffer_elements_,
+             " elements");
+  const int64_t n = map.elements(map.rank());
+#ifdef DAPO_WITH_CUDA
+  float* shard = static_cast<float*>(memory_alloc(device_, size_t(n) * sizeof(float)));
+  for (const ShardRange& r : map.mine())
+    cuda_check(cudaMemcpyAsync(shard + r.shard_offset, master_ + r.begin, size_t(r.end - r.begin) * sizeof(float),
+                               cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(stream_)),
+               "cudaMemcpyAsync into the master shard");
+  sync();
+  memory_free(device_, master_);
+  master_ = shard;
+#endif
+  shard_elements_ = n;
+  shards_ = std::move(map);
+  // The fp32 views would point at memory that is gone: shapes only.
+  for (ParamEntry& e : entries_) e.param.data = nullptr;
+}
 Tensor ParamStore::gradients() const { return Tensor(grads_, DType::f32, {buffer_elements_}, device_); }
 Tensor ParamStore::compute_parameters() const {
   return compute_ ? Tensor(compute_, DType::bf16, {buffer_elements_}, device_) : parameters();
@@ -231,9 +299,7 @@ int64_t ParamStore::num_local_parameters() const {
 
 void ParamStore::zero_grad() { zero(grads_, size_t(buffer_elements_) * sizeof(float)); }
 
-void ParamStore::write_param(const ParamEntry& e, const float* host) {
-  copy_in(static_cast<float*>(e.param.data), host, e.param.numel());
-}
+void ParamStore::write_param(const ParamEntry& e, const float* host) { copy_in(e.offset, host, e.param.numel()); }
 
 void ParamStore::init_random(const RandomInit& init) {
   std::vector<float> local;
@@ -272,7 +338,21 @@ void ParamStore::load_local(const std::string& name, const float* local, int64_t
 void ParamStore::read_local(const std::string& name, float* local, int64_t n) const {
   const ParamEntry& e = entry(name);
   DAPO_CHECK(n == e.param.numel(), name, ": room for ", n, " elements, this rank's slice has ", e.param.numel());
-  copy_out(local, static_cast<const float*>(e.param.data), n);
+  if (master_sharded()) return gather_local(name, local, n, -1);
+  copy_out(local, master_ + e.offset, n);
+}
+
+void ParamStore::gather_local(const std::string& name, float* local, int64_t n, int root) const {
+  const ParamEntry& e = entry(name);
+  if (!master_sharded()) {
+    if (local) read_local(name, local, n);
+    return;
+  }
+  const bool receives = root < 0 || root == shards_.rank();
+  DAPO_CHECK(!receives || local != nullptr, name, ": nowhere to gather the master to");
+  DAPO_CHECK(!receives || n == e.param.numel(), name, ": room for ", n, " elements, this rank's slice has ",
+             e.param.numel());
+  gather_shards(shards_, e.offset, e.param.numel(), {master_}, {receives ? local : nullptr}, root, device_, stream_);
 }
 
 float* ParamHostAccess::write_target(ParamStore& params, const std::string& name) {
@@ -293,9 +373,99 @@ void ParamHostAccess::finish(ParamStore& params) {
 const float* ParamHostAccess::read_source(const std::string& name) {
   DAPO_CHECK(pending_.empty(), "ParamHostAccess: read before finish()");
   if (params_.device() == Device::cpu) return params_.param(name).ptr<float>();
+  if (!prefetched_.empty()) {
+    DAPO_CHECK(prefetched_ == name, "ParamHostAccess: ", name, " read after a prefetch of ", prefetched_);
+    prefetched_.clear();
+    return buffer_.data();
+  }
   buffer_.resize(size_t(params_.param(name).numel()));
   params_.read_local(name, buffer_.data(), int64_t(buffer_.size()));
   return buffer_.data();
+}
+
+void ParamHostAccess::prefetch(const std::string& name, int root) {
+  DAPO_CHECK(pending_.empty(), "ParamHostAccess: prefetch before finish()");
+  if (!params_.master_sharded()) return;
+  const bool receives = root < 0 || root == params_.master_shards().rank();
+  const int64_t n = params_.param(name).numel();
+  buffer_.resize(receives ? size_t(n) : 0);
+  params_.gather_local(name, receives ? buffer_.data() : nullptr, n, root);
+  if (receives) prefetched_ = name;
+}
+
+int ShardMap::rank() const {
+  DAPO_CHECK(dp != nullptr && int(ranks.size()) == dp->size(), "ShardMap of ", ranks.size(), " ranks for a group of ",
+             dp ? dp->size() : 0);
+  return dp->rank();
+}
+
+int64_t ShardMap::elements(int r) const {
+  int64_t n = 0;
+  for (const ShardRange& s : ranks[size_t(r)]) n += s.end - s.begin;
+  return n;
+}
+
+std::vector<ShardRange> overlaps_of(const std::vector<ShardRange>& ranges, int64_t lo, int64_t hi) {
+  std::vector<ShardRange> out;
+  auto it = std::lower_bound(ranges.begin(), ranges.end(), lo,
+                             [](const ShardRange& r, int64_t x) { return r.end <= x; });
+  for (; it != ranges.end() && it->begin < hi; ++it) {
+    const int64_t b = std::max(lo, it->begin), e = std::min(hi, it->end);
+    if (b < e) out.push_back({b, e, it->shard_offset + (b - it->begin)});
+  }
+  return out;
+}
+
+void gather_shards(const ShardMap& map, int64_t lo, int64_t n, const std::vector<const float*>& mine,
+                   const std::vector<float*>& outs, int root, Device device, void* stream) {
+  DAPO_CHECK(mine.size() == outs.size(), "gather_shards: ", mine.size(), " buffers, ", outs.size(), " outputs");
+  const int me = map.rank(), P = int(map.ranks.size());
+  // This rank's parts, buffer by buffer, span by span: the order the
+  // receivers walk the senders' spans in.
+  const std::vector<ShardRange> own = overlaps_of(map.mine(), lo, lo + n);
+  int64_t own_n = 0;
+  for (const ShardRange& r : own) own_n += r.end - r.begin;
+  std::vector<std::byte> packed(size_t(own_n) * mine.size() * sizeof(float));
+  size_t at = 0;
+  for (const float* base : mine)
+    for (const ShardRange& r : own) {
+      const size_t len = size_t(r.end - r.begin) * sizeof(float);
+      if (device == Device::cpu) {
+        std::memcpy(packed.data() + at, base + r.shard_offset, len);
+      } else {
+#ifdef DAPO_WITH_CUDA
+        cuda_check(cudaMemcpyAsync(packed.data() + at, base + r.shard_offset, len, cudaMemcpyDeviceToHost,
+                                   static_cast<cudaStream_t>(stream)),
+                   "cudaMemcpyAsync from a shard");
+#else
+        DAPO_FAIL("a device shard in a build without CUDA");
+#endif
+      }
+      at += len;
+    }
+#ifdef DAPO_WITH_CUDA
+  if (device != Device::cpu)
+    cuda_check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), "cudaStreamSynchronize (shard gather)");
+#endif
+  std::vector<std::vector<std::byte>> to_each(static_cast<size_t>(P));
+  if (root >= 0)
+    to_each[size_t(root)] = std::move(packed);
+  else
+    for (int r = 0; r < P; ++r) to_each[size_t(r)] = packed;
+  const std::vector<std::byte> got = map.dp->all_to_all_v(to_each);
+  if (root >= 0 && me != root) return;
+  size_t from = 0;
+  for (int r = 0; r < P; ++r) {
+    const std::vector<ShardRange> theirs = overlaps_of(map.ranks[size_t(r)], lo, lo + n);
+    for (float* out : outs)
+      for (const ShardRange& s : theirs) {
+        const size_t len = size_t(s.end - s.begin) * sizeof(float);
+        DAPO_CHECK(from + len <= got.size(), "gather_shards: rank ", r, " sent too little");
+        std::memcpy(out + (s.begin - lo), got.data() + from, len);
+        from += len;
+      }
+  }
+  DAPO_CHECK(from == got.size(), "gather_shards: ", got.size() - from, " bytes left over");
 }
 
 }  // namespace dapo::model

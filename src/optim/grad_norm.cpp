@@ -46,9 +46,11 @@ void all_reduce_gradients(const parallel::Comm* dp, model::ParamStore& params) {
   dp->all_reduce(params.gradients(), parallel::ReduceOp::sum, params.stream());
 }
 
-double local_grad_sum_squares(const ops::Ctx& ctx, const model::ParamStore& params) {
+namespace {
+
+// Sum of squares of the gradients over `runs`, in double over float partials.
+double sum_squares_of_runs(const ops::Ctx& ctx, const model::ParamStore& params, const std::vector<Run>& runs) {
   const Tensor grads = params.gradients();
-  const std::vector<Run> runs = primary_runs(params);
   const Device device = grads.device;
   DAPO_CHECK(device == ops::backend_device(ctx.backend), "gradients on ", device_name(device), ", ops on ",
              device_name(ops::backend_device(ctx.backend)));
@@ -74,6 +76,20 @@ double local_grad_sum_squares(const ops::Ctx& ctx, const model::ParamStore& para
   double local = 0;
   for (float p : partial) local += double(p);
   return local;
+}
+
+}  // namespace
+
+double local_grad_sum_squares(const ops::Ctx& ctx, const model::ParamStore& params) {
+  return sum_squares_of_runs(ctx, params, primary_runs(params));
+}
+
+double local_grad_sum_squares(const ops::Ctx& ctx, const model::ParamStore& params,
+                              const std::vector<model::ShardRange>& within) {
+  std::vector<Run> runs;
+  for (const Run& r : primary_runs(params))
+    for (const model::ShardRange& s : model::overlaps_of(within, r.begin, r.end)) runs.push_back({s.begin, s.end});
+  return sum_squares_of_runs(ctx, params, runs);
 }
 
 double global_grad_norm(const ops::Ctx& ctx, const model::ParamStore& params, const parallel::Comm* tp) {

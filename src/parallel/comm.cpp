@@ -244,12 +244,25 @@ void Comm::reduce_scatter(Tensor out, Tensor in, ReduceOp op, void* stream) cons
              ", in is ", dtype_name(in.dtype));
   DAPO_CHECK(rows_times(in, out, size_), "Comm::reduce_scatter: in ", in.shape_string(),
              " must be out ", out.shape_string(), " with ", size_, "x the rows");
-  DAPO_CHECK(!overlaps(out, in), "Comm::reduce_scatter: out and in overlap");
+  const size_t es = dtype_size(in.dtype);
+  const int64_t n = out.numel();
+  const bool in_place = n > 0 && out.data == at(in.data, int64_t(rank_) * n, es);
+  DAPO_CHECK(in_place || !overlaps(out, in), "Comm::reduce_scatter: out and in overlap (other than out being this "
+             "rank's block of in)");
+  // NCCL takes out == this rank's block of in as its in-place form.
   if (in.device == Device::cuda) return NcclPath::reduce_scatter(*this, out, in, op, stream);
   check_buffer(out, Device::cpu, "reduce_scatter");
   check_buffer(in, Device::cpu, "reduce_scatter");
-  const size_t es = dtype_size(in.dtype);
-  const int64_t n = out.numel();
+  if (in_place) {
+    // MPI's in-place reduce-scatter puts the result at the start of the
+    // buffer, over rank 0's input: reduce into a copy instead.
+    std::vector<std::byte> tmp(size_t(n) * es);
+    Tensor t = out;
+    t.data = tmp.data();
+    reduce_scatter(t, in, op, stream);
+    std::memcpy(out.data, tmp.data(), tmp.size());
+    return;
+  }
   const MPI_Datatype type = mpi_type(in.dtype);
   const MPI_Op mop = mpi_op(op, in.dtype == DType::bf16);
   if (n <= max_chunk_) {

@@ -178,12 +178,26 @@ std::string save_training_state(const Config& config, const parallel::Grid& grid
   info.state.data_position = os.cursor.position;
   std::vector<float> m, v;  // one tensor's moments at a time
   model::ParamHostAccess host(params);
+  // Sharded over dp (ZeRO-1): each tensor's moments (and on a GPU its fp32
+  // master) are gathered to dp rank 0, the writer, before it is written.
+  io::SliceGather gather;
+  if (optimizer.sharded() || params.master_sharded())
+    gather = [&](const model::ParamSpec& spec, const model::SliceSpec& slice) {
+      const int64_t n = elements(slice.local_shape);
+      const bool writer = grid.dp_rank == 0;
+      m.resize(writer ? size_t(n) : 0);
+      v.resize(writer ? size_t(n) : 0);
+      optimizer.gather_local(spec.name, writer ? m.data() : nullptr, writer ? v.data() : nullptr, n, 0);
+      host.prefetch(spec.name, 0);
+    };
   auto moments = [&](bool first) -> io::SliceSource {
     return [&, first](const model::ParamSpec& spec, const model::SliceSpec& slice) -> const float* {
-      const int64_t n = elements(slice.local_shape);
-      m.resize(size_t(n));
-      v.resize(size_t(n));
-      optimizer.read_local(spec.name, m.data(), v.data(), n);
+      if (!optimizer.sharded()) {
+        const int64_t n = elements(slice.local_shape);
+        m.resize(size_t(n));
+        v.resize(size_t(n));
+        optimizer.read_local(spec.name, m.data(), v.data(), n);
+      }
       return first ? m.data() : v.data();
     };
   };
@@ -192,7 +206,7 @@ std::string save_training_state(const Config& config, const parallel::Grid& grid
       [&](const model::ParamSpec& spec, const model::SliceSpec&) -> const float* {
         return host.read_source(spec.name);
       },
-      moments(true), moments(false));
+      moments(true), moments(false), gather);
   point_latest(config, grid, name, [&] {
     if (config.checkpoint.keep_last <= 0) return;
     // Only checkpoints of earlier steps go: the one just written (which

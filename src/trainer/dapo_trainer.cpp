@@ -20,7 +20,7 @@ DapoTrainer::DapoTrainer(model::ParamStore& params, std::unique_ptr<model::Param
       gpu_(gpu),
       engine_scratch_(0, gpu ? Device::cuda : Device::cpu, "unused"),
       model_(params, grid.tp, model::ModelOptions{config.train.activation_recompute}),
-      optimizer_(params, optim::adamw_options(config.optim)),
+      optimizer_(params, optim::adamw_options(config.optim), optim::shard_options(config.optim, grid.dp)),
       actor_(model_, &optimizer_, grid, gpu),
       ref_params_(std::move(reference)),
       engine_(model_, grid.tp, gpu ? gpu->ctx(&engine_scratch_) : ops::Ctx{}, rollout::engine_options(config)),

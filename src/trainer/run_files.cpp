@@ -81,10 +81,15 @@ std::string save_model_snapshot(const Config& config, const parallel::Grid& grid
   make_shared_dir(config.checkpoint.dir, "checkpoint.dir", grid);
   const std::string path = (fs::path(config.checkpoint.dir) / file_name).string();
   model::ParamHostAccess host(params);
+  // A master sharded over dp (ZeRO-1 on GPUs) is gathered to dp rank 0, the writer.
+  io::SliceGather gather;
+  if (params.master_sharded())
+    gather = [&](const model::ParamSpec& spec, const model::SliceSpec&) { host.prefetch(spec.name, 0); };
   io::save_model_checkpoint(path, grid.world, io::ShardPlace::of(grid), checkpoint_info(config, grid, params.config(), step),
                             [&](const model::ParamSpec& spec, const model::SliceSpec&) -> const float* {
                               return host.read_source(spec.name);
-                            });
+                            },
+                            {}, gather);
   point_latest(config, grid, file_name);
   return path;
 }

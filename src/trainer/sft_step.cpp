@@ -52,7 +52,7 @@ SftTrainer::SftTrainer(model::ParamStore& params, const parallel::Grid& grid, co
       config_(config),
       examples_(std::move(examples)),
       model_(params, grid.tp, model::ModelOptions{config.train.activation_recompute}),
-      optimizer_(params, optim::adamw_options(config.optim)),
+      optimizer_(params, optim::adamw_options(config.optim), optim::shard_options(config.optim, grid.dp)),
       runner_(model_, &optimizer_, grid, gpu),
       order_(int64_t(examples_.size()), uint64_t(config.data.seed)) {
   const int64_t B = config.train.train_batch_size;

@@ -16,7 +16,9 @@ UpdateRunner::UpdateRunner(model::Qwen2Model& model, optim::AdamW* optimizer, co
   DAPO_CHECK((gpu != nullptr) == (model.params().device() == Device::cuda), "UpdateRunner: parameters on ",
              device_name(model.params().device()), gpu ? " with a GPU" : " without a GPU");
   if (gpu && optimizer && grid.dp.size() > 1)
-    buckets_ = std::make_unique<optim::GradBuckets>(model.params(), grid.dp, *gpu);
+    buckets_ = optimizer->sharded()
+                   ? std::make_unique<optim::GradBuckets>(model.params(), grid.dp, *gpu, optimizer->layout())
+                   : std::make_unique<optim::GradBuckets>(model.params(), grid.dp, *gpu);
 }
 
 namespace {
@@ -52,6 +54,9 @@ void UpdateRunner::reserve(std::span<const MicroBatch> micro_batches, bool train
 }
 
 void UpdateRunner::set_dp_bucket_bytes(size_t bytes) {
+  // A sharded optimizer's buckets are its partition (ShardOptions::bucket_bytes).
+  DAPO_CHECK(optimizer_ == nullptr || !optimizer_->sharded(),
+             "set_dp_bucket_bytes: the sharded optimizer fixes its buckets (optim::ShardOptions::bucket_bytes)");
   if (buckets_) buckets_ = std::make_unique<optim::GradBuckets>(model_.params(), grid_.dp, *gpu_, bytes);
 }
 
@@ -147,9 +152,13 @@ optim::StepReport UpdateRunner::step(std::span<const MicroBatch> micro_batches, 
     model_.backward(ctx_, *act_, saved, dlp, den, final_hook);
   }
   if (buckets_) buckets_->finish();
-  // With buckets the dp sum is done; the optimizer only takes the norm over tp.
-  const optim::StepReport r =
-      optimizer_->step(ctx_, optim::StepComms{buckets_ ? nullptr : &grid_.dp, &grid_.tp}, lr);
+  // With buckets the dp sum (or reduce-scatter) is done.
+  optim::StepComms comms;
+  comms.dp = &grid_.dp;
+  comms.tp = &grid_.tp;
+  comms.dp_reduced = buckets_ != nullptr;
+  comms.gpu = gpu_;
+  const optim::StepReport r = optimizer_->step(ctx_, comms, lr);
   if (gpu_) gpu_->check_flags("update step");
   return r;
 }

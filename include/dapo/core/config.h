@@ -86,6 +86,9 @@ struct OptimConfig {
   double beta2 = 0.999;
   double eps = 1e-8;
   double grad_clip = 1.0;       // global grad-norm clip; 0: off
+  // ZeRO-1: Adam moments (and on GPUs the fp32 master) sharded over the dp
+  // ranks, gradients reduce-scattered, weights all-gathered (optim/shard_layout.h).
+  bool shard_optimizer = true;
 };
 
 struct TrainConfig {

@@ -168,12 +168,20 @@ class CheckpointReader {
 using SliceSource = std::function<const float*(const model::ParamSpec& spec, const model::SliceSpec& slice)>;
 using SliceSink = std::function<float*(const model::ParamSpec& spec, const model::SliceSpec& slice)>;
 
+// For state spread over a dp group (an optimizer sharded over dp, ZeRO-1):
+// called before each parameter's slice is written on EVERY rank of the dp
+// groups that write it (writes_slice() true for dp rank 0 of the group),
+// in HF order, so that it may gather the slice to dp rank 0 collectively
+// over the group; the sources, asked on the writer only, then hand out
+// what was gathered. Empty: nothing to gather.
+using SliceGather = std::function<void(const model::ParamSpec& spec, const model::SliceSpec& slice)>;
+
 // Saves every parameter of info.model, in HF order, to `path` (atomically):
 // `source` is asked for this rank's slice only where writes_slice() says
 // this rank writes it. Collective over `comm` (every rank of the grid).
 void save_model_checkpoint(const std::string& path, const parallel::Comm& comm, const ShardPlace& place,
                            const CheckpointInfo& info, const SliceSource& source,
-                           const DatasetOptions& options = {});
+                           const DatasetOptions& options = {}, const SliceGather& gather = {});
 
 // Loads every parameter's slice for tp rank `tp_rank` of `tp` (the tp the
 // caller runs with, whatever the checkpoint was saved with) into the buffers
@@ -193,7 +201,8 @@ CheckpointInfo load_model_checkpoint(const std::string& path, const parallel::Co
 // this rank's generator key (/rng/seed).
 void save_training_checkpoint(const std::string& path, const parallel::Comm& comm, const ShardPlace& place,
                               const CheckpointInfo& info, uint64_t rng_key, const SliceSource& params,
-                              const SliceSource& exp_avg, const SliceSource& exp_avg_sq);
+                              const SliceSource& exp_avg, const SliceSource& exp_avg_sq,
+                              const SliceGather& gather = {});
 
 // Loads weights and moments of a training checkpoint as
 // load_model_checkpoint does (digests verified). UserError naming the file

@@ -21,6 +21,15 @@
 // gradients stay fp32 so that micro-batches accumulate without bf16
 // rounding. On the CPU backend the compute views are the master views.
 //
+// ZeRO-1 on the CUDA backend (optim/shard_layout.h): shard_master() keeps
+// the fp32 master only for the spans of the flat buffer this dp rank's
+// optimizer updates, in one compact buffer; the bf16 compute copy and the
+// gradients stay whole. Then `param` views have no data (shapes only),
+// parameters() is refused, host loads write the compute copy whole and the
+// master where this rank holds it, and host reads of the master gather it
+// over the dp group (collective). On the CPU the master IS the compute
+// copy, so it is never sharded.
+//
 // Ownership: the store owns its buffers (memory_alloc on `device`) and
 // frees them on destruction; views are non-owning and live as long as the
 // store. Host-side writes (init_random, load_*, zero_grad) work on either
@@ -38,7 +47,41 @@
 #include "dapo/model/param_spec.h"
 #include "dapo/model/qwen2_config.h"
 
+namespace dapo::parallel {
+class Comm;
+}
+
 namespace dapo::model {
+
+// A span [begin, end) of the flat buffers that one dp rank holds, stored
+// from `shard_offset` on in that rank's compact shard buffers.
+struct ShardRange {
+  int64_t begin = 0, end = 0;
+  int64_t shard_offset = 0;
+  bool operator==(const ShardRange&) const = default;
+};
+
+// Which spans every rank of a dp group holds (optim::ShardLayout makes
+// it): ranks[r] in buffer order; together they cover the flat buffer once.
+struct ShardMap {
+  const parallel::Comm* dp = nullptr;  // the group, for gathers; must outlive the users of the map
+  std::vector<std::vector<ShardRange>> ranks;
+  int rank() const;
+  const std::vector<ShardRange>& mine() const { return ranks[size_t(rank())]; }
+  int64_t elements(int r) const;  // rank r's shard size
+};
+
+// The parts of `ranges` that overlap [lo, hi): {flat begin, flat end,
+// shard offset of flat begin} each, in buffer order.
+std::vector<ShardRange> overlaps_of(const std::vector<ShardRange>& ranges, int64_t lo, int64_t hi);
+
+// Collective over map.dp: the values of flat elements [lo, lo + n) from the
+// ranks that hold them. mine[k] is this rank's compact buffer k (on
+// `device`, copied on `stream`), outs[k] an n-element host buffer that
+// receives the gathered values on `root` (every rank when root < 0; others
+// pass nullptr). Moves host bytes over MPI: checkpoints, not the hot path.
+void gather_shards(const ShardMap& map, int64_t lo, int64_t n, const std::vector<const float*>& mine,
+                   const std::vector<float*>& outs, int root, Device device, void* stream);
 
 // One parameter tensor of this rank.
 struct ParamEntry {
@@ -113,6 +156,18 @@ class ParamStore {
   Tensor compute_parameters() const;
   int64_t buffer_elements() const { return buffer_elements_; }
   int64_t num_local_parameters() const;  // elements of the views, padding excluded
+  // The flat buffers' length for tp rank `tp_rank` of `tp_size` (the same
+  // carving as the constructor, without allocating): memory reports.
+  static int64_t buffer_elements_of(const Qwen2Config& config, int64_t tp_rank, int64_t tp_size);
+
+  // ZeRO-1 (CUDA only): keeps the fp32 master of map.mine() alone, in a
+  // compact buffer (its values from the full master), and frees the rest.
+  // Once per store. `map` must cover this store's buffer.
+  void shard_master(ShardMap map);
+  bool master_sharded() const { return !shards_.ranks.empty(); }
+  const ShardMap& master_shards() const { return shards_; }
+  // The compact fp32 master of a sharded store (f32, map.mine()'s total).
+  Tensor master_shard() const;
 
   void zero_grad();
   void init_random(const RandomInit& init);
@@ -122,15 +177,22 @@ class ParamStore {
   // Copies this rank's slice itself (slice.local_shape, row-major, `n`
   // elements), as import-hf and the checkpoint reader produce it.
   void load_local(const std::string& name, const float* local, int64_t n);
-  // The reverse of load_local: this rank's slice into host memory.
+  // The reverse of load_local: this rank's slice into host memory. With a
+  // sharded master: collective over the dp group (gather_local, every rank).
   void read_local(const std::string& name, float* local, int64_t n) const;
+  // Collective over the dp group of a sharded master: this rank's slice of
+  // `name` into `local` on dp rank `root` (every rank when root < 0; local
+  // may be nullptr elsewhere). Without sharding: read_local where local is
+  // given.
+  void gather_local(const std::string& name, float* local, int64_t n, int root) const;
 
  private:
   void write_param(const ParamEntry& e, const float* host);
-  void copy_in(float* dst, const float* src, int64_t n) const;  // master (and compute copy) <- host
+  void copy_in(int64_t offset, const float* src, int64_t n) const;  // master (and compute copy) <- host
   void zero(void* p, size_t bytes) const;                        // on stream_
   void sync() const;                                             // waits for stream_
   void copy_out(float* dst, const float* src, int64_t n) const;
+  void write_master_shard(int64_t offset, const float* src, int64_t n) const;  // sharded: the held parts
 
   Qwen2Config config_;
   int64_t tp_rank_ = 0;
@@ -143,6 +205,8 @@ class ParamStore {
   float* master_ = nullptr;  // (buffer_elements_) f32
   float* grads_ = nullptr;   // (buffer_elements_) f32
   bf16* compute_ = nullptr;  // (buffer_elements_) bf16, CUDA only
+  ShardMap shards_;          // sharded master: master_ holds shards_.mine() compactly
+  int64_t shard_elements_ = 0;
 };
 
 // Pointer access to this rank's slices for readers and writers that take
@@ -159,13 +223,21 @@ class ParamHostAccess {
   // the last one.
   float* write_target(ParamStore& params, const std::string& name);
   void finish(ParamStore& params);
-  // This rank's slice of `name`, valid until the next call.
+  // This rank's slice of `name`, valid until the next call. With a sharded
+  // master it gathers over the dp group (collective), unless prefetch(name)
+  // did already.
   const float* read_source(const std::string& name);
+  // Sharded master: the collective gather of `name` to dp rank `root`,
+  // which read_source(name) on that rank then returns (checkpoint writers
+  // call it on every rank, the source only on the writer). Otherwise
+  // nothing.
+  void prefetch(const std::string& name, int root);
 
  private:
   const ParamStore& params_;
   std::vector<float> buffer_;
-  std::string pending_;  // tensor written into buffer_, not yet on the device
+  std::string pending_;     // tensor written into buffer_, not yet on the device
+  std::string prefetched_;  // tensor gathered into buffer_ by prefetch()
 };
 
 // A host view of the full shape of `shape` (1-D or 2-D) over `data`.

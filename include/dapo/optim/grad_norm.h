@@ -17,6 +17,8 @@
 // reduction is needed.
 #pragma once
 
+#include <vector>
+
 #include "dapo/model/param_store.h"
 #include "dapo/ops/context.h"
 
@@ -41,6 +43,13 @@ double global_grad_norm(const ops::Ctx& ctx, const model::ParamStore& params, co
 // This rank's part of the norm's square: the sum of squares of its primary
 // entries' gradients (what global_grad_norm all-reduces over tp).
 double local_grad_sum_squares(const ops::Ctx& ctx, const model::ParamStore& params);
+// The same restricted to `within` (spans of the flat buffer in buffer
+// order: a dp rank's optimizer shard, whose gradients hold the dp sum after
+// a reduce-scatter). The shards of a dp group partition the buffer, so the
+// sum of these over dp is local_grad_sum_squares of the summed gradients,
+// up to the order of the float partial sums (one per run and span).
+double local_grad_sum_squares(const ops::Ctx& ctx, const model::ParamStore& params,
+                              const std::vector<model::ShardRange>& within);
 
 // torch.nn.utils.clip_grad_norm_'s factor: min(1, max_norm / (norm + 1e-6));
 // 1 when max_norm == 0 (clipping off). A non-finite norm gives NaN.

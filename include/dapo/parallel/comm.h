@@ -86,7 +86,9 @@ class Comm {
   // overlap is an error.
   void all_gather(Tensor out, Tensor in, void* stream = nullptr) const;
   // in (size*m, ...), out (m, ...): out = reduction over ranks of rows
-  // [rank*m, (rank+1)*m) of in. out and in must not overlap.
+  // [rank*m, (rank+1)*m) of in. out may be this rank's own block of in
+  // (in-place scatter: the other blocks keep this rank's input); any other
+  // overlap is an error.
   void reduce_scatter(Tensor out, Tensor in, ReduceOp op, void* stream = nullptr) const;
   // buf (any shape): overwritten on every rank but root with root's values.
   void broadcast(Tensor buf, int root, void* stream = nullptr) const;

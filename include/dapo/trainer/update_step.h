@@ -87,7 +87,11 @@ class UpdateRunner {
   }
   // The size of the dp gradient buckets on a GPU (optim/grad_buckets.h;
   // default 64 MiB). Collective in effect: every dp rank must set the same.
+  // Unsharded optimizers only: a sharded one fixes its buckets.
   void set_dp_bucket_bytes(size_t bytes);
+  // The dp gradient buckets (GPU with dp > 1; nullptr otherwise): tests
+  // see how many the last step launched during the backward.
+  const optim::GradBuckets* dp_buckets() const { return buckets_.get(); }
   // The arenas' sizes and high-water marks (bytes), for memory reports.
   struct ArenaUse {
     size_t activations = 0, activations_peak = 0, scratch = 0, scratch_peak = 0;
