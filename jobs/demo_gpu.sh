@@ -40,7 +40,7 @@ phase() { echo "demo_gpu.sh: $1 done at $((SECONDS - t0)) s"; }
 # 40000 pairs for the warm start (~25 MB, too big to ship; written in a second).
 "$dapo" demo-data --out "$out/data" --seed 2026 --train 4000 --val 200 --sft 40000 --difficulty 6 --solution columns
 "$dapo" info --config inputs/demo_gpu.ini
-"$dapo" sft --config inputs/demo_gpu_sft.ini 2>&1 | tee "$out/sft.log" | grep -E "sft step [0-9]*0/|sft:|error" || true
+"$dapo" sft --config inputs/demo_gpu_sft.ini 2>&1 | tee "$out/sft.log" | grep -E "sft step [0-9]*00/|sft:|error" || true
 [ -f "$out/sft/sft_final.h5" ] || { echo "demo_gpu.sh: the warm start failed (see $out/sft.log)" >&2; exit 1; }
 phase "warm start"
 log=$out/train.log
