@@ -229,9 +229,10 @@ ArithmeticProblem make_arithmetic_problem(const ArithmeticSpec& spec, uint64_t s
   std::string& lines = p.solution;
   int64_t total = 0;
   const auto record = [&](int64_t a, ArithOp op, int64_t b, int64_t result) {
+    // "k bags of a" is worked as a * k: columns multiply by the one-digit factor.
+    const bool bags = op == ArithOp::mul && p.ops.empty();
     if (spec.solution == SolutionStyle::columns)
-      lines += column_lines(op == ArithOp::mul && p.ops.empty() ? b : a, op, op == ArithOp::mul && p.ops.empty() ? a : b,
-                            result);
+      lines += bags ? column_lines(b, op, a, result) : column_lines(a, op, b, result);
     else
       lines += cat(a, ' ', arith_op_symbol(op), ' ', b, " = ", result, '\n');
     p.ops.push_back(op);
