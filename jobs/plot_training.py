@@ -133,7 +133,10 @@ def rollouts(dumps, out):
     steps = [d["step"] for d in dumps]
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.5))
     ax = axes[0]
-    ax.boxplot([d["length"] for d in dumps], labels=[str(s) for s in steps], showfliers=False)
+    # matplotlib 3.9 renamed boxplot's labels to tick_labels (and 3.11 dropped labels).
+    major, minor = (int(x) for x in matplotlib.__version__.split(".")[:2])
+    names = {"tick_labels" if (major, minor) >= (3, 9) else "labels": [str(s) for s in steps]}
+    ax.boxplot([d["length"] for d in dumps], showfliers=False, **names)
     ax.set_title("response length per dumped step (all generated)")
     ax.set_xlabel("step")
     ax.set_ylabel("tokens")

@@ -52,7 +52,8 @@ int run_demo_data(const Invocation& inv) {
   const uint64_t seed = parse_seed(inv.options["seed"].as<std::string>());
   const data::ArithmeticSplitSizes sizes{count_option(inv, "train"), count_option(inv, "val"),
                                          count_option(inv, "sft")};
-  const data::ArithmeticSpec spec = data::arithmetic_difficulty(inv.options["difficulty"].as<int>());
+  data::ArithmeticSpec spec = data::arithmetic_difficulty(inv.options["difficulty"].as<int>());
+  spec.solution = data::parse_solution_style(inv.options["solution"].as<std::string>());
   const data::PromptFormat format = data::parse_prompt_format(inv.options["format"].as<std::string>());
 
   const data::ArithmeticFiles files =
@@ -63,9 +64,12 @@ int run_demo_data(const Invocation& inv) {
   const std::pair<const char*, const std::string*> outputs[] = {
       {"train.jsonl", &files.train}, {"val.jsonl", &files.val}, {"sft.jsonl", &files.sft}};
   for (const auto& [name, text] : outputs) write_file(dir / name, *text);
-  std::fprintf(stderr, "demo-data: %lld train, %lld val, %lld sft problems (%s format) -> %s: %zu, %zu, %zu bytes\n",
+  std::fprintf(stderr,
+               "demo-data: %lld train, %lld val, %lld sft problems (%s format, %s solutions) -> %s: %zu, %zu, %zu "
+               "bytes\n",
                static_cast<long long>(sizes.train), static_cast<long long>(sizes.val),
-               static_cast<long long>(sizes.sft), data::prompt_format_name(format), dir.string().c_str(),
+               static_cast<long long>(sizes.sft), data::prompt_format_name(format),
+               data::solution_style_name(spec.solution), dir.string().c_str(),
                files.train.size(), files.val.size(), files.sft.size());
   return kOk;
 }

@@ -63,7 +63,10 @@ const std::vector<Command>& commands() {
              "train", po::value<int64_t>()->default_value(2000), "training prompts")(
              "val", po::value<int64_t>()->default_value(200), "validation prompts")(
              "sft", po::value<int64_t>()->default_value(2000), "prompt/response pairs for the warm start")(
-             "difficulty", po::value<int>()->default_value(3), "1 (a + b, one digit) .. 5 (3-4 numbers, + - *)")(
+             "difficulty", po::value<int>()->default_value(3),
+             "1 (a + b, one digit) .. 5 (3-4 numbers, + - *), 6 (5-7 numbers of 2-3 digits, + - *)")(
+             "solution", po::value<std::string>()->default_value("compact"),
+             "worked solutions: compact (a op b = c per operation) or columns (digit by digit, as on paper)")(
              "format", po::value<std::string>()->default_value("compact"),
              "compact (the problem alone) or dapo (DAPO-Math-17k's instruction around it)");
        },

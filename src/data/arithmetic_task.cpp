@@ -3,6 +3,7 @@
 // changes every shipped demo file (tests/apps/test_demo_data_cli.cpp notices).
 #include "dapo/data/arithmetic_task.h"
 
+#include <algorithm>
 #include <array>
 
 #include "dapo/core/error.h"
@@ -66,7 +67,80 @@ std::string capitalised(const char* word) {
   return s;
 }
 
+std::vector<int> digits_ones_first(int64_t v) {
+  std::vector<int> d;
+  do {
+    d.push_back(int(v % 10));
+    v /= 10;
+  } while (v > 0);
+  return d;
+}
+
+// The result's digits (ones first) as a number, leading zeros dropped.
+int64_t number_of(const std::vector<int>& ones_first) {
+  int64_t v = 0;
+  for (size_t i = ones_first.size(); i-- > 0;) v = v * 10 + ones_first[i];
+  return v;
+}
+
+// One operation of a columns solution (arithmetic_task.h shows the form);
+// DAPO_CHECKs that the columns give a op b.
+std::string column_lines(int64_t a, ArithOp op, int64_t b, int64_t result) {
+  std::string out = cat(a, ' ', arith_op_symbol(op), ' ', b, '\n');
+  const std::vector<int> da = digits_ones_first(a);
+  std::vector<int> digits;  // of the result, ones first
+  if (op == ArithOp::add) {
+    const std::vector<int> db = digits_ones_first(b);
+    int carry = 0;
+    for (size_t i = 0; i < std::max(da.size(), db.size()); ++i) {
+      const int x = i < da.size() ? da[i] : 0, y = i < db.size() ? db[i] : 0;
+      const int s = x + y + carry;
+      out += carry ? cat(x, " + ", y, " + ", carry, " = ", s, '\n') : cat(x, " + ", y, " = ", s, '\n');
+      digits.push_back(s % 10);
+      carry = s / 10;
+    }
+    if (carry) digits.push_back(carry);
+  } else if (op == ArithOp::sub) {
+    const std::vector<int> db = digits_ones_first(b);
+    DAPO_CHECK(b <= a, a, " - ", b);
+    int borrow = 0;
+    for (size_t i = 0; i < da.size(); ++i) {
+      const int y = i < db.size() ? db[i] : 0;
+      const bool lend = da[i] - y - borrow < 0;
+      const int x = da[i] + (lend ? 10 : 0);
+      const int r = x - y - borrow;
+      out += borrow ? cat(x, " - ", y, " - ", borrow, " = ", r, '\n') : cat(x, " - ", y, " = ", r, '\n');
+      digits.push_back(r);
+      borrow = lend ? 1 : 0;
+    }
+    DAPO_CHECK(borrow == 0, a, " - ", b);
+  } else {
+    DAPO_CHECK(b >= 2 && b <= 9, "columns multiply by one digit, not ", b);
+    int carry = 0;
+    for (size_t i = 0; i < da.size(); ++i) {
+      const int p = da[i] * int(b) + carry;
+      out += carry ? cat(da[i], " * ", b, " + ", carry, " = ", p, '\n') : cat(da[i], " * ", b, " = ", p, '\n');
+      digits.push_back(p % 10);
+      carry = p / 10;
+    }
+    if (carry) digits.push_back(carry);
+  }
+  DAPO_CHECK(number_of(digits) == result, a, ' ', arith_op_symbol(op), ' ', b, " = ", result, " but the columns give ",
+             number_of(digits));
+  return out + cat("= ", result, '\n');
+}
+
 }  // namespace
+
+SolutionStyle parse_solution_style(std::string_view name) {
+  if (name == "compact") return SolutionStyle::compact;
+  if (name == "columns") return SolutionStyle::columns;
+  throw UserError(cat("solution style '", name, "': must be compact or columns"));
+}
+
+const char* solution_style_name(SolutionStyle style) {
+  return style == SolutionStyle::columns ? "columns" : "compact";
+}
 
 char arith_op_symbol(ArithOp op) {
   switch (op) {
@@ -90,6 +164,10 @@ void check_arithmetic_spec(const ArithmeticSpec& s) {
                         " (a pile that one subtraction empties leaves the next nothing to take; allow add or mul)"));
   if (s.max_factor < 2 || s.max_factor > 9)
     throw UserError(cat("arithmetic spec: max_factor ", s.max_factor, " must be in 2..9"));
+  if (s.max_total != 0 && s.max_total < 100)
+    throw UserError(cat("arithmetic spec: max_total ", s.max_total, " must be 0 (no cap) or at least 100"));
+  if (s.max_total != 0 && !s.add && !s.sub)
+    throw UserError("arithmetic spec: max_total needs add or sub to replace the multiplications it caps");
 }
 
 ArithmeticSpec arithmetic_difficulty(int level) {
@@ -111,9 +189,19 @@ ArithmeticSpec arithmetic_difficulty(int level) {
       s.max_digits = 3;
       s.max_factor = 9;
       return s;
+    case 6:
+      s.sub = s.mul = true;
+      s.min_operands = 5;
+      s.max_operands = 7;
+      s.min_digits = 2;
+      s.max_digits = 3;
+      s.max_factor = 9;
+      s.max_total = 99999;
+      return s;
     default:
       throw UserError(cat("difficulty ", level, ": must be 1..", kMaxArithmeticDifficulty,
-                          " (1: a + b with one digit ... 5: three or four numbers of up to three digits with + - *)"));
+                          " (1: a + b with one digit ... 5: three or four numbers of up to three digits with + - *; "
+                          "6: five to seven numbers of two or three digits)"));
   }
 }
 
@@ -141,7 +229,12 @@ ArithmeticProblem make_arithmetic_problem(const ArithmeticSpec& spec, uint64_t s
   std::string& lines = p.solution;
   int64_t total = 0;
   const auto record = [&](int64_t a, ArithOp op, int64_t b, int64_t result) {
-    lines += cat(a, ' ', arith_op_symbol(op), ' ', b, " = ", result, '\n');
+    // "k bags of a" is worked as a * k: columns multiply by the one-digit factor.
+    const bool bags = op == ArithOp::mul && p.ops.empty();
+    if (spec.solution == SolutionStyle::columns)
+      lines += bags ? column_lines(b, op, a, result) : column_lines(a, op, b, result);
+    else
+      lines += cat(a, ' ', arith_op_symbol(op), ' ', b, " = ", result, '\n');
     p.ops.push_back(op);
     p.operands.push_back(b);
     total = result;
@@ -163,6 +256,9 @@ ArithmeticProblem make_arithmetic_problem(const ArithmeticSpec& spec, uint64_t s
     if (i > 0) op = draw_op();
     // Nothing left to give away: add instead, or multiply (0 * k) when adding is not allowed.
     if (total == 0 && op == ArithOp::sub) op = spec.add ? ArithOp::add : ArithOp::mul;
+    // Too large a total to multiply: add instead (subtract without add; the spec check keeps one of them).
+    if (spec.max_total != 0 && op == ArithOp::mul && total * spec.max_factor > spec.max_total)
+      op = spec.add ? ArithOp::add : ArithOp::sub;
     if (op == ArithOp::add) {
       const int64_t x = draw_number();
       text += cat(' ', He, ' ', d.pick(kAddVerbs), ' ', x, " more.");

@@ -107,7 +107,7 @@ TEST_F(DemoDataCli, SameSeedSameBytesOtherSeedOtherBytes) {
   ASSERT_EQ(run("demo-data --seed 9 --out " + out("b") + sizes).code, 0);
   const Result c = run("demo-data --seed 10 --out " + out("c") + sizes);
   ASSERT_EQ(c.code, 0) << c.output;
-  EXPECT_EQ(c.output, "demo-data: 30 train, 7 val, 20 sft problems (compact format) -> " + out("c") + ": " +
+  EXPECT_EQ(c.output, "demo-data: 30 train, 7 val, 20 sft problems (compact format, compact solutions) -> " + out("c") + ": " +
                           std::to_string(fs::file_size(dir_ / "c/train.jsonl")) + ", " +
                           std::to_string(fs::file_size(dir_ / "c/val.jsonl")) + ", " +
                           std::to_string(fs::file_size(dir_ / "c/sft.jsonl")) + " bytes\n");
@@ -120,6 +120,25 @@ TEST_F(DemoDataCli, SameSeedSameBytesOtherSeedOtherBytes) {
   // An existing directory is written into, files replaced.
   ASSERT_EQ(run("demo-data --seed 10 --out " + out("a") + sizes).code, 0);
   EXPECT_EQ(read_file(dir_ / "a/train.jsonl"), read_file(dir_ / "c/train.jsonl"));
+}
+
+// The command of jobs/demo_gpu.sh (smaller): columns solutions in the SFT
+// file, the same problems and prompt files as with compact solutions.
+TEST_F(DemoDataCli, ColumnsSolutionsForTheGpuDemo) {
+  const std::string args = "demo-data --seed 2026 --train 5 --val 3 --sft 4 --difficulty 6";
+  const Result r = run(args + " --solution columns --out " + out("g"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("(compact format, columns solutions)"), std::string::npos) << r.output;
+  ASSERT_EQ(run(args + " --out " + out("c")).code, 0);
+  EXPECT_EQ(read_file(dir_ / "g/train.jsonl"), read_file(dir_ / "c/train.jsonl"));
+  EXPECT_EQ(read_file(dir_ / "g/val.jsonl"), read_file(dir_ / "c/val.jsonl"));
+  const std::string sft = read_file(dir_ / "g/sft.jsonl");
+  EXPECT_NE(sft, read_file(dir_ / "c/sft.jsonl"));
+  EXPECT_EQ(std::count(sft.begin(), sft.end(), '\n'), 4);
+  // Each response: a header line per operation, one line per column, "= r", "Answer: N".
+  static const std::regex response_re(R"re("response":"(\d+ [-+*] \d+\\n(\d+ [-+*] \d[ +\-\d]* = \d+\\n)+= \d+\\n)+Answer: \d+")re");
+  EXPECT_EQ(std::distance(std::sregex_iterator(sft.begin(), sft.end(), response_re), std::sregex_iterator()), 4)
+      << sft;
 }
 
 TEST_F(DemoDataCli, DapoFormatWrapsTheProblemInTheInstruction) {
@@ -150,7 +169,8 @@ TEST_F(DemoDataCli, BadCommandLinesSayWhatIsWrong) {
   expect_error(o + " --seed 1 --train 0", "command line: --train must be in 1..10000000, not 0");
   expect_error(o + " --seed 1 --val -3", "command line: --val must be in 1..10000000, not -3");
   expect_error(o + " --seed 1 --sft 10000001", "command line: --sft must be in 1..10000000, not 10000001");
-  expect_error(o + " --seed 1 --difficulty 9", "difficulty 9: must be 1..5");
+  expect_error(o + " --seed 1 --difficulty 9", "difficulty 9: must be 1..6");
+  expect_error(o + " --seed 1 --solution long", "solution style 'long': must be compact or columns");
   expect_error(o + " --seed 1 --format long", "prompt format 'long': must be dapo or compact");
   expect_error(o + " --seed 1 --difficulty 1 --train 20000",
                "demo data: train problem ");  // too few distinct one-digit sums
@@ -167,7 +187,7 @@ TEST_F(DemoDataCli, BadCommandLinesSayWhatIsWrong) {
 TEST_F(DemoDataCli, HelpListsTheOptions) {
   const Result r = run("demo-data --help");
   EXPECT_EQ(r.code, 0);
-  for (const char* option : {"--out", "--seed", "--train", "--val", "--sft", "--difficulty", "--format"})
+  for (const char* option : {"--out", "--seed", "--train", "--val", "--sft", "--difficulty", "--format", "--solution"})
     EXPECT_NE(r.output.find(option), std::string::npos) << option << "\n" << r.output;
   const Result top = run("--help");
   EXPECT_NE(top.output.find("  demo-data "), std::string::npos) << top.output;

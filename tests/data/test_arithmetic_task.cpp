@@ -243,8 +243,8 @@ TEST(ArithmeticTask, PromptFormats) {
 }
 
 TEST(ArithmeticTask, SpecErrors) {
-  EXPECT_EQ(error_of([] { arithmetic_difficulty(0); }).rfind("difficulty 0: must be 1..5", 0), 0u);
-  EXPECT_EQ(error_of([] { arithmetic_difficulty(6); }).rfind("difficulty 6: must be 1..5", 0), 0u);
+  EXPECT_EQ(error_of([] { arithmetic_difficulty(0); }).rfind("difficulty 0: must be 1..6", 0), 0u);
+  EXPECT_EQ(error_of([] { arithmetic_difficulty(7); }).rfind("difficulty 7: must be 1..6", 0), 0u);
   const auto spec_error = [](auto change) {
     ArithmeticSpec s;
     change(s);
@@ -273,6 +273,179 @@ TEST(ArithmeticTask, SpecErrors) {
   EXPECT_EQ(spec_error([](ArithmeticSpec& s) { s.max_factor = 10; }), "arithmetic spec: max_factor 10 must be in 2..9");
   EXPECT_EQ(error_of([] { make_arithmetic_splits(ArithmeticSpec{.min_digits = 2}, 1, {1, 1, 1}); }),
             "arithmetic spec: digits 2..1 must satisfy 1 <= min_digits <= max_digits <= 6");
+}
+
+// ---- columns solutions (the GPU demo) -----------------------------------------
+
+ArithmeticSpec columns(int level) {
+  ArithmeticSpec spec = arithmetic_difficulty(level);
+  spec.solution = SolutionStyle::columns;
+  return spec;
+}
+
+// Reads a columns solution back line by line with its own rules (arithmetic
+// in the test, not the generator's) and returns "" when every operation's
+// header names the running total and the next operand of the problem, every
+// column is right digit arithmetic on the right digits with the right carry
+// or borrow, and every "= r" line assembles the columns' digits; else why not.
+std::string check_columns(const ArithmeticProblem& p) {
+  static const std::regex header_re(R"(^(\d+) ([-+*]) (\d+)$)");
+  static const std::regex add_re(R"(^(\d) \+ (\d)(?: \+ (1))? = (\d+)$)");
+  static const std::regex sub_re(R"(^(1?\d) - (\d)(?: - (1))? = (\d)$)");
+  static const std::regex mul_re(R"(^(\d) \* (\d)(?: \+ (\d))? = (\d+)$)");
+  static const std::regex result_re(R"(^= (\d+)$)");
+  const std::vector<std::string> lines = lines_of(p.solution);
+  size_t at = 0;
+  int64_t total = p.operands.at(0);
+  for (size_t op_index = 0; op_index < p.ops.size(); ++op_index) {
+    std::smatch m;
+    if (at >= lines.size() || !std::regex_match(lines[at], m, header_re)) return "no header at line " + std::to_string(at);
+    ++at;
+    int64_t a = std::stoll(m[1].str()), b = std::stoll(m[3].str());
+    const char op = m[2].str()[0];
+    if (op != arith_op_symbol(p.ops[op_index])) return "header " + lines[at - 1] + ": wrong operation";
+    const int64_t x = p.operands[op_index + 1];
+    if (op == '*' && op_index == 0 && p.problem.find(" of ") != std::string::npos) {
+      // "k bags of a" is written "a * k".
+      if (a != x || b != total) return "header " + lines[at - 1] + ": not a * k of the first sentence";
+    } else if (a != total || b != x) {
+      return "header " + lines[at - 1] + ": does not go on from " + std::to_string(total);
+    }
+    const std::string sa = std::to_string(a), sb = std::to_string(b);
+    const size_t columns = op == '+' ? std::max(sa.size(), sb.size()) : sa.size();
+    const auto digit = [](const std::string& s, size_t i) { return i < s.size() ? s[s.size() - 1 - i] - '0' : 0; };
+    std::string result_digits;  // ones first
+    int carry = 0;
+    for (size_t i = 0; i < columns; ++i, ++at) {
+      if (at >= lines.size()) return "solution ends inside " + sa + " " + op + " " + sb;
+      const std::string& line = lines[at];
+      const std::regex& re = op == '+' ? add_re : op == '-' ? sub_re : mul_re;
+      if (!std::regex_match(line, m, re)) return "column line '" + line + "' of " + sa + " " + op + " " + sb;
+      const int l = std::stoi(m[1].str()), r = std::stoi(m[2].str()), c = m[3].matched ? std::stoi(m[3].str()) : 0;
+      const int v = std::stoi(m[4].str());
+      if (c != carry) return "line '" + line + "': the carry or borrow in should be " + std::to_string(carry);
+      if (op == '+') {
+        if (l != digit(sa, i) || r != digit(sb, i) || v != l + r + c) return "line '" + line + "'";
+        result_digits += char('0' + v % 10);
+        carry = v / 10;
+      } else if (op == '-') {
+        const bool lends = m[1].str().size() == 2;
+        if (l % 10 != digit(sa, i) || (lends && l / 10 != 1) || r != digit(sb, i) || v != l - r - c) return "line '" + line + "'";
+        if (lends != (digit(sa, i) - r - c < 0)) return "line '" + line + "': borrows without need or needs to";
+        result_digits += char('0' + v);
+        carry = lends ? 1 : 0;
+      } else {
+        if (l != digit(sa, i) || r != b || v != l * r + c) return "line '" + line + "'";
+        if (i + 1 < columns) {
+          result_digits += char('0' + v % 10);
+          carry = v / 10;
+        } else {
+          for (int w = v; w > 0 || result_digits.empty(); w /= 10) result_digits += char('0' + w % 10);
+          carry = 0;
+        }
+      }
+    }
+    if (op == '+' && carry) result_digits += char('0' + carry);
+    if (op == '-' && carry) return "subtraction ends with a borrow";
+    std::string result(result_digits.rbegin(), result_digits.rend());
+    while (result.size() > 1 && result[0] == '0') result.erase(0, 1);
+    if (at >= lines.size() || !std::regex_match(lines[at], m, result_re)) return "no '= r' line after " + sa + " " + op + " " + sb;
+    if (m[1].str() != result) return "'" + lines[at] + "' but the columns give " + result;
+    total = std::stoll(result);
+    ++at;
+  }
+  if (at + 1 != lines.size() || lines[at] != "Answer: " + std::to_string(total)) return "no Answer line at the end";
+  if (total != p.answer) return "the columns give " + std::to_string(total) + ", not " + std::to_string(p.answer);
+  return "";
+}
+
+TEST(ArithmeticColumns, TheDocumentedExample) {
+  // arithmetic_task.h's example, written by hand: the reader accepts it and
+  // catches a dropped carry.
+  ArithmeticProblem p;
+  p.operands = {347, 86, 158, 6};
+  p.ops = {ArithOp::add, ArithOp::sub, ArithOp::mul};
+  p.answer = 1650;
+  p.solution =
+      "347 + 86\n7 + 6 = 13\n4 + 8 + 1 = 13\n3 + 0 + 1 = 4\n= 433\n"
+      "433 - 158\n13 - 8 = 5\n13 - 5 - 1 = 7\n4 - 1 - 1 = 2\n= 275\n"
+      "275 * 6\n5 * 6 = 30\n7 * 6 + 3 = 45\n2 * 6 + 4 = 16\n= 1650\nAnswer: 1650";
+  EXPECT_EQ(check_columns(p), "");
+  EXPECT_TRUE(reward::verify_math(p.solution, "1650").acc);
+  ArithmeticProblem wrong = p;
+  wrong.solution.replace(wrong.solution.find("4 + 8 + 1 = 13"), 14, "4 + 8 = 12");
+  EXPECT_NE(check_columns(wrong), "");  // the checker does catch a dropped carry
+}
+
+TEST(ArithmeticColumns, EveryColumnIsRightAndTheVerifierAcceptsTheSolution) {
+  for (int level = 1; level <= kMaxArithmeticDifficulty; ++level) {
+    for (const ArithmeticProblem& p : sample(columns(level), 60 + uint64_t(level), level == 6 ? 2000 : 300)) {
+      ASSERT_EQ(check_columns(p), "") << p.problem << "\n" << p.solution;
+      const testing::ParsedArithmetic parsed = testing::parse_arithmetic_text(p.problem);
+      ASSERT_EQ(parsed.error, "");
+      EXPECT_EQ(parsed.answer, p.answer) << p.problem;
+      const std::string truth = std::to_string(p.answer);
+      const reward::Verdict ok = reward::verify_math(p.solution, truth);
+      EXPECT_TRUE(ok.acc) << p.solution;
+      EXPECT_EQ(ok.pred, truth);
+      EXPECT_FALSE(reward::verify_math(p.solution, std::to_string(p.answer + 1)).acc) << p.solution;
+      const std::string body = p.solution.substr(0, p.solution.rfind("Answer: "));
+      EXPECT_FALSE(reward::verify_math(body + "Answer: " + std::to_string(p.answer + 1), truth).acc);
+      EXPECT_FALSE(reward::verify_math(body, truth).acc) << "a solution cut before its Answer line is not right";
+    }
+  }
+}
+
+TEST(ArithmeticColumns, SameProblemsAsCompactOnlyTheSolutionDiffers) {
+  for (int level : {2, 5, 6}) {
+    ArithmeticSpec compact = arithmetic_difficulty(level);
+    const std::vector<ArithmeticProblem> a = sample(compact, 7, 200), b = sample(columns(level), 7, 200);
+    for (size_t i = 0; i < a.size(); ++i) {
+      EXPECT_EQ(a[i].problem, b[i].problem);
+      EXPECT_EQ(a[i].answer, b[i].answer);
+      EXPECT_EQ(a[i].operands, b[i].operands);
+      EXPECT_EQ(testing::parse_arithmetic_text(a[i].problem).solution, a[i].solution);
+    }
+  }
+  EXPECT_EQ(parse_solution_style("compact"), SolutionStyle::compact);
+  EXPECT_EQ(parse_solution_style("columns"), SolutionStyle::columns);
+  EXPECT_STREQ(solution_style_name(SolutionStyle::columns), "columns");
+  EXPECT_STREQ(solution_style_name(SolutionStyle::compact), "compact");
+  EXPECT_EQ(error_of([] { parse_solution_style("long"); }), "solution style 'long': must be compact or columns");
+}
+
+TEST(ArithmeticColumns, DifficultySixIsLongMultiStepWork) {
+  const ArithmeticSpec spec = arithmetic_difficulty(6);
+  EXPECT_EQ(spec.min_operands, 5);
+  EXPECT_EQ(spec.max_operands, 7);
+  EXPECT_EQ(spec.max_total, 99999);
+  EXPECT_EQ(spec.solution, SolutionStyle::compact);  // the style is the caller's choice
+  size_t shortest = SIZE_MAX, longest = 0, sum = 0;
+  std::set<int> kinds;
+  const std::vector<ArithmeticProblem> ps = sample(columns(6), 13, 2000);
+  for (const ArithmeticProblem& p : ps) {
+    EXPECT_GE(p.ops.size(), 4u);
+    EXPECT_LE(p.ops.size(), 6u);
+    // Multiplications are capped; totals pass 99999 only through a last few additions.
+    int64_t total = p.operands[0];
+    for (size_t i = 0; i < p.ops.size(); ++i) {
+      if (p.ops[i] == ArithOp::mul && i > 0) EXPECT_LE(total * spec.max_factor, spec.max_total) << p.problem;
+      total = p.ops[i] == ArithOp::add ? total + p.operands[i + 1]
+              : p.ops[i] == ArithOp::sub ? total - p.operands[i + 1]
+                                         : total * p.operands[i + 1];
+      kinds.insert(int(p.ops[i]));
+    }
+    EXPECT_LT(p.answer, 1'000'000) << p.problem;
+    shortest = std::min(shortest, p.solution.size());
+    longest = std::max(longest, p.solution.size());
+    sum += p.solution.size();
+  }
+  EXPECT_EQ(kinds.size(), 3u);
+  // Bytes, not tokens (the demo tokenizer makes ~0.6 tokens of a byte here;
+  // inputs/demo_gpu/README.md has the token counts): long, bounded work.
+  EXPECT_GE(shortest, 100u);
+  EXPECT_LE(longest, 800u);
+  EXPECT_GE(sum / ps.size(), 250u);
 }
 
 // ---- the files ---------------------------------------------------------------

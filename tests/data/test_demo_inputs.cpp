@@ -11,6 +11,7 @@
 
 #include "arithmetic_parse.h"
 #include "dapo/core/config.h"
+#include "dapo/data/arithmetic_data.h"
 #include "dapo/data/chat_template.h"
 #include "dapo/data/dataset.h"
 #include "dapo/data/tokenizer.h"
@@ -129,6 +130,81 @@ TEST(DemoInputs, EveryProblemIsRightAndFitsTheTokenBudgets) {
     all.insert(all.end(), records.begin(), records.end());
   }
   EXPECT_NO_THROW(PromptDataset{all});  // one set of uids for the three files
+}
+
+// ---- the GPU demo (inputs/demo_gpu/, jobs/demo_gpu.sh) ------------------------
+
+std::string source(const std::string& path) { return std::string(DAPO_SOURCE_DIR) + "/" + path; }
+
+// The GPU demo's model: tens of millions of parameters, head_dim 64 (one of
+// the GPU attention's sizes), the CPU demo's tokenizer, room for the longest
+// prompt + response of the recipe.
+TEST(DemoGpuInputs, ModelConfigAndRecipeAgree) {
+  const Tokenizer tok = Tokenizer::load(demo("tokenizer.json"));
+  const model::Qwen2Config c = model::load_qwen2_config(source("inputs/demo_gpu/model/config.json"));
+  EXPECT_EQ(c.vocab_size, (tok.vocab_size() + 7) / 8 * 8);
+  EXPECT_EQ(c.eos_token_ids, std::vector<int64_t>{*tok.token_to_id("<|im_end|>")});
+  EXPECT_EQ(c.hidden_size, 512);
+  EXPECT_EQ(c.num_hidden_layers, 8);
+  EXPECT_EQ(c.num_attention_heads, 8);
+  EXPECT_EQ(c.num_key_value_heads, 2);
+  EXPECT_EQ(c.hidden_size / c.num_attention_heads, 64);
+  EXPECT_EQ(c.intermediate_size, 1408);
+  EXPECT_TRUE(c.tie_word_embeddings);
+  const Config sft = load_config(source("inputs/demo_gpu_sft.ini"), {});
+  const Config rl = load_config(source("inputs/demo_gpu.ini"), {});
+  EXPECT_NO_THROW(check_training_config(rl));
+  for (const Config* cfg : {&sft, &rl}) {
+    EXPECT_EQ(cfg->parallel.backend, BackendChoice::cuda);
+    EXPECT_EQ(cfg->model.tokenizer, "inputs/demo/tokenizer.json");
+  }
+  EXPECT_EQ(sft.model.path, "inputs/demo_gpu/model");
+  EXPECT_EQ(rl.model.path, sft.checkpoint.dir + "/sft_final.h5");  // DAPO starts from the warm start
+  EXPECT_GE(c.max_position_embeddings, rl.data.max_prompt_length + rl.rollout.max_response_length);
+  // The paper's recipe: clip-higher, dynamic sampling, token-level loss, soft overlong punishment.
+  EXPECT_GT(rl.algorithm.clip_ratio_high, rl.algorithm.clip_ratio_low);
+  EXPECT_TRUE(rl.algorithm.dynamic_sampling);
+  EXPECT_EQ(rl.algorithm.loss_agg_mode, LossAggMode::token_mean);
+  EXPECT_GT(rl.algorithm.overlong_buffer_len, 0);
+}
+
+// jobs/demo_gpu.sh writes its data at run time (40000 SFT pairs are ~25 MB);
+// the same command's problems, fewer of them, against the recipe's budgets:
+// every prompt fits data.max_prompt_length, and every worked solution ends
+// before the soft overlong punishment starts (max_response_length -
+// overlong_buffer_len): a correct answer is never penalised for its length.
+TEST(DemoGpuInputs, TheScriptsDataFitTheRecipe) {
+  std::ifstream script(source("jobs/demo_gpu.sh"));
+  const std::string text((std::istreambuf_iterator<char>(script)), std::istreambuf_iterator<char>());
+  ASSERT_NE(text.find("demo-data --out \"$out/data\" --seed 2026 --train 4000 --val 200 --sft 40000 --difficulty 6 "
+                      "--solution columns"),
+            std::string::npos)
+      << "jobs/demo_gpu.sh's demo-data line changed: update this test";
+  const Tokenizer tok = Tokenizer::load(demo("tokenizer.json"));
+  const Config rl = load_config(source("inputs/demo_gpu.ini"), {});
+  const int64_t max_prompt = rl.data.max_prompt_length;
+  const int64_t unpenalised = rl.rollout.max_response_length - rl.algorithm.overlong_buffer_len;
+  ArithmeticSpec spec = arithmetic_difficulty(6);
+  spec.solution = SolutionStyle::columns;
+  const ArithmeticSplits splits = make_arithmetic_splits(spec, 2026, {500, 200, 2000});
+  int64_t longest = 0, sum = 0, shortest = 1 << 30;
+  for (const auto* split : {&splits.train, &splits.val, &splits.sft}) {
+    for (const ArithmeticProblem& p : *split) {
+      const std::vector<ChatMessage> messages{{"user", p.problem}};
+      const std::vector<TokenId> prompt = encode_chat(tok, messages, ChatFormat{}, true, "demo_gpu");
+      EXPECT_LE(int64_t(prompt.size()), max_prompt) << p.problem;
+      const int64_t response = int64_t(tok.encode(p.solution).size()) + 1;  // + <|im_end|>
+      EXPECT_LE(response, unpenalised) << p.solution;
+      longest = std::max(longest, response);
+      shortest = std::min(shortest, response);
+      sum += response;
+    }
+  }
+  // Hundreds of tokens: long enough for response length and entropy to matter.
+  const int64_t n = int64_t(splits.train.size() + splits.val.size() + splits.sft.size());
+  EXPECT_GE(shortest, 80);
+  EXPECT_GE(sum / n, 200);
+  EXPECT_GE(longest, 350);
 }
 
 }  // namespace

@@ -34,6 +34,36 @@ namespace dapo::data {
 
 enum class ArithOp { add, sub, mul };
 
+// How a worked solution is written.
+//   compact: one line per operation, "a op b = c", then "Answer: N" (the CPU
+//            demo: a tiny model can learn one-digit arithmetic in one line).
+//   columns: each operation worked digit by digit as on paper, ones first,
+//            one line per column, so that a model of a few tens of millions
+//            of parameters can do multi-digit arithmetic one small step at a
+//            time (the GPU demo; solutions run to hundreds of tokens):
+//              347 + 86          the operation
+//              7 + 6 = 13        ones: digit + digit (+ 1 carried in)
+//              4 + 8 + 1 = 13    the shorter number padded with 0
+//              3 + 0 + 1 = 4
+//              = 433             the result (the last column whole)
+//              433 - 158
+//              13 - 8 = 5        "1d": the column borrows 10 ...
+//              13 - 5 - 1 = 7    ... and the next one gives back 1
+//              4 - 1 - 1 = 2
+//              = 275             (leading zeros dropped)
+//              275 * 6           a multiplication by a one-digit factor
+//              5 * 6 = 30        digit * factor (+ the carry of the last column)
+//              7 * 6 + 3 = 45
+//              2 * 6 + 4 = 16
+//              = 1650
+//              Answer: 1650
+//            "k bags of a" is written "a * k". No colons: the verifier reads
+//            the last "Answer:" line.
+enum class SolutionStyle { compact, columns };
+
+SolutionStyle parse_solution_style(std::string_view name);  // "compact" | "columns"; UserError otherwise
+const char* solution_style_name(SolutionStyle style);
+
 char arith_op_symbol(ArithOp op);  // '+', '-', '*'
 
 // What problems to make. Numbers written in a problem ("a" and "x" above)
@@ -50,22 +80,31 @@ struct ArithmeticSpec {
   bool sub = false;
   bool mul = false;
   int max_factor = 9;    // 2..9
+  // 0: no cap. Otherwise a later multiplication ("Then ... times as many")
+  // drawn when total * max_factor could pass max_total becomes an addition
+  // (a subtraction when adding is not allowed): totals then pass max_total
+  // only by additions, which keeps the length of a columns solution in
+  // check. >= 100.
+  int64_t max_total = 0;
+  SolutionStyle solution = SolutionStyle::compact;
 };
 
 // The difficulty presets of `dapo demo-data --difficulty D`:
 //   1: 2 operands, 1 digit, +           4: 2-3 operands, 1-2 digits, + - *, factors 2-5
 //   2: 2 operands, 1 digit, + -         5: 3-4 operands, 1-3 digits, + - *, factors 2-9
-//   3: 2 operands, 1-2 digits, + -
-// UserError "difficulty D: ..." outside 1..5.
+//   3: 2 operands, 1-2 digits, + -      6: 5-7 operands, 2-3 digits, + - *, factors 2-9,
+//                                          totals <= 99999 (the GPU demo, with columns)
+// All with the compact solution style (the caller picks the style).
+// UserError "difficulty D: ..." outside 1..6.
 ArithmeticSpec arithmetic_difficulty(int level);
-inline constexpr int kMaxArithmeticDifficulty = 5;
+inline constexpr int kMaxArithmeticDifficulty = 6;
 
 // UserError "arithmetic spec: ..." naming the field out of range.
 void check_arithmetic_spec(const ArithmeticSpec& spec);
 
 struct ArithmeticProblem {
   std::string problem;            // the word problem (no instruction around it)
-  std::string solution;           // one "a op b = c" line per operation, then "Answer: N"
+  std::string solution;           // in spec.solution's style, ending with "Answer: N"
   int64_t answer = 0;             // >= 0
   std::vector<int64_t> operands;  // in the order they appear in the text
   std::vector<ArithOp> ops;       // ops[i] combines the running total with operands[i + 1]
