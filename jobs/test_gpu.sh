@@ -48,7 +48,8 @@ for np in 2 4; do
   [ "$from" -le 2 ] || break
   if [ "$gpus" -ge "$np" ]; then
     echo "== 2. test_mpi Nccl* on $np GPUs"
-    mpirun -np "$np" "$test_mpi" --gtest_filter='Nccl*'
+    # A hung collective must fail the script, not stall it.
+    timeout 900 mpirun -np "$np" "$test_mpi" --gtest_filter='Nccl*'
   else
     echo "== 2. test_mpi Nccl* on $np GPUs: skipped ($gpus visible)"
   fi

@@ -11,6 +11,8 @@
 #include "dapo/core/log.h"
 #include "dapo/parallel/grid.h"
 #include "dapo/parallel/runtime.h"
+#include "dapo/trainer/memory_plan.h"
+#include "dapo/trainer/model_init.h"
 
 namespace dapo::apps {
 
@@ -19,7 +21,10 @@ int run_info(const Invocation& inv) {
   const Config& config = *inv.config;
   try {
     configure_logging({runtime.world_rank(), config.log.all_ranks, parse_log_level(config.log.level)});
-    const parallel::Grid grid = parallel::make_grid(int(config.parallel.tp));
+    // --memory --ranks N plans a launch of N GPUs from this one (a login
+    // node): this launch's own grid is then tp = 1.
+    const bool planned_ranks = inv.options.count("ranks") > 0;
+    const parallel::Grid grid = parallel::make_grid(planned_ranks ? 1 : int(config.parallel.tp));
 #ifdef DAPO_WITH_CUDA
     const char* build = "cpu+cuda";
 #else
@@ -56,6 +61,35 @@ int run_info(const Invocation& inv) {
         if (!(out << ini)) throw UserError(cat(path, ": cannot write the configuration"));
         DAPO_INFO("configuration saved to ", path);
       }
+    }
+    if (inv.options.count("memory") && inv.options["memory"].as<bool>()) {
+      size_t total = size_t(80) << 30;
+      std::string where = "80 GiB assumed: no GPU here; set --gpu-gib";
+      if (inv.options.count("gpu-gib")) {
+        const double g = inv.options["gpu-gib"].as<double>();
+        if (!(g > 0 && g < 1e6)) throw UserError(cat("--gpu-gib ", g, ": must be a positive number of GiB"));
+        total = size_t(g * double(size_t(1) << 30));
+        where = "--gpu-gib";
+      } else if (cuda_available()) {
+        total = device_memory_total();
+        where = "this GPU";
+      }
+      const model::Qwen2Config mc = trainer::initial_model_config(config, grid);
+      int64_t tp = grid.tp_size, dp = grid.dp_size;
+      if (planned_ranks) {
+        const int64_t ranks = inv.options["ranks"].as<int64_t>();
+        tp = config.parallel.tp;
+        if (ranks < 1 || ranks % tp != 0)
+          throw UserError(cat("--ranks ", ranks, ": must be a positive multiple of parallel.tp = ", tp, " (",
+                              config.origin_of("parallel.tp"), ")"));
+        dp = ranks / tp;
+      }
+      model::check_tp_compatible(mc, tp);
+      const trainer::MemoryPlan plan = trainer::memory_plan(config, mc, tp, dp, total);
+      if (grid.world_rank() == 0)
+        std::printf("# GPU memory (%s), model %s: %d layers, hidden %lld\n%s", where.c_str(), config.model.path.c_str(),
+                    int(mc.num_hidden_layers), (long long)mc.hidden_size,
+                    trainer::format_memory_plan(plan, config).c_str());
     }
   } catch (const UserError& e) {
     std::fprintf(stderr, "dapo info: error: %s\n", e.what());

@@ -81,7 +81,11 @@ const std::vector<Command>& commands() {
        run_inspect, ""},
       {"info", "show the build, the rank grid and the resolved configuration (under mpirun)", true,
        [](po::options_description& d, po::positional_options_description&) {
-         d.add_options()("save", po::value<std::string>(), "also write the resolved configuration to this INI file");
+         d.add_options()("save", po::value<std::string>(), "also write the resolved configuration to this INI file")(
+             "memory", po::bool_switch(), "print the per-GPU memory plan of `dapo train` with this configuration")(
+             "gpu-gib", po::value<double>(), "with --memory: GiB of one GPU (default: this GPU's, else 80)")(
+             "ranks", po::value<int64_t>(), "with --memory: plan for this many GPUs (dp = ranks / parallel.tp) "
+             "instead of this launch's");
        },
        run_info, ""},
   };

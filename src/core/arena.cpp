@@ -84,6 +84,17 @@ size_t device_memory_free() {
 #endif
 }
 
+size_t device_memory_total() {
+#ifdef DAPO_WITH_CUDA
+  size_t free = 0, total = 0;
+  const cudaError_t err = cudaMemGetInfo(&free, &total);
+  DAPO_CHECK(err == cudaSuccess, "cudaMemGetInfo: ", cudaGetErrorString(err));
+  return total;
+#else
+  return 0;
+#endif
+}
+
 Arena::Arena(size_t capacity_bytes, Device device, std::string name)
     : capacity_(capacity_bytes), device_(device), name_(std::move(name)) {
   base_ = static_cast<char*>(memory_alloc(device, capacity_bytes));

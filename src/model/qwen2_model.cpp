@@ -55,14 +55,11 @@ int64_t max_seqlen_of(const PackedBatch& b) {
 
 }  // namespace
 
-Qwen2Model::Qwen2Model(ParamStore& params, const parallel::Comm& tp, ModelOptions options)
-    : params_(params), tp_(tp), options_(options) {
-  DAPO_CHECK(tp.valid() && tp.size() == params.tp_size() && tp.rank() == params.tp_rank(),
-             "the parameter store holds tp rank ", params.tp_rank(), " of ", params.tp_size(),
-             ", the tp Comm is rank ", tp.rank(), " of ", tp.size());
-  const Qwen2Config& c = params.config();
-  const int64_t p = tp.size();
-  Dims& d = dims_;
+Qwen2Model::Plan Qwen2Model::plan(const Qwen2Config& c, int64_t p, int64_t tp_rank, DType act,
+                                  const ModelOptions& options) {
+  Plan plan;
+  plan.options = options;
+  Dims& d = plan.dims;
   d.tp = p;
   d.C = c.hidden_size;
   d.D = c.head_dim;
@@ -72,13 +69,25 @@ Qwen2Model::Qwen2Model(ParamStore& params, const parallel::Comm& tp, ModelOption
   d.hkv = p > c.num_key_value_heads ? 1 : c.num_key_value_heads / p;
   d.il = c.intermediate_size / p;
   d.vl = c.vocab_size / p;
-  d.vocab_start = tp.rank() * d.vl;
+  d.vocab_start = tp_rank * d.vl;
   d.eps = float(c.rms_norm_eps);
   d.theta = float(c.rope_theta);
   d.scale = float(1.0 / std::sqrt(double(c.head_dim)));  // HF: head_dim ** -0.5
-  d.act = params.compute_dtype();
+  d.act = act;
   d.head_rows = std::max<int64_t>(1, int64_t(options.logits_chunk_bytes / (size_t(std::max<int64_t>(d.vl, 1)) *
                                                                           dtype_size(d.act))));
+  return plan;
+}
+
+Qwen2Model::Qwen2Model(ParamStore& params, const parallel::Comm& tp, ModelOptions options)
+    : params_(params), tp_(tp), options_(options) {
+  DAPO_CHECK(tp.valid() && tp.size() == params.tp_size() && tp.rank() == params.tp_rank(),
+             "the parameter store holds tp rank ", params.tp_rank(), " of ", params.tp_size(),
+             ", the tp Comm is rank ", tp.rank(), " of ", tp.size());
+  const Qwen2Config& c = params.config();
+  const int64_t p = tp.size();
+  dims_ = plan(c, p, tp.rank(), params.compute_dtype(), options).dims;
+  const Dims& d = dims_;
 
   const int64_t replicas = kv_replicas(c, p);
   if (replicas > 1) kv_group_ = tp.split(int(tp.rank() / replicas), tp.rank());

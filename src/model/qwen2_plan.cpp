@@ -76,10 +76,18 @@ CachedBuffers carve_cached(Carver& c, const Dims& d, int64_t N, int64_t B) {
 
 }  // namespace detail
 
-size_t Qwen2Model::train_activation_bytes(int64_t T) const {
+size_t Qwen2Model::train_activation_bytes(int64_t T) const { return plan().train_activation_bytes(T); }
+size_t Qwen2Model::inference_activation_bytes(int64_t T) const { return plan().inference_activation_bytes(T); }
+size_t Qwen2Model::cached_activation_bytes(int64_t N, int64_t B) const { return plan().cached_activation_bytes(N, B); }
+size_t Qwen2Model::scratch_bytes(int64_t T, int64_t max_len, int64_t gathered_rows, int threads) const {
+  return plan().scratch_bytes(T, max_len, gathered_rows, threads);
+}
+
+size_t Qwen2Model::Plan::train_activation_bytes(int64_t T) const {
+  const Dims& dims_ = dims;
   detail::Carver c(nullptr);
   Activations saved;
-  saved.recompute = options_.activation_recompute;
+  saved.recompute = options.activation_recompute;
   detail::carve_train_saved(c, dims_, T, saved);
   const size_t after_forward = c.mark();
   detail::carve_train_forward_temps(c, dims_, T, saved.recompute);
@@ -95,7 +103,8 @@ size_t Qwen2Model::train_activation_bytes(int64_t T) const {
   return c.arena_bytes();
 }
 
-size_t Qwen2Model::inference_activation_bytes(int64_t T) const {
+size_t Qwen2Model::Plan::inference_activation_bytes(int64_t T) const {
+  const Dims& dims_ = dims;
   detail::Carver c(nullptr);
   detail::carve_inference(c, dims_, T);
   const size_t mark = c.mark();
@@ -105,13 +114,15 @@ size_t Qwen2Model::inference_activation_bytes(int64_t T) const {
   return c.arena_bytes();
 }
 
-size_t Qwen2Model::cached_activation_bytes(int64_t N, int64_t B) const {
+size_t Qwen2Model::Plan::cached_activation_bytes(int64_t N, int64_t B) const {
+  const Dims& dims_ = dims;
   detail::Carver c(nullptr);
   detail::carve_cached(c, dims_, N, B);
   return c.arena_bytes();
 }
 
-size_t Qwen2Model::scratch_bytes(int64_t T, int64_t max_len, int64_t gathered_rows, int threads) const {
+size_t Qwen2Model::Plan::scratch_bytes(int64_t T, int64_t max_len, int64_t gathered_rows, int threads) const {
+  const Dims& dims_ = dims;
   const size_t f = sizeof(float);
   // attention_forward / paged_attention: one score row per thread;
   // attention_backward: (hq, T); gather_from_tp: the gathered (rows, V).

@@ -211,6 +211,21 @@ int64_t kv_blocks_for_budget(const model::Qwen2Config& config, int64_t tp_size, 
   return std::min<int64_t>(lo, INT32_MAX);
 }
 
+GenerationMemory generation_memory(const model::Qwen2Model::Plan& plan, int64_t max_seqs, int64_t max_tokens,
+                                   int64_t max_len, int64_t block_size, Device device, int threads) {
+  GenerationMemory m;
+  const int64_t V = plan.dims.V, max_blocks = (max_len + block_size - 1) / block_size;
+  m.activations = plan.cached_activation_bytes(max_tokens, max_seqs);
+  // The CPU sampler's per-thread row copies; the GPU's needs none.
+  const size_t sampling = device == Device::cpu ? size_t(threads) * 8 * size_t(V) + 2 * Arena::kAlign : 0;
+  m.scratch = std::max(plan.scratch_bytes(max_tokens, max_len, max_seqs, threads), sampling);
+  Carver count_rows(nullptr);  // the same carve generate() makes
+  carve_step_rows(count_rows, max_seqs, V);
+  m.rows = count_rows.arena_bytes();
+  m.staging = StepStaging::capacity_for(max_tokens, max_seqs, max_blocks, max_seqs, max_seqs);
+  return m;
+}
+
 GenerationEngine::GenerationEngine(const model::Qwen2Model& model, const parallel::Comm& tp, const ops::Ctx& ctx,
                                    EngineOptions options)
     : model_(model), tp_(tp), ctx_(ctx), options_(options) {
@@ -251,20 +266,16 @@ RolloutBatch GenerationEngine::generate(std::span<const PromptInput> prompts, co
   const int64_t max_blocks = (max_len + bs - 1) / bs;
 
   // ---- the memory of one step, before the pool, which takes what is left ----
-  const int threads = on_gpu ? 1 : omp_get_max_threads();
-  Arena act(model_.cached_activation_bytes(max_tokens, max_seqs), device, "generation-activations");
-  const size_t sampling_scratch = on_gpu ? 0 : size_t(threads) * 8 * size_t(V) + 2 * Arena::kAlign;
-  Arena scratch(std::max(model_.scratch_bytes(max_tokens, max_len, max_seqs, threads), sampling_scratch), device,
-                "generation-scratch");
+  const GenerationMemory mem =
+      generation_memory(model_.plan(), max_seqs, max_tokens, max_len, bs, device, on_gpu ? 1 : omp_get_max_threads());
+  Arena act(mem.activations, device, "generation-activations");
+  Arena scratch(mem.scratch, device, "generation-scratch");
   ops::Ctx ctx = ctx_;
   ctx.scratch = &scratch;
-  // The step's rows, in an arena sized by a counting pass of the same carve.
-  Carver count_rows(nullptr);
-  carve_step_rows(count_rows, max_seqs, V);
-  Arena rows(count_rows.arena_bytes(), device, "generation-rows");
+  Arena rows(mem.rows, device, "generation-rows");
   Carver carve_rows(&rows);
   const auto [logits, sampled] = carve_step_rows(carve_rows, max_seqs, V);
-  StepStaging staging(StepStaging::capacity_for(max_tokens, max_seqs, max_blocks, max_seqs, max_seqs), ctx);
+  StepStaging staging(mem.staging, ctx);
   Arena readback(2 * (size_t(max_seqs) * sizeof(int32_t) + Arena::kAlign), Arena::Pinned{}, "sampled-tokens-host");
   int32_t* const host_tokens = readback.alloc_array<int32_t>(size_t(max_seqs));
   float* const host_logprobs = readback.alloc_array<float>(size_t(max_seqs));

@@ -31,6 +31,21 @@ model::RandomInit fresh_init(uint64_t seed) {
   return init;
 }
 
+model::Qwen2Config initial_model_config(const Config& config, const parallel::Grid& grid) {
+  std::string error;
+  rollout::ModelSource source;
+  model::Qwen2Config mc;
+  try {
+    source = rollout::resolve_model_source("", config.model);
+    if (source.hf_dir) mc = model::load_qwen2_config((fs::path(source.path) / "config.json").string());
+  } catch (const UserError& e) {
+    error = e.what();
+  }
+  io::agree_on_error(grid.world, error);
+  if (!source.hf_dir) mc = io::CheckpointReader(source.path, grid.world).info().model;
+  return mc;
+}
+
 InitialModel load_initial_model(const Config& config, const parallel::Grid& grid, const ops::CudaDevice* gpu) {
   const Device device = gpu ? Device::cuda : Device::cpu;
   void* stream = gpu ? gpu->ctx(nullptr).stream : nullptr;

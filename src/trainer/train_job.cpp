@@ -12,6 +12,7 @@
 #include "dapo/io/checkpoint.h"
 #include "dapo/trainer/checkpointing.h"
 #include "dapo/trainer/dapo_trainer.h"
+#include "dapo/trainer/memory_plan.h"
 #include "dapo/trainer/model_init.h"
 #include "dapo/trainer/prompt_set.h"
 #include "dapo/trainer/rank_device.h"
@@ -55,6 +56,13 @@ TrainSummary run_train_job(const Config& config, const parallel::Grid& grid, con
   write_run_config(config, grid);
 
   const std::unique_ptr<ops::CudaDevice> gpu = open_rank_device(config, grid, grid.local_rank);
+  if (gpu) {
+    // Before anything is loaded: a run that cannot fit stops here, saying what to change.
+    const MemoryPlan plan =
+        memory_plan(config, initial_model_config(config, grid), grid.tp_size, grid.dp_size, gpu->memory_total());
+    if (!plan.fits()) throw UserError(cat("the run does not fit the GPUs' memory\n", format_memory_plan(plan, config)));
+    if (root) DAPO_INFO(format_memory_plan(plan, config));
+  }
   InitialModel initial = load_initial_model(config, grid, gpu.get());
   model::ParamStore& params = *initial.params;
   std::unique_ptr<model::ParamStore> reference;

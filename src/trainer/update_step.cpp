@@ -33,6 +33,15 @@ size_t staging_bytes(int64_t T, int64_t B) {
 
 }  // namespace
 
+UpdateRunner::ArenaBytes UpdateRunner::arena_bytes(const model::Qwen2Model::Plan& plan, int64_t T, int64_t B,
+                                                   int64_t max_len, bool train, bool gpu, int threads) {
+  ArenaBytes a;
+  a.activations = train ? plan.train_activation_bytes(T) : plan.inference_activation_bytes(T);
+  if (gpu) a.activations += staging_bytes(T, B);
+  a.scratch = plan.scratch_bytes(T, max_len, 0, threads);
+  return a;
+}
+
 void UpdateRunner::reserve(std::span<const MicroBatch> micro_batches, bool train) {
   int64_t T = 1, max_len = 1, B = 1;
   for (const MicroBatch& mb : micro_batches) {
@@ -40,9 +49,8 @@ void UpdateRunner::reserve(std::span<const MicroBatch> micro_batches, bool train
     B = std::max(B, mb.num_sequences());
     max_len = std::max(max_len, mb.max_sequence_length());
   }
-  size_t act_bytes = train ? model_.train_activation_bytes(T) : model_.inference_activation_bytes(T);
-  size_t scratch_bytes = model_.scratch_bytes(T, max_len, 0, omp_get_max_threads());
-  if (gpu_) act_bytes += staging_bytes(T, B);
+  const ArenaBytes need = arena_bytes(model_.plan(), T, B, max_len, train, gpu_ != nullptr, omp_get_max_threads());
+  const size_t act_bytes = need.activations, scratch_bytes = need.scratch;
   const Device device = model_.params().device();
   if (!act_ || act_->capacity() < act_bytes) act_ = std::make_unique<Arena>(act_bytes, device, "update-activations");
   if (!scratch_ || scratch_->capacity() < scratch_bytes) {

@@ -7,6 +7,7 @@
 // mean for bf16 logits, whose last bits differ with the split.
 // Named Nccl* so that the GPU ctest entries pick these up.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -108,6 +109,9 @@ TEST(NcclEngine, TensorParallelGenerationMatchesOneFp32Model) {
   if (world.all_reduce_i64(gpus >= world.size() ? 0 : 1, ReduceOp::max))
     GTEST_SKIP() << "needs one GPU per rank (" << gpus << " visible)";
   const ops::CudaDevice gpu(world.rank());
+  // The CPU reference runs on every rank at once: a few threads each, not
+  // every core per rank (spinning OpenMP teams oversubscribe the node).
+  omp_set_num_threads(4);
   const model::Qwen2Config c = config();
   // The CPU reference: the same weights, rounded to bf16 as the GPU's are.
   model::ParamStore ref_store(c, 0, 1);

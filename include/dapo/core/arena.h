@@ -25,8 +25,9 @@ void memory_free(Device device, void* p);
 void* pinned_alloc(size_t bytes);
 void pinned_free(void* p);
 bool cuda_available();  // built with CUDA and at least one device visible
-// Bytes free on the current GPU (cudaMemGetInfo); 0 without CUDA.
+// Bytes free on the current GPU, and its total (cudaMemGetInfo); 0 without CUDA.
 size_t device_memory_free();
+size_t device_memory_total();
 
 class Arena {
  public:

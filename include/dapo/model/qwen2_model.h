@@ -168,6 +168,23 @@ class Qwen2Model {
   };
   const Dims& dims() const { return dims_; }
 
+  // The memory plan of a model without its weights or a Comm: the same
+  // counting carves as the methods above (which delegate to it), for
+  // `dapo info --memory` and a run's fit check before anything is loaded.
+  struct Plan {
+    Dims dims;
+    ModelOptions options;
+    size_t train_activation_bytes(int64_t T) const;
+    size_t inference_activation_bytes(int64_t T) const;
+    size_t cached_activation_bytes(int64_t N, int64_t B) const;
+    size_t scratch_bytes(int64_t T, int64_t max_len, int64_t gathered_rows, int threads) const;
+  };
+  // Tensor-parallel rank tp_rank of tp_size, activations in `act` (bf16 on
+  // a GPU, f32 on the CPU).
+  static Plan plan(const Qwen2Config& config, int64_t tp_size, int64_t tp_rank, DType act,
+                   const ModelOptions& options = {});
+  Plan plan() const { return {dims_, options_}; }
+
   // Views of one layer's tensors (parameters, or their gradients): norms
   // (C), q (hq*D, C) + bias, k/v (hkv*D, C) + bias, o (C, hq*D),
   // gate/up (il, C), down (C, il).

@@ -149,6 +149,18 @@ struct GenerationStats {
 int64_t kv_blocks_for_budget(const model::Qwen2Config& config, int64_t tp_size, int64_t block_size,
                              size_t budget_bytes, Device device = Device::cpu);
 
+// The device memory of one generate() besides the KV pool, from the same
+// carves generate() makes: a step's activations (max_tokens new tokens of
+// max_seqs sequences), the ops' scratch, the step's logits rows and the
+// metadata staging block (a pinned host twin of the same size on a GPU).
+// max_len: the longest prompt plus max_response_length.
+struct GenerationMemory {
+  size_t activations = 0, scratch = 0, rows = 0, staging = 0;
+  size_t total() const { return activations + scratch + rows + staging; }
+};
+GenerationMemory generation_memory(const model::Qwen2Model::Plan& plan, int64_t max_seqs, int64_t max_tokens,
+                                   int64_t max_len, int64_t block_size, Device device, int threads);
+
 class GenerationEngine {
  public:
   // `model`, `tp` (the model's tp Comm) must outlive the engine. The ctx's

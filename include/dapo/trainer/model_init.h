@@ -44,6 +44,11 @@ model::RandomInit fresh_init(uint64_t seed);
 // Collective over grid.world. UserError (on every rank alike) for a missing
 // model.path, an unreadable model or a model tp cannot split.
 // The store lives on `gpu` (its memory and stream) when one is given.
+// The architecture of model.path (an HF directory's config.json, or a dapo
+// checkpoint's model_config), read without loading weights. Collective
+// over grid.world; UserError on every rank alike.
+model::Qwen2Config initial_model_config(const Config& config, const parallel::Grid& grid);
+
 InitialModel load_initial_model(const Config& config, const parallel::Grid& grid,
                                 const ops::CudaDevice* gpu = nullptr);
 

@@ -97,6 +97,14 @@ class UpdateRunner {
     size_t activations = 0, activations_peak = 0, scratch = 0, scratch_peak = 0;
   };
   ArenaUse arena_use() const;
+  // The arenas' sizes for micro-batches of at most T tokens in B sequences,
+  // the longest max_len: what reserve() carves (train: forward + backward;
+  // else scoring), on a GPU with its device-side staging of the batch.
+  struct ArenaBytes {
+    size_t activations = 0, scratch = 0;
+  };
+  static ArenaBytes arena_bytes(const model::Qwen2Model::Plan& plan, int64_t T, int64_t B, int64_t max_len,
+                                bool train, bool gpu, int threads);
   // Frees the activation and scratch arenas, so that another phase (the
   // engine's KV pool) can have the memory; the next step or score makes
   // them again, as large as it needs.
