@@ -1,6 +1,7 @@
 // Generation forward over the paged KV cache: new tokens of many sequences
 // at once (prefill chunks and single decode tokens alike), logits of each
-// sequence's last new token gathered to the whole vocabulary.
+// sequence's last new token, gathered to the whole vocabulary or left in
+// this rank's vocabulary shard.
 #include "dapo/model/qwen2_model.h"
 
 #include <algorithm>
@@ -65,7 +66,10 @@ void Qwen2Model::forward_cached(const ops::Ctx& ctx, Arena& act, const KvCache& 
              "cu_seqlens_q, context_lens and block_table must describe the ", B, " sequences of last_rows");
   DAPO_CHECK(cache.k.size() == size_t(dims_.L) && cache.v.size() == size_t(dims_.L), "KV cache of ",
              cache.k.size(), " layers for a model of ", dims_.L);
-  DAPO_CHECK_SHAPE(logits, {B, dims_.V});
+  DAPO_CHECK(logits.dtype == DType::f32 && logits.ndim == 2 && logits.shape[0] == B && (logits.shape[1] == dims_.V || logits.shape[1] == dims_.vl),
+             "forward_cached: logits ", logits.shape_string(), ", expected (", B, ", ", dims_.V, ") or this rank's (",
+             B, ", ", dims_.vl, ")");
+  const bool gathered = logits.shape[1] == dims_.V;
 
   int64_t max_context_len = batch.max_context_len;
   if (max_context_len <= 0) {
@@ -99,6 +103,10 @@ void Qwen2Model::forward_cached(const ops::Ctx& ctx, Arena& act, const KvCache& 
   ops::embedding_forward(ctx, b.x_last, batch.last_rows, b.x, 0);
   ops::rmsnorm_forward(ctx, b.xn, b.rstd, b.x_last, norm_w, dims_.eps);
   parallel::copy_to_tp_forward(ctx, tp_, b.xn, b.xn);
+  if (!gathered) {  // this rank's shard, straight from the head
+    ops::linear_forward(ctx, logits, b.xn, params_.lm_head().compute, Tensor{});
+    return;
+  }
   ops::linear_forward(ctx, b.logits, b.xn, params_.lm_head().compute, Tensor{});
   parallel::gather_from_tp_forward(ctx, tp_, logits, b.logits);
 }

@@ -17,13 +17,14 @@
 #include "dapo/ops/fill.h"
 #include "dapo/ops/sampling.h"
 #include "decode_graphs.h"
+#include "dapo/rollout/tp_sampling.h"
 #include "step_staging.h"
 
 namespace dapo::rollout {
 namespace {
 
 // The per-step rows of generate(), on the backend's device: the logits of
-// the step (B, V), and the sampled tokens (R) i32 followed by their
+// the step in this rank's vocabulary shard (B, V / tp), and the sampled tokens (R) i32 followed by their
 // log-probs (R) f32 in one block (`sampled`, 2 * max_seqs words), so that
 // one copy brings both back to the host. B and R are at most max_seqs.
 // Carved from c's arena, or only counted when c has none: generate() sizes
@@ -214,13 +215,15 @@ int64_t kv_blocks_for_budget(const model::Qwen2Config& config, int64_t tp_size, 
 GenerationMemory generation_memory(const model::Qwen2Model::Plan& plan, int64_t max_seqs, int64_t max_tokens,
                                    int64_t max_len, int64_t block_size, Device device, int threads) {
   GenerationMemory m;
-  const int64_t V = plan.dims.V, max_blocks = (max_len + block_size - 1) / block_size;
+  const int64_t V = plan.dims.V, tp = plan.dims.tp, max_blocks = (max_len + block_size - 1) / block_size;
   m.activations = plan.cached_activation_bytes(max_tokens, max_seqs);
   // The CPU sampler's per-thread row copies; the GPU's needs none.
   const size_t sampling = device == Device::cpu ? size_t(threads) * 8 * size_t(V) + 2 * Arena::kAlign : 0;
-  m.scratch = std::max(plan.scratch_bytes(max_tokens, max_len, max_seqs, threads), sampling);
+  // Under tp, sample_tokens_tp's per-row search state (tp_sampling.h).
+  const size_t sharded = tp > 1 ? size_t(max_seqs) * (4352 + 24 * size_t(tp)) + (size_t(1) << 16) : 0;
+  m.scratch = std::max(plan.scratch_bytes(max_tokens, max_len, max_seqs, threads), sampling + sharded);
   Carver count_rows(nullptr);  // the same carve generate() makes
-  carve_step_rows(count_rows, max_seqs, V);
+  carve_step_rows(count_rows, max_seqs, plan.dims.vl);
   m.rows = count_rows.arena_bytes();
   m.staging = StepStaging::capacity_for(max_tokens, max_seqs, max_blocks, max_seqs, max_seqs);
   return m;
@@ -274,7 +277,9 @@ RolloutBatch GenerationEngine::generate(std::span<const PromptInput> prompts, co
   ctx.scratch = &scratch;
   Arena rows(mem.rows, device, "generation-rows");
   Carver carve_rows(&rows);
-  const auto [logits, sampled] = carve_step_rows(carve_rows, max_seqs, V);
+  // Logits rows of this rank's vocabulary shard (the whole vocabulary at tp = 1).
+  const int64_t VL = model_.dims().vl;
+  const auto [logits, sampled] = carve_step_rows(carve_rows, max_seqs, VL);
   StepStaging staging(mem.staging, ctx);
   Arena readback(2 * (size_t(max_seqs) * sizeof(int32_t) + Arena::kAlign), Arena::Pinned{}, "sampled-tokens-host");
   int32_t* const host_tokens = readback.alloc_array<int32_t>(size_t(max_seqs));
@@ -353,9 +358,9 @@ RolloutBatch GenerationEngine::generate(std::span<const PromptInput> prompts, co
     const StepViews v = replay ? stage(staging, padded, (Cp + bs - 1) / bs, Cp, step)
                                : stage(staging, step.arrays, step.max_blocks, step.max_context_len, step);
     run_copies(ctx, cache, step, v);
-    const Tensor step_logits(logits, DType::f32, {B, V}, device);
+    const Tensor step_logits(logits, DType::f32, {B, VL}, device);
     if (replay) {
-      const Tensor padded_logits(logits, DType::f32, {Bp, V}, device);
+      const Tensor padded_logits(logits, DType::f32, {Bp, VL}, device);
       const ops::CapturedGraph* graph = decode_graphs.find(Bp, Cp);
       if (graph == nullptr)
         graph = &decode_graphs.add(Bp, Cp, ops::CapturedGraph::capture(ctx, [&] {
@@ -370,8 +375,12 @@ RolloutBatch GenerationEngine::generate(std::span<const PromptInput> prompts, co
       // prefill ends here is sampled n times from its one row.
       const Tensor tokens(sampled, DType::i32, {R}, device);
       const Tensor logprobs(sampled + max_seqs, DType::f32, {R}, device);
-      ops::sample_tokens(ctx, tokens, logprobs, step_logits, step.rows_are_chunks ? Tensor{} : v.logit_rows,
-                         v.streams, v.counters, params);
+      const Tensor rows_of = step.rows_are_chunks ? Tensor{} : v.logit_rows;
+      if (tp_size > 1)
+        sample_tokens_tp(ctx, tp_, tokens, logprobs, step_logits, rows_of, v.streams, v.counters, params,
+                         model_.dims().vocab_start);
+      else
+        ops::sample_tokens(ctx, tokens, logprobs, step_logits, rows_of, v.streams, v.counters, params);
       // The one read-back of the step; it also tells the host that the
       // step's staged metadata was consumed.
       ops::copy(ctx, Tensor(host_tokens, DType::i32, {R}), tokens);

@@ -172,7 +172,7 @@ TEST(CachedDeathTest, MismatchedStepIsFatal) {
     f();
   };
   EXPECT_DEATH(die([&] { m.forward_cached(ws.ctx, ws.act, cache, s.view(), tensor_f32(logits.data(), {2, 64})); }),
-               "logits has shape");
+               "forward_cached: logits \\(2, 64\\), expected \\(1, ");
   CachedBatch bad = s.view();
   bad.context_lens = tensor_i32(s.context_lens.data(), {0});
   EXPECT_DEATH(die([&] { m.forward_cached(ws.ctx, ws.act, cache, bad, tensor_f32(logits.data(), {1, 64})); }),

@@ -137,8 +137,11 @@ class Qwen2Model {
   // ---- generation ------------------------------------------------------
   // Runs the new tokens of every sequence, writes their k/v into the cache
   // (cache pools of this rank's hkv heads), and returns the logits of each
-  // sequence's LAST new token gathered to the whole vocabulary.
-  // logits: (B, V) f32, overwritten (the same on every tp rank).
+  // sequence's LAST new token: gathered to the whole vocabulary, or this
+  // rank's vocabulary shard only (rollout/tp_sampling.h samples from the
+  // shards without gathering them).
+  // logits: (B, V) f32, overwritten (the same on every tp rank), or
+  //   (B, V / tp) f32: ids [vocab_start, vocab_start + V / tp), no collective.
   void forward_cached(const ops::Ctx& ctx, Arena& act, const KvCache& cache, const CachedBatch& batch,
                       Tensor logits) const;
 

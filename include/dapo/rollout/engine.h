@@ -12,10 +12,12 @@
 // ~1e-7 of a boundary).
 //
 // Tensor parallelism: the tp ranks of a group call generate() together
-// with the same prompts. forward_cached gives every tp rank the same
-// full-vocabulary logits and sampling is deterministic, so every rank
-// samples the same tokens and the schedulers stay in step without talking;
-// EngineOptions::check_tp_agreement verifies it at every step.
+// with the same prompts. Each keeps the logits of its vocabulary shard
+// (the LM head is column-parallel) and sample_tokens_tp (tp_sampling.h)
+// draws from the shards with small per-row collectives, never gathering
+// the full-vocabulary logits; every rank gets the same tokens, so the
+// schedulers stay in step without talking; EngineOptions::check_tp_agreement
+// verifies it at every step.
 //
 // Memory: each generate() carves, on the backend's device, the activations
 // of one step (max_batch_tokens new tokens of max_num_seqs sequences), the
