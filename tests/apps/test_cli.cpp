@@ -43,6 +43,26 @@ TEST(Cli, EveryCommandHasHelpWithItsOptions) {
   }
 }
 
+// The memory plan of a 128-GPU job, from one process without a GPU.
+TEST(Cli, InfoPrintsTheMemoryPlanOfAPlannedLaunch) {
+  const std::string src = DAPO_SOURCE_DIR;
+  auto info = [&](const std::string& ranks, const std::string& gib, const std::string& extra) {
+    return run("info --memory --ranks " + ranks + " --gpu-gib " + gib + " --config " + src + "/inputs/dapo_base.ini," +
+               src + "/inputs/dapo_32b.ini --model.path=" + src + "/inputs/shapes/qwen2.5-32b --parallel.backend=cpu " +
+               extra);
+  };
+  Result r = info("128", "80", "");
+  EXPECT_EQ(r.code, 0) << r.output;
+  for (const char* part : {"tp 8 x dp 16", "whole run", "update", "generation", "KV pool", "fits: yes"})
+    EXPECT_NE(r.output.find(part), std::string::npos) << part << "\n" << r.output;
+  r = info("128", "24", "--train.activation_recompute=false --optim.shard_optimizer=false");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("fits: NO"), std::string::npos) << r.output;
+  r = info("12", "80", "");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("--ranks 12: must be a positive multiple of parallel.tp = 8"), std::string::npos) << r.output;
+}
+
 TEST(Cli, InspectOfAMissingFileFails) {
   const Result r = run("inspect nothing.h5");
   EXPECT_EQ(r.code, 2);
