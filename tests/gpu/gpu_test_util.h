@@ -6,15 +6,24 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "dapo/core/arena.h"
 #include "dapo/ops/cuda_device.h"
 
 namespace dapo::test {
+
+// tests/fixtures, or DAPO_FIXTURES_DIR (the GPU machine runs the binary
+// away from the source tree it was built in).
+inline std::string fixtures_dir() {
+  if (const char* d = std::getenv("DAPO_FIXTURES_DIR")) return d;
+  return std::string(DAPO_SOURCE_DIR) + "/tests/fixtures";
+}
 
 class GpuTest : public ::testing::Test {
  protected:

@@ -26,30 +26,12 @@
 namespace dapo::test {
 namespace {
 
-std::string fixtures_dir() {
-  if (const char* d = std::getenv("DAPO_FIXTURES_DIR")) return d;
-  return std::string(DAPO_SOURCE_DIR) + "/tests/fixtures";
-}
-
 // Logit gaps below this are within the bf16 model's noise (the cached
 // forward test measures ~0.02 relative error on the logits).
 constexpr float kTie = 0.05f;
 
 // Head dim 128, GQA 4:1, a vocabulary that is not a power of two.
-model::Qwen2Config mid_config() {
-  model::Qwen2Config c;
-  c.vocab_size = 1000;
-  c.hidden_size = 512;
-  c.intermediate_size = 1376;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 1;
-  c.head_dim = 128;
-  c.max_position_embeddings = 4096;
-  c.rms_norm_eps = 1e-6;
-  c.rope_theta = 1e6;
-  return c;
-}
+model::Qwen2Config mid_config() { return test::mid_config(1, 4096); }
 
 class EngineGpu : public GpuTest {
  protected:
@@ -104,25 +86,7 @@ class EngineGpu : public GpuTest {
 
   // The fp32 model's logits (L, V) at every position of `tokens` (one
   // sequence): row i predicts token i + 1.
-  std::vector<float> cpu_logits(const std::vector<int32_t>& tokens) {
-    const int64_t T = int64_t(tokens.size()), V = config_.vocab_size;
-    std::vector<int32_t> toks = tokens, cu{0, int32_t(T)};
-    std::vector<int32_t> pos(static_cast<size_t>(T)), tgt(static_cast<size_t>(T), 0);
-    for (int64_t t = 0; t < T; ++t) pos[size_t(t)] = int32_t(t);
-    model::PackedBatch b;
-    b.tokens = tensor_i32(toks.data(), {T});
-    b.positions = tensor_i32(pos.data(), {T});
-    b.cu_seqlens = tensor_i32(cu.data(), {2});
-    b.targets = tensor_i32(tgt.data(), {T});
-    b.max_seqlen = T;
-    std::vector<float> logits(size_t(T * V));
-    Arena act(cpu_model_->inference_activation_bytes(T) + (size_t(8) << 20), Device::cpu, "ref-act");
-    Arena scratch(cpu_model_->scratch_bytes(T, T, T, 64) + (size_t(8) << 20), Device::cpu, "ref-scratch");
-    ops::Ctx host;
-    host.scratch = &scratch;
-    cpu_model_->forward_logits(host, act, b, tensor_f32(logits.data(), {T, V}));
-    return logits;
-  }
+  std::vector<float> cpu_logits(const std::vector<int32_t>& tokens) { return host_logits(*cpu_model_, tokens); }
 
   // For response r of `b`: the fp32 model's gap max(logits) - logits[token]
   // at each of its tokens (teacher-forced on the response itself).

@@ -22,13 +22,6 @@
 namespace dapo::test {
 namespace {
 
-// tests/fixtures, or DAPO_FIXTURES_DIR (the GPU machine runs the binary
-// away from the source tree it was built in).
-std::string fixtures_dir() {
-  if (const char* d = std::getenv("DAPO_FIXTURES_DIR")) return d;
-  return std::string(DAPO_SOURCE_DIR) + "/tests/fixtures";
-}
-
 bool all_finite(const std::vector<float>& v) {
   for (float x : v)
     if (!std::isfinite(x)) return false;
@@ -127,21 +120,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, ModelGpuFixture, ::testing::Values("small_d64
 // A model of real proportions (head dim 128, GQA 4:1, a vocabulary that is
 // not a power of two) on a packed batch with a long and a one-token
 // sequence: the GPU against the CPU model, and the GPU against itself.
-model::Qwen2Config mid_config() {
-  model::Qwen2Config c;
-  c.vocab_size = 1000;
-  c.hidden_size = 512;
-  c.intermediate_size = 1376;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 1;
-  c.head_dim = 128;
-  c.max_position_embeddings = 4096;
-  c.rms_norm_eps = 1e-6;
-  c.rope_theta = 1e6;
-  c.tie_word_embeddings = false;
-  return c;
-}
+model::Qwen2Config mid_config() { return test::mid_config(1, 4096); }
 
 model::RandomInit mid_init() {
   model::RandomInit init;

@@ -33,6 +33,25 @@ inline model::Qwen2Config tiny_config(bool tied, int64_t kv_heads = 2, double ro
   return c;
 }
 
+// A model of real proportions at a small size: head dim 128, 4 query heads
+// on `kv_heads` KV heads, hidden 512, intermediate 1376, 2 layers, a
+// vocabulary of 1000 (not a power of two), untied embeddings.
+inline model::Qwen2Config mid_config(int64_t kv_heads, int64_t max_positions) {
+  model::Qwen2Config c;
+  c.vocab_size = 1000;
+  c.hidden_size = 512;
+  c.intermediate_size = 1376;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = kv_heads;
+  c.head_dim = 128;
+  c.max_position_embeddings = max_positions;
+  c.rms_norm_eps = 1e-6;
+  c.rope_theta = 1e6;
+  c.tie_word_embeddings = false;
+  return c;
+}
+
 // Scales that give O(1) activations and logits in the tiny model, with
 // biases and norm weights well away from their defaults.
 inline model::RandomInit tiny_init(uint64_t seed = 7) {
@@ -189,5 +208,27 @@ struct HostCachedStep {
             tensor_i32(context_lens.data(), {B})};
   }
 };
+
+// The logits (T, V) of a host model at every position of one sequence
+// (row i predicts token i + 1): teacher-forced references for generation.
+inline std::vector<float> host_logits(const model::Qwen2Model& m, const std::vector<int32_t>& tokens) {
+  const int64_t T = int64_t(tokens.size()), V = m.config().vocab_size;
+  std::vector<int32_t> toks = tokens, cu{0, int32_t(T)};
+  std::vector<int32_t> pos(static_cast<size_t>(T)), tgt(static_cast<size_t>(T), 0);
+  for (int64_t t = 0; t < T; ++t) pos[size_t(t)] = int32_t(t);
+  model::PackedBatch b;
+  b.tokens = tensor_i32(toks.data(), {T});
+  b.positions = tensor_i32(pos.data(), {T});
+  b.cu_seqlens = tensor_i32(cu.data(), {2});
+  b.targets = tensor_i32(tgt.data(), {T});
+  b.max_seqlen = T;
+  std::vector<float> logits(size_t(T * V));
+  Arena act(m.inference_activation_bytes(T) + (size_t(8) << 20), Device::cpu, "ref-act");
+  Arena scratch(m.scratch_bytes(T, T, T, 64) + (size_t(8) << 20), Device::cpu, "ref-scratch");
+  ops::Ctx host;
+  host.scratch = &scratch;
+  m.forward_logits(host, act, b, tensor_f32(logits.data(), {T, V}));
+  return logits;
+}
 
 }  // namespace dapo::test

@@ -19,25 +19,12 @@
 #include "dapo/ops/cuda_device.h"
 #include "dapo/parallel/grid.h"
 #include "dapo/rollout/engine.h"
+#include "model/model_test_util.h"
 
 namespace dapo::parallel {
 namespace {
 
-model::Qwen2Config config() {
-  model::Qwen2Config c;
-  c.vocab_size = 1000;
-  c.hidden_size = 512;
-  c.intermediate_size = 1376;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.head_dim = 128;
-  c.max_position_embeddings = 2048;
-  c.rms_norm_eps = 1e-6;
-  c.rope_theta = 1e6;
-  c.tie_word_embeddings = false;
-  return c;
-}
+model::Qwen2Config config() { return test::mid_config(2, 2048); }
 
 model::RandomInit init() {
   model::RandomInit r;
@@ -72,21 +59,7 @@ Reference reference(const model::Qwen2Model& m, const rollout::RolloutBatch& b, 
     const auto resp = b.response(r);
     std::vector<int32_t> toks(prompt.begin(), prompt.end());
     toks.insert(toks.end(), resp.begin(), resp.end());
-    const int64_t T = int64_t(toks.size());
-    std::vector<int32_t> pos(static_cast<size_t>(T)), cu{0, int32_t(T)}, tgt(static_cast<size_t>(T), 0);
-    for (int64_t t = 0; t < T; ++t) pos[size_t(t)] = int32_t(t);
-    model::PackedBatch pb;
-    pb.tokens = tensor_i32(toks.data(), {T});
-    pb.positions = tensor_i32(pos.data(), {T});
-    pb.cu_seqlens = tensor_i32(cu.data(), {2});
-    pb.targets = tensor_i32(tgt.data(), {T});
-    pb.max_seqlen = T;
-    std::vector<float> logits(static_cast<size_t>(T * V));
-    Arena act(m.inference_activation_bytes(T) + (size_t(8) << 20), Device::cpu, "ref-act");
-    Arena scratch(m.scratch_bytes(T, T, T, 64) + (size_t(8) << 20), Device::cpu, "ref-scratch");
-    ops::Ctx host;
-    host.scratch = &scratch;
-    m.forward_logits(host, act, pb, tensor_f32(logits.data(), {T, V}));
+    const std::vector<float> logits = test::host_logits(m, toks);
     std::vector<float> lp, gap;
     for (size_t i = 0; i < resp.size(); ++i) {
       const float* row = logits.data() + (prompt.size() - 1 + i) * size_t(V);

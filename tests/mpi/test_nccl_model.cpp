@@ -20,26 +20,13 @@
 #include "dapo/optim/adamw.h"
 #include "dapo/parallel/grid.h"
 #include "dapo/trainer/update_step.h"
+#include "model/model_test_util.h"
 #include "model/fixture_util.h"
 
 namespace dapo::parallel {
 namespace {
 
-model::Qwen2Config config() {
-  model::Qwen2Config c;
-  c.vocab_size = 1000;
-  c.hidden_size = 512;
-  c.intermediate_size = 1376;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.head_dim = 128;
-  c.max_position_embeddings = 2048;
-  c.rms_norm_eps = 1e-6;
-  c.rope_theta = 1e6;
-  c.tie_word_embeddings = false;
-  return c;
-}
+model::Qwen2Config config() { return test::mid_config(2, 2048); }
 
 model::RandomInit init() {
   model::RandomInit r;
