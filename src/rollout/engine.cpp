@@ -212,6 +212,15 @@ int64_t kv_blocks_for_budget(const model::Qwen2Config& config, int64_t tp_size, 
   return std::min<int64_t>(lo, INT32_MAX);
 }
 
+KvPoolSizes kv_pool_sizes(const model::Qwen2Config& config, int64_t tp_size, int64_t seqs, int64_t max_len,
+                          int64_t block_size, bool graphs, Device device) {
+  const int64_t blocks = (max_len + block_size - 1) / block_size, reserved = graphs ? 1 : 0;
+  KvPoolSizes s;
+  s.min = model::kv_cache_bytes(config, tp_size, blocks + reserved, block_size, device);
+  s.requests = model::kv_cache_bytes(config, tp_size, seqs * (blocks + 1) + reserved, block_size, device);
+  return s;
+}
+
 GenerationMemory generation_memory(const model::Qwen2Model::Plan& plan, int64_t max_seqs, int64_t max_tokens,
                                    int64_t max_len, int64_t block_size, Device device, int threads) {
   GenerationMemory m;
@@ -292,15 +301,13 @@ RolloutBatch GenerationEngine::generate(std::span<const PromptInput> prompts, co
   const int64_t reserved = graphs ? 1 : 0;
   size_t budget = options_.kv_cache_bytes;
   if (budget == 0) {
-    // What the requests can use: every seat holding a full-length sequence.
     const int64_t seqs = std::min<int64_t>(max_seqs, std::max<int64_t>(1, int64_t(prompts.size()) * sampling.n));
-    budget = model::kv_cache_bytes(config, tp_size, seqs * (max_blocks + 1) + reserved, bs, device);
+    const KvPoolSizes sizes = kv_pool_sizes(config, tp_size, seqs, max_len, bs, graphs, device);
     const double fraction = std::clamp(options_.kv_cache_memory_fraction, 0.0, 1.0);
     const size_t cap = on_gpu ? size_t(double(device_memory_free()) * fraction) : host_memory_bytes() / 4;
-    budget = std::min(budget, cap);
     // At least one full sequence; if the device cannot give that, the
     // allocation below says so.
-    budget = std::max(budget, model::kv_cache_bytes(config, tp_size, max_blocks + reserved, bs, device));
+    budget = std::max(sizes.min, std::min(sizes.requests, cap));
   }
   const int64_t pool_blocks = kv_blocks_for_budget(config, tp_size, bs, budget, device);
   const int64_t num_blocks = pool_blocks - reserved;  // what the scheduler may use

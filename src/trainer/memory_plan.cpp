@@ -65,11 +65,12 @@ MemoryPlan memory_plan(const Config& config, const model::Qwen2Config& model, in
   p.gen_rows = g.rows;
   p.gen_staging = g.staging;
   const int64_t blocks_per_seq = (seq_len + eo.block_size - 1) / eo.block_size;
-  // One full sequence plus the decode graphs' padding block; every seat.
-  p.kv_min = model::kv_cache_bytes(model, tp, blocks_per_seq + 1, eo.block_size, Device::cuda);
   const int64_t prompts_per_rank = (config.rollout.gen_batch_size + dp - 1) / dp;
   const int64_t seats = std::min<int64_t>(max_seqs, std::max<int64_t>(1, prompts_per_rank * config.rollout.n));
-  p.kv_requests = model::kv_cache_bytes(model, tp, seats * (blocks_per_seq + 1) + 1, eo.block_size, Device::cuda);
+  const rollout::KvPoolSizes kv =
+      rollout::kv_pool_sizes(model, tp, seats, seq_len, eo.block_size, eo.cuda_graphs, Device::cuda);
+  p.kv_min = kv.min;
+  p.kv_requests = kv.requests;
   if (eo.kv_cache_bytes > 0) {
     p.kv_pool = eo.kv_cache_bytes;
   } else {

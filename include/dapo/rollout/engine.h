@@ -151,6 +151,20 @@ struct GenerationStats {
 int64_t kv_blocks_for_budget(const model::Qwen2Config& config, int64_t tp_size, int64_t block_size,
                              size_t budget_bytes, Device device = Device::cpu);
 
+// The KV pool's two sizes for `seqs` sequences of up to max_len positions
+// (the longest prompt plus max_response_length) on this rank: `min` holds one
+// full-length sequence, `requests` every sequence at full length at once, with
+// a block of slack each (copy-on-write of a shared prompt's last block). Both
+// include the zeroed padding block that the decode graphs' padding rows read
+// when `graphs`. generate() takes `requests`, capped by
+// kv_cache_memory_fraction of free memory, but never less than `min`; the
+// memory plan (trainer/memory_plan.h) shows both.
+struct KvPoolSizes {
+  size_t min = 0, requests = 0;
+};
+KvPoolSizes kv_pool_sizes(const model::Qwen2Config& config, int64_t tp_size, int64_t seqs, int64_t max_len,
+                          int64_t block_size, bool graphs, Device device);
+
 // The device memory of one generate() besides the KV pool, from the same
 // carves generate() makes: a step's activations (max_tokens new tokens of
 // max_seqs sequences), the ops' scratch, the step's logits rows and the
