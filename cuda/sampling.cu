@@ -938,6 +938,16 @@ void by_dtype(Tensor logits, F&& f) {
   if (logits.dtype == DType::f32) f(static_cast<const float*>(logits.data));
   else f(static_cast<const __nv_bfloat16*>(logits.data));
 }
+// The shard ops' common tail: nothing for R == 0, else launch(x, args,
+// stream) with the logits' typed pointer (each launch runs one block of
+// kThreads per row), then the launch check.
+template <class F>
+void launch_rows(const Ctx& ctx, int64_t R, Tensor logits, Tensor logit_rows, float temperature, F&& launch) {
+  if (R == 0) return;
+  const ShardArgs a = shard_args(ctx, logits, logit_rows, temperature);
+  by_dtype(logits, [&](auto* x) { launch(x, a, stream_of(ctx)); });
+  DAPO_CUDA_CHECK_LAUNCH();
+}
 Select* sel_ptr(Tensor select, int64_t R) {
   DAPO_CHECK_SHAPE(select, {R, kSelectWords});
   DAPO_CHECK_DTYPE(select, DType::i64);
@@ -980,10 +990,9 @@ void sampling_shard_max(const Ctx& ctx, Tensor out, Tensor logits, Tensor logit_
   DAPO_CHECK_SHAPE(out, {R});
   DAPO_CHECK_DTYPE(out, DType::f32);
   check_device(ctx, out, "sampling_shard_max out");
-  if (R == 0) return;
-  const ShardArgs a = shard_args(ctx, logits, logit_rows, temperature);
-  by_dtype(logits, [&](auto* x) { shard_max_kernel<<<unsigned(R), kThreads, 0, stream_of(ctx)>>>(out.ptr<float>(), x, a); });
-  DAPO_CUDA_CHECK_LAUNCH();
+  launch_rows(ctx, R, logits, logit_rows, temperature, [&](auto* x, const ShardArgs& a, cudaStream_t st) {
+    shard_max_kernel<<<unsigned(R), kThreads, 0, st>>>(out.ptr<float>(), x, a);
+  });
 }
 
 void sampling_shard_sum(const Ctx& ctx, Tensor out, Tensor logits, Tensor logit_rows, Tensor m, float temperature) {
@@ -994,12 +1003,9 @@ void sampling_shard_sum(const Ctx& ctx, Tensor out, Tensor logits, Tensor logit_
   DAPO_CHECK_DTYPE(m, DType::f32);
   check_device(ctx, out, "sampling_shard_sum out");
   check_device(ctx, m, "sampling_shard_sum m");
-  if (R == 0) return;
-  const ShardArgs a = shard_args(ctx, logits, logit_rows, temperature);
-  by_dtype(logits, [&](auto* x) {
-    shard_sum_kernel<<<unsigned(R), kThreads, 0, stream_of(ctx)>>>(static_cast<double*>(out.data), x, m.ptr<float>(), a);
+  launch_rows(ctx, R, logits, logit_rows, temperature, [&](auto* x, const ShardArgs& a, cudaStream_t st) {
+    shard_sum_kernel<<<unsigned(R), kThreads, 0, st>>>(static_cast<double*>(out.data), x, m.ptr<float>(), a);
   });
-  DAPO_CUDA_CHECK_LAUNCH();
 }
 
 void sampling_select_begin(const Ctx& ctx, Tensor select, const SamplingParams& p, int phase, int64_t vocab) {
@@ -1022,12 +1028,9 @@ void sampling_shard_histogram(const Ctx& ctx, Tensor hist, Tensor logits, Tensor
   DAPO_CHECK(level >= 0 && level < kLevels, "level ", level);
   Select* s = sel_ptr(select, R);
   for (const Tensor* t : {&hist, &m, &select}) check_device(ctx, *t, "sampling_shard_histogram tensor");
-  if (R == 0) return;
-  const ShardArgs a = shard_args(ctx, logits, logit_rows, temperature);
-  by_dtype(logits, [&](auto* x) {
-    shard_hist_kernel<<<unsigned(R), kThreads, 0, stream_of(ctx)>>>(hist.ptr<int64_t>(), x, m.ptr<float>(), s, level, a);
+  launch_rows(ctx, R, logits, logit_rows, temperature, [&](auto* x, const ShardArgs& a, cudaStream_t st) {
+    shard_hist_kernel<<<unsigned(R), kThreads, 0, st>>>(hist.ptr<int64_t>(), x, m.ptr<float>(), s, level, a);
   });
-  DAPO_CUDA_CHECK_LAUNCH();
 }
 
 void sampling_descend(const Ctx& ctx, Tensor select, Tensor hist, int level, float top_p) {
@@ -1051,12 +1054,9 @@ void sampling_shard_tie_count(const Ctx& ctx, Tensor out, Tensor logits, Tensor 
   DAPO_CHECK_SHAPE(m, {R});
   Select* s = sel_ptr(select, R);
   for (const Tensor* t : {&out, &m, &select}) check_device(ctx, *t, "sampling_shard_tie_count tensor");
-  if (R == 0) return;
-  const ShardArgs a = shard_args(ctx, logits, logit_rows, temperature);
-  by_dtype(logits, [&](auto* x) {
-    shard_tie_count_kernel<<<unsigned(R), kThreads, 0, stream_of(ctx)>>>(out.ptr<int64_t>(), x, m.ptr<float>(), s, a);
+  launch_rows(ctx, R, logits, logit_rows, temperature, [&](auto* x, const ShardArgs& a, cudaStream_t st) {
+    shard_tie_count_kernel<<<unsigned(R), kThreads, 0, st>>>(out.ptr<int64_t>(), x, m.ptr<float>(), s, a);
   });
-  DAPO_CUDA_CHECK_LAUNCH();
 }
 
 void sampling_shard_tie_limit(const Ctx& ctx, Tensor select, Tensor tie_counts, int rank, Tensor logits,
@@ -1067,13 +1067,10 @@ void sampling_shard_tie_limit(const Ctx& ctx, Tensor select, Tensor tie_counts, 
              "tie_counts (tp, R) ", tie_counts.shape_string(), " rank ", rank);
   DAPO_CHECK_DTYPE(tie_counts, DType::i64);
   for (const Tensor* t : {&tie_counts, &m, &select}) check_device(ctx, *t, "sampling_shard_tie_limit tensor");
-  if (R == 0) return;
-  const ShardArgs a = shard_args(ctx, logits, logit_rows, temperature);
-  by_dtype(logits, [&](auto* x) {
-    shard_tie_limit_kernel<<<unsigned(R), kThreads, 0, stream_of(ctx)>>>(s, tie_counts.ptr<int64_t>(), R, rank, x,
-                                                                         m.ptr<float>(), a);
+  launch_rows(ctx, R, logits, logit_rows, temperature, [&](auto* x, const ShardArgs& a, cudaStream_t st) {
+    shard_tie_limit_kernel<<<unsigned(R), kThreads, 0, st>>>(s, tie_counts.ptr<int64_t>(), R, rank, x,
+                                                             m.ptr<float>(), a);
   });
-  DAPO_CUDA_CHECK_LAUNCH();
 }
 
 void sampling_shard_kept_mass(const Ctx& ctx, Tensor out, Tensor logits, Tensor logit_rows, Tensor m,
@@ -1084,13 +1081,9 @@ void sampling_shard_kept_mass(const Ctx& ctx, Tensor out, Tensor logits, Tensor 
   DAPO_CHECK_SHAPE(m, {R});
   Select* s = sel_ptr(select, R);
   for (const Tensor* t : {&out, &m, &select}) check_device(ctx, *t, "sampling_shard_kept_mass tensor");
-  if (R == 0) return;
-  const ShardArgs a = shard_args(ctx, logits, logit_rows, temperature);
-  by_dtype(logits, [&](auto* x) {
-    shard_kept_kernel<<<unsigned(R), kThreads, 0, stream_of(ctx)>>>(static_cast<double*>(out.data), x,
-                                                                    m.ptr<float>(), s, a);
+  launch_rows(ctx, R, logits, logit_rows, temperature, [&](auto* x, const ShardArgs& a, cudaStream_t st) {
+    shard_kept_kernel<<<unsigned(R), kThreads, 0, st>>>(static_cast<double*>(out.data), x, m.ptr<float>(), s, a);
   });
-  DAPO_CUDA_CHECK_LAUNCH();
 }
 
 void sampling_shard_choose(const Ctx& ctx, Tensor tokens, Tensor logprobs, Tensor logits, Tensor logit_rows,
@@ -1112,15 +1105,12 @@ void sampling_shard_choose(const Ctx& ctx, Tensor tokens, Tensor logprobs, Tenso
   DAPO_CHECK_SHAPE(rng_counters, {R});
   for (const Tensor* t : {&tokens, &logprobs, &m, &select, &sums, &kept, &rng_streams, &rng_counters})
     check_device(ctx, *t, "sampling_shard_choose tensor");
-  if (R == 0) return;
-  const ShardArgs a = shard_args(ctx, logits, logit_rows, p.temperature);
-  by_dtype(logits, [&](auto* x) {
-    shard_choose_kernel<<<unsigned(R), kThreads, 0, stream_of(ctx)>>>(
+  launch_rows(ctx, R, logits, logit_rows, p.temperature, [&](auto* x, const ShardArgs& a, cudaStream_t st) {
+    shard_choose_kernel<<<unsigned(R), kThreads, 0, st>>>(
         tokens.ptr<int32_t>(), logprobs.ptr<float>(), x, m.ptr<float>(), s, static_cast<const double*>(sums.data),
         static_cast<const double*>(kept.data), R, tp, rank, vocab_start, rng_streams.ptr<int64_t>(),
         rng_counters.ptr<int64_t>(), p.seed, a);
   });
-  DAPO_CUDA_CHECK_LAUNCH();
 }
 
 void philox_draws(const Ctx& ctx, Tensor out, Tensor rng_streams, Tensor rng_counters, uint64_t seed) {
