@@ -31,7 +31,8 @@ int run_info(const Invocation& inv) {
     const char* build = "cpu";
 #endif
     const bool gpus = cuda_available();
-    if (config.parallel.backend == BackendChoice::cuda && !gpus)
+    // Planning a launch (--ranks) needs no GPU here: login nodes have none.
+    if (config.parallel.backend == BackendChoice::cuda && !gpus && !planned_ranks)
       throw UserError(cat(config.origin_of("parallel.backend"),
                           ": parallel.backend = cuda, but this build or machine has no usable GPU"));
     const char* backend = config.parallel.backend == BackendChoice::cpu ? "cpu"

@@ -48,7 +48,7 @@ TEST(Cli, InfoPrintsTheMemoryPlanOfAPlannedLaunch) {
   const std::string src = DAPO_SOURCE_DIR;
   auto info = [&](const std::string& ranks, const std::string& gib, const std::string& extra) {
     return run("info --memory --ranks " + ranks + " --gpu-gib " + gib + " --config " + src + "/inputs/dapo_base.ini," +
-               src + "/inputs/dapo_32b.ini --model.path=" + src + "/inputs/shapes/qwen2.5-32b --parallel.backend=cpu " +
+               src + "/inputs/dapo_32b.ini --model.path=" + src + "/inputs/shapes/qwen2.5-32b " +
                extra);
   };
   Result r = info("128", "80", "");
