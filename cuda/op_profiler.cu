@@ -22,7 +22,28 @@ struct OpProfiler::Impl {
   }
 };
 
+namespace {
+
+__device__ __forceinline__ uint64_t global_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
+  return t;
+}
+
+__global__ void hold_kernel(uint64_t ns) {
+  const uint64_t start = global_ns();
+  while (global_ns() - start < ns) __nanosleep(1000);
+}
+
+}  // namespace
+
 OpProfiler::OpProfiler() : impl_(new Impl) {}
+
+void OpProfiler::hold(const Ctx& ctx, double ms) {
+  DAPO_CHECK(ms >= 0 && ms < 60e3, "OpProfiler::hold: ", ms, " ms");
+  hold_kernel<<<1, 1, 0, cuda_detail::stream_of(ctx)>>>(uint64_t(ms * 1e6));
+  DAPO_CUDA_CHECK(cudaGetLastError());
+}
 
 OpProfiler::~OpProfiler() {
   for (cudaEvent_t e : impl_->pool) cudaEventDestroy(e);

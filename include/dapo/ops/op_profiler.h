@@ -22,6 +22,12 @@ class OpProfiler {
 
   void begin(const Ctx& ctx, const char* op);
   void end(const Ctx& ctx);
+  // Queues a kernel on ctx's stream that spins for `ms` milliseconds. What
+  // the host enqueues next waits behind it, so the ops then run back to back
+  // and their events time GPU execution alone, without the host's launch
+  // gaps (which a replayed CUDA graph does not have either). Keep `ms`
+  // longer than the host takes to enqueue the profiled work.
+  void hold(const Ctx& ctx, double ms);
   struct Entry {
     std::string op;
     int64_t calls = 0;

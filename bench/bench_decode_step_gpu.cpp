@@ -1,0 +1,174 @@
+// One decode step of the generation engine, kernel by kernel: B sequences
+// at context C each take one new token through Qwen2Model::forward_cached
+// (random weights of a Qwen2.5 shape, a paged bf16 KV cache) and
+// sample_tokens at T = 1, as the engine's decode graphs run them.
+// Prints one JSON line:
+//   - graph_step_ms: the step captured as one CUDA graph and replayed back
+//     to back (the engine's decode step less its metadata copy and
+//     read-back), against the HBM roofline (weights + every sequence's KV
+//     read once per step, at the card's spec bandwidth);
+//   - ops: each op's GPU time per step with the op profiler. A spinning
+//     kernel holds the stream while the host enqueues the step, so the ops
+//     then run back to back and the events time the GPU alone; their sum
+//     against graph_step_ms shows what the events themselves cost.
+// The weights' share of the step: the GEMMs (linear_forward*) read every
+// weight once, attention reads the KV.
+//   bench_decode_step_gpu [0.5b|1.5b|7b] [--batch 128] [--context 512] [--reps 20]
+#include <algorithm>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "dapo/core/arena.h"
+#include "dapo/core/clock.h"
+#include "dapo/core/log.h"
+#include "dapo/model/qwen2_model.h"
+#include "dapo/ops/copy.h"
+#include "dapo/ops/cuda_device.h"
+#include "dapo/ops/cuda_graph.h"
+#include "dapo/ops/op_profiler.h"
+#include "dapo/ops/sampling.h"
+#include "dapo/parallel/comm.h"
+#include "dapo/parallel/runtime.h"
+#include "qwen25_shapes.h"
+
+using namespace dapo;
+
+namespace {
+
+double spec_bandwidth(const std::string& name) {
+  if (name.find("H200") != std::string::npos) return 4.8e12;
+  if (name.find("H100") != std::string::npos) return 3.35e12;
+  return 0;
+}
+
+// v on the device, as (rows) or (rows, cols).
+Tensor upload_i32(const ops::Ctx& ctx, Arena& arena, std::vector<int32_t>& v, int64_t rows, int64_t cols = 0) {
+  const Tensor host = cols > 0 ? tensor_i32(v.data(), {rows, cols}) : tensor_i32(v.data(), {rows});
+  const Tensor dev = cols > 0 ? arena.alloc(DType::i32, {rows, cols}) : arena.alloc(DType::i32, {rows});
+  ops::copy(ctx, dev, host);
+  return dev;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  parallel::Runtime runtime(&argc, &argv);
+  std::string size = "0.5b";
+  int64_t B = 128, C = 512, reps = 20;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&] { return i + 1 < argc ? std::stoll(argv[++i]) : 0LL; };
+    if (a == "--batch") B = next();
+    else if (a == "--context") C = next();
+    else if (a == "--reps") reps = next();
+    else size = a;
+  }
+  if (ops::cuda_device_count() == 0) {
+    std::printf("{\"bench\": \"decode_step_gpu\", \"skipped\": \"no GPU\"}\n");
+    return 0;
+  }
+  DAPO_CHECK(B >= 1 && C >= 1 && reps >= 1, "--batch, --context and --reps must be >= 1");
+  configure_logging({runtime.world_rank(), false, LogLevel::warn});
+  const model::Qwen2Config c = bench::qwen25(size, "bench_decode_step_gpu");
+  const parallel::Comm tp = parallel::Comm::world().split(runtime.world_rank(), 0);
+  ops::CudaDevice gpu(0);
+  Arena no_scratch(0, Device::cuda, "unused");
+  const ops::Ctx base = gpu.ctx(&no_scratch);
+  model::ParamStore params(c, 0, 1, Device::cuda, base.stream);
+  model::RandomInit init;
+  init.weight_scale = 0.02f * 1.7320508f;  // std 0.02, as HF's init
+  init.bias_scale = 0.0f;
+  init.norm_scale = 0.0f;
+  params.init_random(init);
+  const model::Qwen2Model model(params, tp);
+
+  // The cache: each sequence owns W blocks; the new token sits at C - 1.
+  const int64_t bs = 16, W = (C + bs - 1) / bs;
+  Arena kv_arena(model::kv_cache_bytes(c, 1, B * W, bs, Device::cuda), Device::cuda, "kv-cache");
+  const model::KvCache cache = model::allocate_kv_cache(kv_arena, c, 1, B * W, bs);
+  const size_t nb = size_t(B);
+  std::vector<int32_t> tokens(nb), positions(nb, int32_t(C - 1)), cu(nb + 1), last(nb), slots(nb),
+      table(nb * size_t(W)), lens(nb, int32_t(C));
+  std::mt19937 gen(1);
+  for (int64_t b = 0; b < B; ++b) {
+    tokens[size_t(b)] = int32_t(gen() % uint32_t(c.vocab_size));
+    cu[size_t(b)] = int32_t(b);
+    last[size_t(b)] = int32_t(b);
+    slots[size_t(b)] = int32_t(b * W * bs + C - 1);
+    for (int64_t j = 0; j < W; ++j) table[size_t(b * W + j)] = int32_t(b * W + j);
+  }
+  cu[size_t(B)] = int32_t(B);
+  Arena meta(size_t(16) << 20, Device::cuda, "metadata");
+  model::CachedBatch batch;
+  batch.tokens = upload_i32(base, meta, tokens, B);
+  batch.positions = upload_i32(base, meta, positions, B);
+  batch.cu_seqlens_q = upload_i32(base, meta, cu, B + 1);
+  batch.last_rows = upload_i32(base, meta, last, B);
+  batch.slot_mapping = upload_i32(base, meta, slots, B);
+  batch.block_table = upload_i32(base, meta, table, B, W);
+  batch.context_lens = upload_i32(base, meta, lens, B);
+  batch.max_context_len = C;
+  std::vector<int64_t> streams(nb);
+  for (int64_t b = 0; b < B; ++b) streams[size_t(b)] = b;
+  std::vector<int64_t> counters(nb, 0);
+  Tensor rng_streams = meta.alloc(DType::i64, {B}), rng_counters = meta.alloc(DType::i64, {B});
+  ops::copy(base, rng_streams, tensor_i64(streams.data(), {B}));
+  ops::copy(base, rng_counters, tensor_i64(counters.data(), {B}));
+  Tensor sampled = meta.alloc(DType::i32, {B}), logprobs = meta.alloc(DType::f32, {B});
+  Arena logits_arena(size_t(B * c.vocab_size) * 4 + 4096, Device::cuda, "logits");
+  const Tensor logits = logits_arena.alloc(DType::f32, {B, c.vocab_size});
+
+  Arena act(model.cached_activation_bytes(B, B), Device::cuda, "activations");
+  Arena scratch(model.scratch_bytes(B, C, B, 1), Device::cuda, "scratch");
+  ops::Ctx ctx = gpu.ctx(&scratch);
+  ops::SamplingParams sp;
+  sp.seed = 1;
+  const auto step = [&](const ops::Ctx& x) {
+    model.forward_cached(x, act, cache, batch, logits);
+    ops::sample_tokens(x, sampled, logprobs, logits, Tensor{}, rng_streams, rng_counters, sp);
+  };
+  step(ctx);  // warm-up: GEMM plans, kernel attributes
+  ops::stream_synchronize(ctx);
+
+  // The step as a graph, replayed back to back.
+  const ops::CapturedGraph graph = ops::CapturedGraph::capture(ctx, [&] { step(ctx); });
+  for (int i = 0; i < 3; ++i) graph.launch(ctx);
+  ops::stream_synchronize(ctx);
+  const auto t0 = Clock::now();
+  for (int64_t i = 0; i < reps; ++i) graph.launch(ctx);
+  ops::stream_synchronize(ctx);
+  const double graph_ms = 1e3 * seconds_since(t0) / double(reps);
+
+  // Op by op, the host held back.
+  ops::OpProfiler profiler;
+  ops::Ctx pctx = ctx;
+  pctx.profiler = &profiler;
+  for (int64_t i = 0; i < reps; ++i) {
+    profiler.hold(pctx, 20.0);
+    step(pctx);
+  }
+  const auto entries = profiler.summary();
+  gpu.check_flags("decode step");
+
+  const int64_t L = c.num_hidden_layers, hkv = c.num_key_value_heads, D = c.head_dim;
+  const double kv_bytes = double(B) * double(C) * double(L) * 2.0 * double(hkv * D) * 2.0;
+  double weight_bytes = 2.0 * double(bench::parameters(c));
+  if (!c.tie_word_embeddings) weight_bytes -= 2.0 * double(c.vocab_size * c.hidden_size);  // embedding: B rows only
+  const double bw = spec_bandwidth(gpu.name());
+  const double roof_ms = bw > 0 ? 1e3 * (weight_bytes + kv_bytes) / bw : 0;
+  double ops_ms = 0;
+  for (const auto& e : entries) ops_ms += e.ms / double(reps);
+  std::printf("{\"bench\": \"decode_step_gpu\", \"model\": \"%s\", \"gpu\": \"%s\", \"batch\": %lld, \"context\": %lld, "
+              "\"graph_step_ms\": %.3f, \"tok_s\": %.0f, \"weight_mb\": %.1f, \"kv_mb\": %.1f, "
+              "\"roofline_step_ms_spec_bw\": %.3f, \"fraction_of_roofline\": %.3f, \"ops_sum_ms\": %.3f, \"ops\": [",
+              size.c_str(), gpu.name().c_str(), (long long)B, (long long)C, graph_ms, double(B) / graph_ms * 1e3,
+              weight_bytes / 1e6, kv_bytes / 1e6, roof_ms, roof_ms > 0 ? roof_ms / graph_ms : 0.0, ops_ms);
+  for (size_t i = 0; i < entries.size(); ++i)
+    std::printf("%s{\"op\": \"%s\", \"calls_per_step\": %lld, \"us_per_step\": %.1f, \"share\": %.3f}",
+                i ? ", " : "", entries[i].op.c_str(), (long long)(entries[i].calls / reps),
+                1e3 * entries[i].ms / double(reps), entries[i].ms / double(reps) / ops_ms);
+  std::printf("]}\n");
+  return 0;
+}
