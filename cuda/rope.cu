@@ -6,9 +6,12 @@
 // (not __sinf/__cosf: angles reach tens of thousands of radians); the
 // output is two separately rounded products and a sum, as on the CPU.
 //
-// One thread per (token, K consecutive pairs): it computes its K angles
-// once and rotates them in every head of the token, moving 16-byte packs of
-// both halves when D/2 is a multiple of the pack (D = 64, 128 in bf16).
+// One thread per (token, K consecutive pairs, kHeadsInFlight heads): it
+// computes its K angles and rotates them in its heads, moving packs of both
+// halves. The precise sincosf of a large angle is a long serial path, so a
+// decode step's few tokens need many threads sharing the angles: K is 16
+// bytes' worth when the tokens alone fill the GPU (training), else 2 (see
+// rotate()).
 #include <cmath>
 
 #include "common.cuh"
@@ -33,11 +36,13 @@ __global__ void rope_kernel(T* out, const T* in, const int32_t* positions, int64
                             const __grid_constant__ InvFreq inv_freq, float sign) {
   const int half = D / 2;
   const int groups = half / K;
-  const int64_t total = tokens * groups;
+  const int chunks = (H + kHeadsInFlight - 1) / kHeadsInFlight;
+  const int64_t total = tokens * chunks * groups;
   for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < total;
        idx += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t t = idx / groups;
-    const int i0 = int(idx - t * groups) * K;
+    const int64_t t = idx / (int64_t(chunks) * groups);
+    const int rest = int(idx - t * chunks * groups);
+    const int i0 = (rest % groups) * K;
     const float p = float(positions[t]);
     float c[K], s[K];
 #pragma unroll
@@ -45,7 +50,8 @@ __global__ void rope_kernel(T* out, const T* in, const int32_t* positions, int64
       sincosf(p * inv_freq.v[i0 + k], &s[k], &c[k]);
       s[k] *= sign;
     }
-    for (int h0 = 0; h0 < H; h0 += kHeadsInFlight) {
+    {
+      const int h0 = (rest / groups) * kHeadsInFlight;
       Pack<T, K> x1[kHeadsInFlight], x2[kHeadsInFlight];
 #pragma unroll
       for (int j = 0; j < kHeadsInFlight; ++j) {
@@ -76,7 +82,7 @@ __global__ void rope_kernel(T* out, const T* in, const int32_t* positions, int64
 template <class T, int K>
 void launch(const Ctx& ctx, T* out, const T* in, const int32_t* positions, int64_t tokens, int64_t H, int64_t D,
             const InvFreq& inv_freq, float sign) {
-  const int64_t total = tokens * (D / 2 / K);
+  const int64_t total = tokens * ((H + kHeadsInFlight - 1) / kHeadsInFlight) * (D / 2 / K);
   rope_kernel<T, K><<<grid_for(total, 256), 256, 0, stream_of(ctx)>>>(out, in, positions, tokens, int(H), int(D),
                                                                       inv_freq, sign);
   DAPO_CUDA_CHECK_LAUNCH();
@@ -88,10 +94,17 @@ void rotate(const Ctx& ctx, Tensor out, Tensor in, Tensor positions, const InvFr
   T* o = static_cast<T*>(out.data);
   const T* x = static_cast<const T*>(in.data);
   constexpr int kWide = kWidePack<T>;
-  if ((D / 2) % kWide == 0 && aligned16(o) && aligned16(x))
-    launch<T, kWide>(ctx, o, x, positions.ptr<int32_t>(), tokens, H, D, inv_freq, sign);
+  // Threads at the widest pack: enough for the GPU (~64k) in training, a
+  // few thousand in a decode step, where narrower packs give more threads.
+  const int64_t wide_threads = tokens * ((H + kHeadsInFlight - 1) / kHeadsInFlight) * (D / 2 / kWide);
+  const int32_t* pos = positions.ptr<int32_t>();
+  if ((D / 2) % kWide == 0 && aligned16(o) && aligned16(x) && wide_threads >= (int64_t(1) << 16))
+    launch<T, kWide>(ctx, o, x, pos, tokens, H, D, inv_freq, sign);
+  else if ((D / 2) % 2 == 0 && reinterpret_cast<uintptr_t>(o) % (2 * sizeof(T)) == 0 &&
+           reinterpret_cast<uintptr_t>(x) % (2 * sizeof(T)) == 0)
+    launch<T, 2>(ctx, o, x, pos, tokens, H, D, inv_freq, sign);
   else
-    launch<T, 1>(ctx, o, x, positions.ptr<int32_t>(), tokens, H, D, inv_freq, sign);
+    launch<T, 1>(ctx, o, x, pos, tokens, H, D, inv_freq, sign);
 }
 
 void run(const char* op, const Ctx& ctx, Tensor out, Tensor in, Tensor positions, float theta, float sign) {
