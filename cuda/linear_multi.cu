@@ -1,9 +1,8 @@
 // CUDA linear_forward_multi: the decode step's "skinny" products, M (1..256
 // running sequences) rows times every weight matrix once, bound by reading
-// the bf16 weights. cuBLASLt's large tiles leave most of the GPU idle there
-// (M = 128, N = 896: 7 CTAs on 132 SMs); this kernel tiles weight rows
-// finely, puts the tiles of every segment (q, k, v or gate, up) in one grid,
-// and splits K when the tiles alone cannot fill the GPU.
+// the bf16 weights. The kernel tiles weight rows finely, puts the tiles of
+// every segment (q, k, v or gate, up) in one grid, and splits K over the
+// CTAs of a thread-block cluster when the tiles alone cannot fill the GPU.
 //
 // The product is computed transposed, out^T (N, M) = W (N, K) @ in^T: weight
 // rows are the mma's 16-row dimension and input rows its 8-wide one, so a
@@ -11,12 +10,16 @@
 // (ldmatrix without transposes). Each CTA streams BN weight rows x BM input
 // rows through a cp.async pipeline of STAGES k-blocks of 64 into swizzled
 // shared memory; warps own 16*MT weight rows x 8*NT input rows (mma.sync
-// m16n8k16 bf16 -> fp32). The fp32 tile is staged in shared memory and
-// written out coalesced: with the bias added and rounded once, or, split over
-// K, as fp32 partials (ctx.scratch) that a second kernel adds in split order.
+// m16n8k16 bf16 -> fp32). The fp32 tile is staged in shared memory; the S
+// CTAs of a cluster (one per K split) then each sum a share of the tile over
+// the S staged tiles through distributed shared memory, always in split order
+// 0..S-1, add the bias, round once and store. No partials in global memory,
+// no second kernel, no atomics: the bits depend on the plan only, which is a
+// function of the shape and the GPU's SM count.
 #include <algorithm>
 #include <cstdint>
-#include <optional>
+
+#include <cooperative_groups.h>
 
 #include "common.cuh"
 #include "dapo/ops/linear_multi.h"
@@ -28,8 +31,10 @@ namespace {
 using namespace cuda_detail;
 using bf16_t = __nv_bfloat16;
 
+namespace cg = cooperative_groups;
+
 constexpr int kBK = 64;            // k per pipeline stage: 128 bytes per row
-constexpr int kMaxSplits = 16;
+constexpr int kMaxSplits = 8;      // the portable cluster size
 constexpr int kMinKBlocksPerSplit = 2;
 
 // ---- device helpers ------------------------------------------------------------
@@ -80,7 +85,6 @@ struct SegmentArgs {
   const void* bias;
   int32_t n;           // weight rows (output features)
   int32_t tile_begin;  // the segment's first weight-row tile in the grid
-  int32_t col_begin;   // its first column among the partials' concatenated columns
   int8_t out_f32;
   int8_t bias_kind;    // 0 none, 1 bf16, 2 f32
   int8_t vec_out;      // 4 adjacent outputs of a row go as one store
@@ -89,9 +93,7 @@ struct SegmentArgs {
 struct SkinnyArgs {
   SegmentArgs seg[kMaxLinearSegments];
   const bf16_t* in;
-  float* partial;      // splits x M x total_cols, when splits > 1
-  int32_t num_segments, M, K, m_tiles, splits, kb_per_split, k_blocks, total_cols;
-  int8_t vec_partial;  // total_cols and every col_begin multiples of 4
+  int32_t num_segments, M, K, m_tiles, splits, kb_per_split, k_blocks;
   int8_t l2_prefetch;  // weight loads prefetch 256-byte blocks into L2
 };
 
@@ -102,14 +104,6 @@ __device__ __forceinline__ SegmentArgs segment_of_tile(const SkinnyArgs& a, int 
     if (i < a.num_segments && tile >= a.seg[i].tile_begin) s = a.seg[i];
   return s;
 }
-__device__ __forceinline__ SegmentArgs segment_of_col(const SkinnyArgs& a, int col) {
-  SegmentArgs s = a.seg[0];
-#pragma unroll
-  for (int i = 1; i < kMaxLinearSegments; ++i)
-    if (i < a.num_segments && col >= a.seg[i].col_begin) s = a.seg[i];
-  return s;
-}
-
 // out[row][col + j] = x[j] + bias[col + j] for j < cnt (cnt <= 4), rounded once.
 __device__ __forceinline__ void store_out(const SegmentArgs& s, int64_t row, int col, int cnt, float (&x)[4]) {
   if (s.bias_kind == 1) {
@@ -189,12 +183,13 @@ __global__ void __launch_bounds__(C::kThreads) skinny_gemm_kernel(const __grid_c
   const uint32_t sbase = smem_u32(smem);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int wn = warp % C::WN, wm = warp / C::WN;
-  // CTAs that share a weight tile (the m-tiles) are adjacent in launch order,
-  // so the second reads it from L2.
+  // The splits of one output tile are consecutive CTAs: one cluster. The
+  // m-tiles that share a weight tile follow each other, so the later ones
+  // read it from L2.
   int bid = int(blockIdx.x);
-  const int mt = bid % a.m_tiles;
-  bid /= a.m_tiles;
-  const int split = bid % a.splits, tile = bid / a.splits;
+  const int split = bid % a.splits;
+  bid /= a.splits;
+  const int mt = bid % a.m_tiles, tile = bid / a.m_tiles;
   const SegmentArgs sg = segment_of_tile(a, tile);
   const int n0 = (tile - sg.tile_begin) * C::BN, rows = min(C::BN, sg.n - n0);
   const int m0 = mt * C::BM, toks = min(C::BM, a.M - m0);
@@ -202,6 +197,9 @@ __global__ void __launch_bounds__(C::kThreads) skinny_gemm_kernel(const __grid_c
   const int64_t K = a.K;
   const bf16_t* wg = sg.weight + int64_t(n0) * K;
   const bf16_t* xg = a.in + int64_t(m0) * K;
+  // Programmatic dependent launch: this CTA may start while the previous
+  // kernel drains; nothing is read before that kernel's writes are visible.
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
 
   auto load_stage = [&](int slot, int kb) {
     const uint32_t sw = sbase + uint32_t(slot * C::kStageBytes);
@@ -264,6 +262,9 @@ __global__ void __launch_bounds__(C::kThreads) skinny_gemm_kernel(const __grid_c
     }
   }
   cp_async_wait<0>();
+  // The next kernel (when launched as a programmatic dependent) may start its
+  // CTAs now; its griddepcontrol.wait still waits for this grid to finish.
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
   __syncthreads();  // the pipeline's shared memory becomes the output tile
 
   // C fragment: c0, c1 = (weight row lane/4, input rows 2(lane%4), +1), c2, c3 = weight row + 8.
@@ -281,75 +282,45 @@ __global__ void __launch_bounds__(C::kThreads) skinny_gemm_kernel(const __grid_c
         tile_s[(t + 1) * C::kLd + f + 8] = acc[mi][ni][3];
       }
   }
-  __syncthreads();
+  const cg::cluster_group cluster = cg::this_cluster();
+  cluster.sync();  // every split's tile is staged
 
-  constexpr int kGroups = C::BN / 4;  // 4 adjacent outputs per thread step
-  if (a.splits == 1) {
-    for (int idx = tid; idx < toks * kGroups; idx += C::kThreads) {
-      const int t = idx / kGroups, f = (idx % kGroups) * 4;
-      if (f >= rows) continue;
-      const float4 v = *reinterpret_cast<const float4*>(tile_s + t * C::kLd + f);
-      float x[4] = {v.x, v.y, v.z, v.w};
-      store_out(sg, int64_t(m0 + t), n0 + f, min(4, rows - f), x);
+  // This CTA's share of the output tile: groups of 4 adjacent outputs, dealt
+  // round-robin over the cluster; each is the sum of the S staged tiles in
+  // split order.
+  constexpr int kGroups = C::BN / 4;
+  const int S = a.splits;
+  for (int idx = split * C::kThreads + tid; idx < toks * kGroups; idx += S * C::kThreads) {
+    const int t = idx / kGroups, f = (idx % kGroups) * 4;
+    if (f >= rows) continue;
+    const int at = t * C::kLd + f;
+    const float4 v0 = *reinterpret_cast<const float4*>(cluster.map_shared_rank(tile_s, 0) + at);
+    float x[4] = {v0.x, v0.y, v0.z, v0.w};
+    for (int s = 1; s < S; ++s) {
+      const float4 v = *reinterpret_cast<const float4*>(cluster.map_shared_rank(tile_s, s) + at);
+      x[0] += v.x, x[1] += v.y, x[2] += v.z, x[3] += v.w;
     }
-  } else {
-    float* p = a.partial + (int64_t(split) * a.M + m0) * a.total_cols + sg.col_begin + n0;
-    for (int idx = tid; idx < toks * kGroups; idx += C::kThreads) {
-      const int t = idx / kGroups, f = (idx % kGroups) * 4;
-      if (f >= rows) continue;
-      const float4 v = *reinterpret_cast<const float4*>(tile_s + t * C::kLd + f);
-      float* q = p + int64_t(t) * a.total_cols + f;
-      if (a.vec_partial && f + 4 <= rows) {
-        *reinterpret_cast<float4*>(q) = v;
-      } else {
-        const float x[4] = {v.x, v.y, v.z, v.w};
-        for (int j = 0; j < min(4, rows - f); ++j) q[j] = x[j];
-      }
-    }
+    store_out(sg, int64_t(m0 + t), n0 + f, min(4, rows - f), x);
   }
-}
-
-// The split-K sum: out = partial[0] + partial[1] + ... + partial[S-1] (in
-// that order) + bias, V adjacent columns per thread (V = 4 when every
-// segment's width is a multiple of 4, so no group straddles two segments).
-template <int V>
-__global__ void skinny_reduce_kernel(const __grid_constant__ SkinnyArgs a) {
-  const int64_t groups_per_row = a.total_cols / V, n = int64_t(a.M) * groups_per_row;
-  const int64_t plane = int64_t(a.M) * a.total_cols;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t row = i / groups_per_row;
-    const int col = int(i - row * groups_per_row) * V;
-    const float* p = a.partial + row * a.total_cols + col;
-    float x[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    if constexpr (V == 4) {
-      const float4 v = *reinterpret_cast<const float4*>(p);
-      x[0] = v.x, x[1] = v.y, x[2] = v.z, x[3] = v.w;
-      for (int s = 1; s < a.splits; ++s) {
-        const float4 w = *reinterpret_cast<const float4*>(p + s * plane);
-        x[0] += w.x, x[1] += w.y, x[2] += w.z, x[3] += w.w;
-      }
-    } else {
-      x[0] = p[0];
-      for (int s = 1; s < a.splits; ++s) x[0] += p[s * plane];
-    }
-    const SegmentArgs sg = segment_of_col(a, col);
-    store_out(sg, row, col - sg.col_begin, V, x);
-  }
+  cluster.sync();  // no CTA leaves while another reads its tile
 }
 
 // ---- configurations --------------------------------------------------------------
 
-// The table the plans index (SkinnyPlan::config): BN x BM, threads.
-using Cfg0 = Tile<2, 1, 4, 1, 4>;  // 128 x 8,   128
-using Cfg1 = Tile<2, 2, 4, 1, 4>;  // 128 x 16,  128
-using Cfg2 = Tile<2, 4, 4, 1, 4>;  // 128 x 32,  128
-using Cfg3 = Tile<2, 8, 4, 1, 4>;  // 128 x 64,  128
-using Cfg4 = Tile<2, 8, 4, 2, 4>;  // 128 x 128, 256
-using Cfg5 = Tile<2, 8, 4, 4, 4>;  // 128 x 256, 512
-using Cfg6 = Tile<2, 8, 2, 2, 4>;  // 64 x 128,  128
-using Cfg7 = Tile<2, 8, 2, 4, 4>;  // 64 x 256,  256
-using Cfg8 = Tile<1, 8, 4, 1, 4>;  // 64 x 64,   128
-using Cfg9 = Tile<2, 4, 2, 1, 4>;  // 64 x 32,   64
+// The table the plans index (SkinnyPlan::config). Few input rows need little
+// arithmetic, so their CTAs are small and deep (many k-blocks of weights in
+// flight per SM); many rows need the larger warp tiles.
+//                     MT NT WN WM STAGES   BN x BM,   threads, shared memory
+using Cfg0 = Tile<1, 1, 4, 1, 8>;  // 64 x 8,    128, 72 KB
+using Cfg1 = Tile<1, 2, 4, 1, 8>;  // 64 x 16,   128, 80 KB
+using Cfg2 = Tile<1, 4, 4, 1, 8>;  // 64 x 32,   128, 96 KB
+using Cfg3 = Tile<1, 8, 4, 1, 6>;  // 64 x 64,   128, 96 KB
+using Cfg4 = Tile<2, 4, 2, 1, 8>;  // 64 x 32,   64,  96 KB
+using Cfg5 = Tile<2, 1, 4, 1, 6>;  // 128 x 8,   128, 102 KB
+using Cfg6 = Tile<2, 8, 2, 2, 4>;  // 64 x 128,  128, 96 KB
+using Cfg7 = Tile<2, 8, 4, 2, 4>;  // 128 x 128, 256, 128 KB
+using Cfg8 = Tile<2, 8, 4, 4, 4>;  // 128 x 256, 512, 192 KB
+using Cfg9 = Tile<2, 8, 2, 4, 4>;  // 64 x 256,  256, 160 KB
 constexpr int kConfigs = 10;
 
 template <class F>
@@ -379,19 +350,6 @@ ConfigInfo config_info(int id) {
     c = {C::BN, C::BM, C::kThreads, C::kSmem};
   });
   return c;
-}
-
-// CTAs of configuration `id` one SM holds at once (also raises the kernel's
-// shared-memory limit, which the launch needs anyway).
-int ctas_per_sm(int id) {
-  int per_sm = 0;
-  with_config(id, [&](auto t) {
-    using C = decltype(t);
-    const auto kernel = skinny_gemm_kernel<C>;
-    DAPO_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem));
-    DAPO_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, C::kThreads, C::kSmem));
-  });
-  return std::max(per_sm, 1);
 }
 
 int sm_count() {
@@ -494,18 +452,16 @@ bool linear_multi_skinny_preferred(int64_t M, int64_t K, std::span<const LinearS
 
 SkinnyPlan skinny_plan(int64_t M, int64_t K, std::span<const LinearSegment> segs) {
   SkinnyPlan p;
-  p.config = M <= 8 ? 0 : M <= 16 ? 1 : M <= 32 ? 2 : M <= 64 ? 3 : M <= 128 ? 4 : 5;
+  p.config = M <= 8 ? 0 : M <= 16 ? 1 : M <= 32 ? 4 : 3;
   const ConfigInfo c = config_info(p.config);
   const int64_t tiles = weight_tiles(segs, c.bn) * ceil_div(M, c.bm);
-  const int64_t slots = int64_t(sm_count()) * ctas_per_sm(p.config);
   const int64_t k_blocks = ceil_div(K, kBK);
-  int64_t s = 1;
-  if (tiles < slots)
-    s = std::clamp<int64_t>(std::min<int64_t>({slots / std::max<int64_t>(tiles, 1), k_blocks / kMinKBlocksPerSplit,
-                                               kMaxSplits}),
-                            1, kMaxSplits);
-  while (s > 1 && size_t(s) * size_t(M) * size_t(total_cols(segs)) * sizeof(float) > kSkinnyPartialBytes) --s;
+  // About one CTA per SM: fewer leave bandwidth unused, more only add
+  // reduction work (sweeps on an H100, linear_multi_gpu's PlanSweepPerf).
+  const int64_t want = ceil_div(sm_count(), tiles);
+  const int64_t s = std::clamp<int64_t>(std::min(want, k_blocks / kMinKBlocksPerSplit), 1, kMaxSplits);
   p.splits = int(ceil_div(k_blocks, k_blocks_per_split(k_blocks, s)));
+  p.l2_prefetch = p.splits == 1 && M <= 64;
   return p;
 }
 
@@ -517,13 +473,12 @@ void linear_forward_multi_skinny(const Ctx& ctx, Tensor in, std::span<const Line
   const int64_t M = in.shape[0], K = in.shape[1];
   if (M == 0) return;
   const SkinnyPlan p = plan != nullptr ? *plan : skinny_plan(M, K, segments);
-  DAPO_CHECK(p.config >= 0 && p.config < kConfigs && p.splits >= 1, "skinny plan: config ", p.config, " splits ",
-             p.splits);
+  DAPO_CHECK(p.config >= 0 && p.config < kConfigs && p.splits >= 1 && p.splits <= kMaxSplits, "skinny plan: config ",
+             p.config, " splits ", p.splits);
   const ConfigInfo c = config_info(p.config);
 
   SkinnyArgs a{};
-  int64_t tiles = 0, cols = 0;
-  bool vec_partial = true;
+  int64_t tiles = 0;
   int n_seg = 0;
   for (const LinearSegment& s : segments) {
     const int64_t N = s.weight.shape[0];
@@ -534,14 +489,11 @@ void linear_forward_multi_skinny(const Ctx& ctx, Tensor in, std::span<const Line
     g.bias = s.bias.defined() ? s.bias.data : nullptr;
     g.n = int32_t(N);
     g.tile_begin = int32_t(tiles);
-    g.col_begin = int32_t(cols);
     g.out_f32 = s.out.dtype == DType::f32;
     g.bias_kind = !s.bias.defined() ? 0 : s.bias.dtype == DType::bf16 ? 1 : 2;
     const uintptr_t align = g.out_f32 ? 16 : 8;
     g.vec_out = N % 4 == 0 && reinterpret_cast<uintptr_t>(s.out.data) % align == 0;
-    vec_partial = vec_partial && N % 4 == 0;
     tiles += ceil_div(N, c.bn);
-    cols += N;
   }
   if (n_seg == 0) return;
   const int64_t k_blocks = ceil_div(K, kBK), per_split = k_blocks_per_split(k_blocks, p.splits);
@@ -556,30 +508,28 @@ void linear_forward_multi_skinny(const Ctx& ctx, Tensor in, std::span<const Line
   a.splits = int32_t(splits);
   a.kb_per_split = int32_t(per_split);
   a.k_blocks = int32_t(k_blocks);
-  a.total_cols = int32_t(cols);
-  a.vec_partial = vec_partial;
   a.l2_prefetch = p.l2_prefetch;
 
-  const cudaStream_t stream = stream_of(ctx);
-  std::optional<ArenaScope> scope;
-  if (splits > 1) {
-    DAPO_CHECK(ctx.scratch != nullptr, "linear_forward_multi: a split-K product needs ctx.scratch");
-    scope.emplace(*ctx.scratch);
-    a.partial = ctx.scratch->alloc_array<float>(size_t(splits) * size_t(M) * size_t(cols));
-  }
   with_config(p.config, [&](auto t) {
     using C = decltype(t);
     const auto kernel = skinny_gemm_kernel<C>;
     DAPO_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem));
-    kernel<<<unsigned(grid), C::kThreads, C::kSmem, stream>>>(a);
-    DAPO_CUDA_CHECK_LAUNCH();
+    cudaLaunchAttribute attrs[2];
+    attrs[0].id = cudaLaunchAttributeClusterDimension;  // the splits of a tile: one cluster
+    attrs[0].val.clusterDim.x = unsigned(splits);
+    attrs[0].val.clusterDim.y = 1;
+    attrs[0].val.clusterDim.z = 1;
+    attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attrs[1].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(unsigned(grid));
+    config.blockDim = dim3(C::kThreads);
+    config.dynamicSmemBytes = C::kSmem;
+    config.stream = stream_of(ctx);
+    config.attrs = attrs;
+    config.numAttrs = p.pdl ? 2 : 1;
+    DAPO_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, a));
   });
-  if (splits > 1) {
-    const int64_t groups = M * (vec_partial ? cols / 4 : cols);
-    if (vec_partial) skinny_reduce_kernel<4><<<grid_for(groups, 256), 256, 0, stream>>>(a);
-    else skinny_reduce_kernel<1><<<grid_for(groups, 256), 256, 0, stream>>>(a);
-    DAPO_CUDA_CHECK_LAUNCH();
-  }
 }
 
 void linear_forward_multi_cublaslt(const Ctx& ctx, Tensor in, std::span<const LinearSegment> segments) {

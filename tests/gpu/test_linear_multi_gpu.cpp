@@ -122,10 +122,29 @@ class LinearMultiGpu : public GpuTest {
     return segs;
   }
 
-  void expect_matches(const Case& c, const std::vector<LinearSegment>& segs, const char* what) {
+  // may_round_twice: the call may have gone to cuBLASLt, whose Hopper
+  // kernels can round the product to bf16 before adding the bias (matmul.h):
+  // half an ulp of |product| + |bias| more.
+  void expect_matches(const Case& c, const std::vector<LinearSegment>& segs, const char* what,
+                      bool may_round_twice = false) {
     for (size_t i = 0; i < segs.size(); ++i) {
       const Tol tol = tolerance(c.out_dt[i], c.K);
-      expect_close(download(segs[i].out), c.want[i], tol.atol, tol.rtol, what);
+      const std::vector<float> got = download(segs[i].out);
+      const std::vector<float>& want = c.want[i];
+      ASSERT_EQ(got.size(), want.size()) << what;
+      const bool twice = may_round_twice && c.out_dt[i] == DType::bf16 && !c.b[i].empty();
+      size_t bad = 0;
+      for (size_t j = 0; j < got.size() && bad < 10; ++j) {
+        double allow = tol.atol + tol.rtol * std::fabs(want[j]);
+        if (twice) {
+          const double b = c.b[i][j % c.b[i].size()];
+          allow += 0x1p-8 * (std::fabs(want[j] - b) + std::fabs(b));
+        }
+        if (!(std::fabs(got[j] - want[j]) <= allow)) {
+          ADD_FAILURE() << what << " segment " << i << " [" << j << "]: gpu " << got[j] << " cpu " << want[j];
+          ++bad;
+        }
+      }
     }
   }
 
@@ -170,7 +189,7 @@ TEST_F(LinearMultiGpu, QwenShapesMatchCpu) {
       expect_matches(c, segs, "skinny");
       auto routed = outputs(c);
       ops::linear_forward_multi(gpu(), c.gin, routed);
-      expect_matches(c, routed, "routed");
+      expect_matches(c, routed, "routed", true);
       release(am, bm);
       if (HasFailure()) return;
     }
@@ -187,13 +206,13 @@ TEST_F(LinearMultiGpu, LmHeadMatchesCpu) {
     expect_matches(c, segs, "skinny");
     auto routed = outputs(c);
     ops::linear_forward_multi(gpu(), c.gin, routed);
-    expect_matches(c, routed, "routed");
+    expect_matches(c, routed, "routed", true);
     release(am, bm);
     if (HasFailure()) return;
   }
 }
 
-// Every tile configuration, unsplit and split (3 and 16 ways), on tails in
+// Every tile configuration, unsplit and split (3 and 8 ways), on tails in
 // every dimension: M not a multiple of any tile, N below and above a tile, K
 // not a multiple of 64.
 TEST_F(LinearMultiGpu, EveryPlanMatchesCpu) {
@@ -208,10 +227,10 @@ TEST_F(LinearMultiGpu, EveryPlanMatchesCpu) {
       const size_t am = arena_->mark(), bm = big_->mark();
       const Case c = make_case(M, o.K, o.N, M == 17 ? DType::f32 : DType::bf16, int(M % 3), seed += 100);
       for (int config = 0; config < detail::skinny_config_count(); ++config)
-        for (const int splits : {1, 3, 16}) {
+        for (const int splits : {1, 3, 8}) {
           SCOPED_TRACE(testing::Message() << "K " << o.K << " M " << M << " config " << config << " splits "
                                           << splits);
-          const detail::SkinnyPlan plan{config, splits, splits == 3};
+          const detail::SkinnyPlan plan{config, splits, splits == 3, splits != 8};
           auto segs = outputs(c);
           detail::linear_forward_multi_skinny(gpu(), c.gin, segs, &plan);
           expect_matches(c, segs, "forced plan");
@@ -237,7 +256,7 @@ TEST_F(LinearMultiGpu, OddShapesThroughTheOp) {
         const Case c = make_case(M, o.K, o.N, mode ? DType::f32 : DType::bf16, mode ? 2 : 1, seed += 100);
         auto segs = outputs(c);
         ops::linear_forward_multi(gpu(), c.gin, segs);
-        expect_matches(c, segs, "op");
+        expect_matches(c, segs, "op", true);
         release(am, bm);
         if (HasFailure()) return;
       }
@@ -270,11 +289,7 @@ TEST_F(LinearMultiGpu, UnalignedViewsMatchCpu) {
     }
     EXPECT_EQ(detail::linear_multi_skinny_supported(in, segs), what == 2);
     ops::linear_forward_multi(gpu(), in, segs);
-    device_->synchronize();
-    for (size_t i = 0; i < N.size(); ++i) {
-      const Tol tol = tolerance(DType::bf16, K);
-      expect_close(download(segs[i].out), c.want[i], tol.atol, tol.rtol, "out");
-    }
+    expect_matches(c, segs, "out", true);
   }
   check_guards();
 }
@@ -301,7 +316,7 @@ TEST_F(LinearMultiGpu, FusedMatchesSeparateAndIsBitIdentical) {
       device_->synchronize();
       expect_matches(c, fused, "fused");
       expect_matches(c, single, "one by one");
-      expect_matches(c, lt, "cublaslt");
+      expect_matches(c, lt, "cublaslt", true);
       for (size_t i = 0; i < fused.size(); ++i) {
         EXPECT_TRUE(bits(fused[i].out) == bits(again[i].out)) << "segment " << i << " differs between two runs";
         EXPECT_TRUE(bits(fused[i].out) == bits(replay[i].out)) << "segment " << i << " differs in a graph replay";
@@ -325,7 +340,7 @@ TEST_F(LinearMultiGpu, LinearForwardRoutes) {
     const bool skinny = detail::linear_multi_skinny_preferred(M, 896, routed);
     EXPECT_TRUE(bits(routed[0].out) == bits(skinny ? direct[0].out : lt[0].out));
     expect_matches(c, direct, "skinny");
-    expect_matches(c, routed, "routed");
+    expect_matches(c, routed, "routed", true);
     release(am, bm);
   }
 }
@@ -468,7 +483,7 @@ TEST_F(LinearMultiGpuPerf, DecodeProjectionsPerf) {
       const auto segs = segments(b, M, 0);
       const detail::SkinnyPlan plan = detail::skinny_plan(M, s.K, segs);
       detail::SkinnyPlan pf_plan = plan;
-      pf_plan.l2_prefetch = !plan.l2_prefetch;
+      pf_plan.pdl = !plan.pdl;
       const double us_pf = time_us(b, M, [&](const ops::Ctx& ctx, const Tensor& in, const std::vector<LinearSegment>& sg) {
         detail::linear_forward_multi_skinny(ctx, in, sg, &pf_plan);
       });
@@ -479,7 +494,7 @@ TEST_F(LinearMultiGpuPerf, DecodeProjectionsPerf) {
       std::printf(
           "{\"op\":\"linear_multi\",\"model\":\"%s\",\"layer\":\"%s\",\"M\":%lld,\"K\":%lld,\"segments\":%zu,"
           "\"weight_mb\":%.2f,\"skinny_us\":%.2f,\"skinny_gbps\":%.0f,\"cublaslt_us\":%.2f,\"cublaslt_gbps\":%.0f,"
-          "\"routed_us\":%.2f,\"routed\":\"%s\",\"plan\":\"%s\",\"target_us\":%.2f,\"other_prefetch_us\":%.2f}\n",
+          "\"routed_us\":%.2f,\"routed\":\"%s\",\"plan\":\"%s\",\"target_us\":%.2f,\"other_pdl_us\":%.2f}\n",
           s.model, s.layer, (long long)M, (long long)s.K, s.N.size(), wb / 1e6, us_skinny, wb / (us_skinny * 1e3),
           us_lt, wb / (us_lt * 1e3), us_routed, prefer ? "skinny" : "cublaslt", plan_name(plan).c_str(), target, us_pf);
       std::fflush(stdout);
@@ -519,18 +534,15 @@ TEST_F(LinearMultiGpuPerf, PlanSweepPerf) {
       ArenaScope scope(arena);
       const bool lm = std::string(s.layer) == "lm_head";
       const Bench b = make_bench(arena, pool, M, s, lm ? DType::f32 : DType::bf16);
-      int64_t cols = 0;
-      for (int64_t n : s.N) cols += n;
       const int64_t k_blocks = (s.K + 63) / 64;
       for (int config = 0; config < detail::skinny_config_count(); ++config) {
         int bn = 0, bm = 0;
         detail::skinny_config_tile(config, bn, bm);
         if (bm < M && bm < 64) continue;       // tiny tiles re-read the weights
         if (bm >= 2 * M && bm > 8) continue;   // mostly empty tiles
-        for (const int splits : {1, 2, 3, 4, 6, 8, 12, 16})
+        for (const int splits : {1, 2, 3, 4, 6, 8})
           for (const bool pf : {false, true}) {
-            if (splits > 1 && (lm || splits > k_blocks)) continue;
-            if (splits > 1 && double(splits) * double(M) * double(cols) * 4 > double(size_t(64) << 20)) continue;
+            if (splits > 1 && (lm || pf || splits > k_blocks)) continue;
             const detail::SkinnyPlan plan{config, splits, pf};
             const double us = time_us(
                 b, M,

@@ -44,29 +44,31 @@ void linear_forward_multi(const Ctx& ctx, Tensor in, std::span<const LinearSegme
 // writes f32 logits), each bias Tensor{}, bf16 or f32; or all f32 (then
 // cuBLASLt, one call per segment).
 // The skinny path (detail::linear_multi_skinny_preferred says when: bf16 in,
-// small M) accumulates in fp32 on tensor cores, adds the bias in fp32 and
-// rounds the output once. Split over K, its fp32 partial sums go to
-// ctx.scratch (at most kSkinnyPartialBytes plus alignment) and a second
-// kernel adds them in split order: no atomics, and the split is a function of
-// (M, K, the N_i, the GPU's SM count) only, so the same call on the same GPU
-// gives the same bits. A fused call and the same layers called one by one may
-// split differently (the grid holds every segment's tiles), so their bits may
-// differ by fp32 summation order. CUDA-graph capturable (no host sync, no
-// allocation). Shapes or pointers the kernel cannot take (K % 8 != 0, in or
-// a weight not 16-byte aligned) go to cuBLASLt like the rest.
+// few rows) runs every segment in one launch: fp32 accumulation on tensor
+// cores, the bias added in fp32, the output rounded once. Split over K, the
+// fp32 partial tiles are added by the CTAs of one cluster through
+// distributed shared memory, in split order: no atomics, no scratch, and the
+// split is a function of (M, K, the N_i, the GPU's SM count) only, so the
+// same call on the same GPU gives the same bits. A fused call and the same
+// layers called one by one may split differently (the grid holds every
+// segment's tiles), so their bits may differ by fp32 summation order.
+// CUDA-graph capturable (no host sync, no allocation); launched as a
+// programmatic dependent of the previous kernel (it reads nothing before
+// that kernel has finished). Shapes or pointers the kernel cannot take
+// (K % 8 != 0, in or a weight not 16-byte aligned) go to cuBLASLt like the
+// rest.
 namespace cuda {
 void linear_forward_multi(const Ctx& ctx, Tensor in, std::span<const LinearSegment> segments);
 
 namespace detail {
-// Upper bound on the split-K partials a skinny call takes from ctx.scratch.
-inline constexpr size_t kSkinnyPartialBytes = size_t(8) << 20;
-
 // A skinny launch: a tile shape (an index into the kernel's configuration
-// table, linear_multi.cu) and the number of K splits.
+// table, linear_multi.cu), the number of K splits (1..8: a cluster), and
+// two launch options.
 struct SkinnyPlan {
   int config = -1;
   int splits = 1;
   bool l2_prefetch = false;  // weight loads ask L2 for 256-byte blocks
+  bool pdl = true;           // programmatic dependent launch
 };
 // The configurations' tiles (for tests and tuning): weight rows x input rows per CTA.
 int skinny_config_count();
