@@ -352,6 +352,19 @@ ConfigInfo config_info(int id) {
   return c;
 }
 
+// CTAs of configuration `id` one SM holds at once (also raises the kernel's
+// shared-memory limit, which the launch needs anyway).
+int ctas_per_sm(int id) {
+  int per_sm = 0;
+  with_config(id, [&](auto t) {
+    using C = decltype(t);
+    const auto kernel = skinny_gemm_kernel<C>;
+    DAPO_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem));
+    DAPO_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, C::kThreads, C::kSmem));
+  });
+  return std::max(per_sm, 1);
+}
+
 int sm_count() {
   int device = 0, sms = 0;
   DAPO_CUDA_CHECK(cudaGetDevice(&device));
@@ -446,21 +459,46 @@ bool linear_multi_skinny_supported(const Tensor& in, std::span<const LinearSegme
   return total_cols(segs) < (int64_t(1) << 30);
 }
 
+// Measured on an H100 SXM, 50 calls in a CUDA graph, weights rotating
+// through 960 MB (cold L2): PlanSweepPerf and DecodeProjectionsPerf of
+// tests/gpu/test_linear_multi_gpu.cpp. Where the kernel loses is where
+// cuBLASLt's wgmma kernels out-compute our mma.sync ones (M >= 32 on large
+// matrices); where it wins is launches saved (fused q/k/v) and few rows.
+// - M <= 8: every Qwen2.5 0.5B/1.5B projection ties or wins (1 row: the
+//   0.5B step's GEMMs 0.65 ms against 0.89; the 0.5B gate alone loses 0.4 us).
+// - q/k/v fused (3+ segments, up to 16 MB of weights), any M <= 256: one
+//   launch instead of three (0.5B, 128 rows: 6.5 us against 11.7).
+// - M <= 32: two fused segments up to 24 MB (0.5B gate+up: 10.4 against
+//   10.9 us), and long-K products up to 16 MB (0.5B down: 7.2 against 7.9).
 bool linear_multi_skinny_preferred(int64_t M, int64_t K, std::span<const LinearSegment> segs) {
-  return M >= 1 && M <= 256;
+  if (M < 1 || M > 256) return false;
+  if (M <= 8) return true;
+  const int64_t rows = total_cols(segs);
+  const double bytes = 2.0 * double(rows) * double(K);
+  if (segs.size() >= 3 && bytes <= 16e6) return true;
+  if (M > 32) return false;
+  return (segs.size() == 2 && bytes <= 24e6) || (K >= 4 * rows && bytes <= 16e6);
 }
 
 SkinnyPlan skinny_plan(int64_t M, int64_t K, std::span<const LinearSegment> segs) {
   SkinnyPlan p;
-  p.config = M <= 8 ? 0 : M <= 16 ? 1 : M <= 32 ? 4 : 3;
+  // Tiles of 64 weight rows x (M rounded up, at most 64) rows; for more rows
+  // the large warp tiles on large matrices, where arithmetic starts to count.
+  const int64_t rows = total_cols(segs);
+  const bool small = rows <= 2048 && rows * K <= (int64_t(8) << 20);
+  p.config = M <= 8 ? 0 : M <= 16 ? 1 : M <= 32 ? 2 : M <= 64 || small ? 3 : M <= 128 ? 7 : 8;
   const ConfigInfo c = config_info(p.config);
   const int64_t tiles = weight_tiles(segs, c.bn) * ceil_div(M, c.bm);
+  const int64_t slots = int64_t(sm_count()) * ctas_per_sm(p.config);
   const int64_t k_blocks = ceil_div(K, kBK);
-  // About one CTA per SM: fewer leave bandwidth unused, more only add
-  // reduction work (sweeps on an H100, linear_multi_gpu's PlanSweepPerf).
-  const int64_t want = ceil_div(sm_count(), tiles);
-  const int64_t s = std::clamp<int64_t>(std::min(want, k_blocks / kMinKBlocksPerSplit), 1, kMaxSplits);
+  // As many K splits as keep every CTA resident at once (a second wave costs
+  // more than the cluster's sum saves), at least 2 k-blocks each.
+  const int64_t most = std::max<int64_t>(1, std::min<int64_t>(kMaxSplits, k_blocks / kMinKBlocksPerSplit));
+  int64_t s = 1;
+  while (s < most && tiles * (s + 1) <= slots) ++s;
   p.splits = int(ceil_div(k_blocks, k_blocks_per_split(k_blocks, s)));
+  // One stream per CTA over many k-blocks: asking L2 for 256-byte blocks
+  // helps there (the LM head: 3-5%), nowhere else measurably.
   p.l2_prefetch = p.splits == 1 && M <= 64;
   return p;
 }
