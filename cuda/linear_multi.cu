@@ -365,6 +365,37 @@ int ctas_per_sm(int id) {
   return std::max(per_sm, 1);
 }
 
+int sm_count();
+
+// Clusters of `splits` CTAs of configuration `id` the GPU runs at once. A
+// cluster's CTAs share one GPC, so this is less than the CTA slots over
+// `splits` by up to a cluster per GPC; if the runtime cannot say, an
+// estimate from GPCs of 16 SMs.
+int64_t resident_clusters(int id, int splits) {
+  int clusters = 0;
+  bool known = false;
+  with_config(id, [&](auto t) {
+    using C = decltype(t);
+    const auto kernel = skinny_gemm_kernel<C>;
+    DAPO_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem));
+    cudaLaunchAttribute attr;
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = unsigned(splits);
+    attr.val.clusterDim.y = 1;
+    attr.val.clusterDim.z = 1;
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(unsigned(splits));
+    config.blockDim = dim3(C::kThreads);
+    config.dynamicSmemBytes = C::kSmem;
+    config.attrs = &attr;
+    config.numAttrs = 1;
+    known = cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) == cudaSuccess;
+    if (!known) (void)cudaGetLastError();  // not sticky; clears the last-error slot
+  });
+  if (known) return clusters;
+  return int64_t(sm_count() / 16) * ((16 * ctas_per_sm(id)) / splits);
+}
+
 int sm_count() {
   int device = 0, sms = 0;
   DAPO_CUDA_CHECK(cudaGetDevice(&device));
@@ -463,21 +494,23 @@ bool linear_multi_skinny_supported(const Tensor& in, std::span<const LinearSegme
 // through 960 MB (cold L2): PlanSweepPerf and DecodeProjectionsPerf of
 // tests/gpu/test_linear_multi_gpu.cpp. Where the kernel loses is where
 // cuBLASLt's wgmma kernels out-compute our mma.sync ones (M >= 32 on large
-// matrices); where it wins is launches saved (fused q/k/v) and few rows.
-// - M <= 8: every Qwen2.5 0.5B/1.5B projection ties or wins (1 row: the
-//   0.5B step's GEMMs 0.65 ms against 0.89; the 0.5B gate alone loses 0.4 us).
+// matrices); where it wins is launches saved (fused q/k/v, gate/up), few
+// rows, and long K split over a cluster.
+// - M <= 8: every Qwen2.5 0.5B/1.5B projection wins or ties (1 row: q 3.7
+//   against 4.1 us, down 6.2 against 7.6, the LM head 94 against 98, q/k/v
+//   fused 4.1 against 11.2) except gate or up alone (0.5B: 6.2 against 5.4).
 // - q/k/v fused (3+ segments, up to 16 MB of weights), any M <= 256: one
-//   launch instead of three (0.5B, 128 rows: 6.5 us against 11.7).
-// - M <= 32: two fused segments up to 24 MB (0.5B gate+up: 10.4 against
-//   10.9 us), and long-K products up to 16 MB (0.5B down: 7.2 against 7.9).
+//   launch instead of three (0.5B, 128 rows: 6.1 us against 11.9).
+// - M <= 32: two fused segments up to 24 MB (0.5B gate+up: 10.7 against
+//   10.8 us), and long-K products of 0.5 to 16 MB (0.5B down: 7.2 against 7.8).
 bool linear_multi_skinny_preferred(int64_t M, int64_t K, std::span<const LinearSegment> segs) {
   if (M < 1 || M > 256) return false;
-  if (M <= 8) return true;
   const int64_t rows = total_cols(segs);
   const double bytes = 2.0 * double(rows) * double(K);
+  if (M <= 8) return !(segs.size() == 1 && rows >= 4096 && bytes <= 64e6);
   if (segs.size() >= 3 && bytes <= 16e6) return true;
   if (M > 32) return false;
-  return (segs.size() == 2 && bytes <= 24e6) || (K >= 4 * rows && bytes <= 16e6);
+  return (segs.size() == 2 && bytes <= 24e6) || (K >= 4 * rows && bytes >= 0.5e6 && bytes <= 16e6);
 }
 
 SkinnyPlan skinny_plan(int64_t M, int64_t K, std::span<const LinearSegment> segs) {
@@ -489,14 +522,22 @@ SkinnyPlan skinny_plan(int64_t M, int64_t K, std::span<const LinearSegment> segs
   p.config = M <= 8 ? 0 : M <= 16 ? 1 : M <= 32 ? 2 : M <= 64 || small ? 3 : M <= 128 ? 7 : 8;
   const ConfigInfo c = config_info(p.config);
   const int64_t tiles = weight_tiles(segs, c.bn) * ceil_div(M, c.bm);
-  const int64_t slots = int64_t(sm_count()) * ctas_per_sm(p.config);
   const int64_t k_blocks = ceil_div(K, kBK);
-  // As many K splits as keep every CTA resident at once (a second wave costs
-  // more than the cluster's sum saves), at least 2 k-blocks each.
-  const int64_t most = std::max<int64_t>(1, std::min<int64_t>(kMaxSplits, k_blocks / kMinKBlocksPerSplit));
+  // The most K splits whose clusters all fit on the GPU at once, with a
+  // tenth to spare: a second wave of clusters costs more than the split
+  // saves (an H100 ran 0.5B q/k/v at 128 rows in 10.7 us with 7 splits,
+  // whose 36 clusters did not all fit, and 6.1 us with 5). Splits of 2 or
+  // more k-blocks, at most 6 but for long K (8: down_proj); 5 and 7 happen
+  // when a split count does not divide the k-blocks evenly.
+  const int64_t most = std::min<int64_t>(k_blocks >= 64 ? kMaxSplits : 6, k_blocks / kMinKBlocksPerSplit);
   int64_t s = 1;
-  while (s < most && tiles * (s + 1) <= slots) ++s;
-  p.splits = int(ceil_div(k_blocks, k_blocks_per_split(k_blocks, s)));
+  for (const int64_t want : {2, 3, 4, 6, 8}) {
+    if (want > most) break;
+    const int64_t splits = ceil_div(k_blocks, k_blocks_per_split(k_blocks, want));
+    if (double(tiles) > 0.9 * double(resident_clusters(p.config, int(splits)))) break;
+    s = splits;
+  }
+  p.splits = int(s);
   // One stream per CTA over many k-blocks: asking L2 for 256-byte blocks
   // helps there (the LM head: 3-5%), nowhere else measurably.
   p.l2_prefetch = p.splits == 1 && M <= 64;

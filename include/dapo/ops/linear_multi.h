@@ -3,10 +3,9 @@
 // layers (o_proj, down_proj, lm_head) are a one-segment call. The generation
 // engine's decode step multiplies M = (running sequences, 1..256) rows by
 // every weight once, so these products are bound by reading the weights; the
-// CUDA backend runs them as one launch of its own skinny kernel (every
-// segment's tiles in one grid, split over K when the tiles alone cannot fill
-// the GPU) instead of one cuBLASLt call per layer whose few large tiles leave
-// most SMs idle.
+// CUDA backend runs them, where it measured faster, as one launch of its own
+// skinny kernel (every segment's tiles in one grid, split over K when the
+// tiles alone cannot fill the GPU) instead of one cuBLASLt call per layer.
 //
 // Layout: row-major, contiguous; weights in HF's nn.Linear layout
 // (out_features, in_features), so out_i = in @ weight_i^T + bias_i.
@@ -48,8 +47,9 @@ void linear_forward_multi(const Ctx& ctx, Tensor in, std::span<const LinearSegme
 // cores, the bias added in fp32, the output rounded once. Split over K, the
 // fp32 partial tiles are added by the CTAs of one cluster through
 // distributed shared memory, in split order: no atomics, no scratch, and the
-// split is a function of (M, K, the N_i, the GPU's SM count) only, so the
-// same call on the same GPU gives the same bits. A fused call and the same
+// split is a function of (M, K, the N_i, the GPU: its SM count and how many
+// clusters it holds) only, so the same call on the same GPU gives the same
+// bits; so does the choice between this path and cuBLASLt. A fused call and the same
 // layers called one by one may split differently (the grid holds every
 // segment's tiles), so their bits may differ by fp32 summation order.
 // CUDA-graph capturable (no host sync, no allocation); launched as a
