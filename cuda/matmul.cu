@@ -7,6 +7,7 @@
 // GEMM cannot take (K == 0, a bias the epilogue cannot add).
 #include <cstdint>
 
+#include "dapo/ops/linear_multi.h"
 #include "dapo/ops/matmul.h"
 #include "gemm_plan_cache.cuh"
 
@@ -271,7 +272,11 @@ void matmul(const Ctx& ctx, Tensor c, Tensor a, Tensor b, bool trans_a, bool tra
   gemm(ctx, c, a, b, M, N, K, trans_a, trans_b, alpha, beta, nullptr);
 }
 
-void linear_forward(const Ctx& ctx, Tensor out, Tensor in, Tensor weight, Tensor bias) {
+namespace {
+
+// linear_forward's argument checks; returns whether the bias is given.
+bool check_linear_forward(const Ctx& ctx, const Tensor& out, const Tensor& in, const Tensor& weight,
+                          const Tensor& bias) {
   check_tensor(ctx, out, "out");
   check_tensor(ctx, in, "in");
   check_tensor(ctx, weight, "weight");
@@ -290,6 +295,27 @@ void linear_forward(const Ctx& ctx, Tensor out, Tensor in, Tensor weight, Tensor
     DAPO_CHECK_SHAPE(bias, {O});
     DAPO_CHECK(!overlaps(out, bias), "linear_forward: out overlaps bias");
   }
+  return has_bias;
+}
+
+}  // namespace
+
+void linear_forward(const Ctx& ctx, Tensor out, Tensor in, Tensor weight, Tensor bias) {
+  check_linear_forward(ctx, out, in, weight, bias);
+  const int64_t N = in.shape[0], I = in.shape[1], O = weight.shape[0];
+  if (N == 0 || O == 0) return;
+  if (in.dtype == DType::bf16 && I > 0) {
+    const LinearSegment seg{out, weight, bias};
+    const std::span<const LinearSegment> one(&seg, 1);
+    if (detail::linear_multi_skinny_supported(in, one) && detail::linear_multi_skinny_preferred(N, I, one))
+      return detail::linear_forward_multi_skinny(ctx, in, one);
+  }
+  detail::linear_forward_cublaslt(ctx, out, in, weight, bias);
+}
+
+void detail::linear_forward_cublaslt(const Ctx& ctx, Tensor out, Tensor in, Tensor weight, Tensor bias) {
+  const bool has_bias = check_linear_forward(ctx, out, in, weight, bias);
+  const int64_t N = in.shape[0], I = in.shape[1], O = weight.shape[0];
   if (N == 0 || O == 0) return;
   if (I == 0) return has_bias ? broadcast_rows(ctx, out, bias) : scale(ctx, out, 0.0f);
   // The epilogue reads the bias in D's type; otherwise (or if cuBLASLt has no

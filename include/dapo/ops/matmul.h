@@ -66,6 +66,9 @@ void linear_backward(const Ctx& ctx, Tensor din, Tensor dweight, Tensor dbias, T
 // - linear_forward: in, weight bf16 with out bf16 or f32, or all f32; bias
 //   Tensor{}, bf16 or f32. A bias of out's dtype is added in the GEMM's
 //   epilogue; another is first broadcast into out (one more pass over out).
+//   bf16 products of few rows (the decode step's) run linear_forward_multi's
+//   skinny kernel instead (linear_multi.h): fp32 accumulation, the bias added
+//   in fp32, the output rounded once.
 // - linear_backward: dout, in, weight all bf16 or all f32; din bf16 or f32
 //   (f32 for f32 inputs), OVERWRITTEN; dweight f32, ACCUMULATED by the GEMM
 //   itself (beta = 1, so fp32 weight gradients add up over micro-batches);
@@ -81,6 +84,13 @@ void matmul(const Ctx& ctx, Tensor c, Tensor a, Tensor b, bool trans_a, bool tra
 void linear_forward(const Ctx& ctx, Tensor out, Tensor in, Tensor weight, Tensor bias);
 void linear_backward(const Ctx& ctx, Tensor din, Tensor dweight, Tensor dbias, Tensor dout,
                      Tensor in, Tensor weight);
+
+namespace detail {
+// linear_forward's cuBLASLt path alone. linear_forward itself sends the
+// decode step's skinny bf16 products (few rows, see linear_multi.h) to the
+// kernel of linear_forward_multi instead; tests compare the two.
+void linear_forward_cublaslt(const Ctx& ctx, Tensor out, Tensor in, Tensor weight, Tensor bias);
+}  // namespace detail
 }  // namespace cuda
 
 }  // namespace dapo::ops

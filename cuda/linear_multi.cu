@@ -1,0 +1,630 @@
+// CUDA linear_forward_multi: the decode step's "skinny" products, M (1..256
+// running sequences) rows times every weight matrix once, bound by reading
+// the bf16 weights. The kernel tiles weight rows finely, puts the tiles of
+// every segment (q, k, v or gate, up) in one grid, and splits K over the
+// CTAs of a thread-block cluster when the tiles alone cannot fill the GPU.
+//
+// The product is computed transposed, out^T (N, M) = W (N, K) @ in^T: weight
+// rows are the mma's 16-row dimension and input rows its 8-wide one, so a
+// small M wastes at most 7 of 8 columns, and both operands are K-contiguous
+// (ldmatrix without transposes). Each CTA streams BN weight rows x BM input
+// rows through a cp.async pipeline of STAGES k-blocks of 64 into swizzled
+// shared memory; warps own 16*MT weight rows x 8*NT input rows (mma.sync
+// m16n8k16 bf16 -> fp32). The fp32 tile is staged in shared memory; the S
+// CTAs of a cluster (one per K split) then each sum a share of the tile over
+// the S staged tiles through distributed shared memory, always in split order
+// 0..S-1, add the bias, round once and store. No partials in global memory,
+// no second kernel, no atomics: the bits depend on the plan only, which is a
+// function of the shape and the GPU's SM count.
+#include <algorithm>
+#include <cstdint>
+
+#include <cooperative_groups.h>
+
+#include "common.cuh"
+#include "dapo/ops/linear_multi.h"
+#include "dapo/ops/matmul.h"
+
+namespace dapo::ops::cuda {
+namespace {
+
+using namespace cuda_detail;
+using bf16_t = __nv_bfloat16;
+
+namespace cg = cooperative_groups;
+
+constexpr int kBK = 64;            // k per pipeline stage: 128 bytes per row
+constexpr int kMaxSplits = 8;      // the portable cluster size
+constexpr int kMinKBlocksPerSplit = 2;
+
+// ---- device helpers ------------------------------------------------------------
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+// 16 bytes global -> shared; `valid` false writes zeros (src-size 0 reads nothing).
+__device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
+}
+// The same with an L2 prefetch of the 256-byte block around src: the weight
+// rows' next k-block arrives with this one's request.
+__device__ __forceinline__ void cp_async_16_pf(uint32_t dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldsm_x2(uint32_t (&r)[2], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(addr));
+}
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// Rows of 128 bytes (8 chunks of 16) with the chunk XORed by row & 7: the 8
+// rows of one ldmatrix 8x8 matrix fall in 8 distinct bank groups.
+__device__ __forceinline__ uint32_t swz(int row, int chunk) {
+  return uint32_t(row * 128 + ((chunk ^ (row & 7)) << 4));
+}
+
+// ---- arguments ------------------------------------------------------------------
+
+struct SegmentArgs {
+  const bf16_t* weight;
+  void* out;
+  const void* bias;
+  int32_t n;           // weight rows (output features)
+  int32_t tile_begin;  // the segment's first weight-row tile in the grid
+  int8_t out_f32;
+  int8_t bias_kind;    // 0 none, 1 bf16, 2 f32
+  int8_t vec_out;      // 4 adjacent outputs of a row go as one store
+};
+
+struct SkinnyArgs {
+  SegmentArgs seg[kMaxLinearSegments];
+  const bf16_t* in;
+  int32_t num_segments, M, K, m_tiles, splits, kb_per_split, k_blocks;
+  int8_t l2_prefetch;  // weight loads prefetch 256-byte blocks into L2
+};
+
+__device__ __forceinline__ SegmentArgs segment_of_tile(const SkinnyArgs& a, int tile) {
+  SegmentArgs s = a.seg[0];
+#pragma unroll
+  for (int i = 1; i < kMaxLinearSegments; ++i)
+    if (i < a.num_segments && tile >= a.seg[i].tile_begin) s = a.seg[i];
+  return s;
+}
+// out[row][col + j] = x[j] + bias[col + j] for j < cnt (cnt <= 4), rounded once.
+__device__ __forceinline__ void store_out(const SegmentArgs& s, int64_t row, int col, int cnt, float (&x)[4]) {
+  if (s.bias_kind == 1) {
+    const bf16_t* b = static_cast<const bf16_t*>(s.bias) + col;
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      if (j < cnt) x[j] += __bfloat162float(b[j]);
+  } else if (s.bias_kind == 2) {
+    const float* b = static_cast<const float*>(s.bias) + col;
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      if (j < cnt) x[j] += b[j];
+  }
+  const int64_t at = row * s.n + col;
+  if (s.out_f32) {
+    float* o = static_cast<float*>(s.out) + at;
+    if (s.vec_out && cnt == 4) {
+      *reinterpret_cast<float4*>(o) = make_float4(x[0], x[1], x[2], x[3]);
+    } else {
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        if (j < cnt) o[j] = x[j];
+    }
+  } else {
+    bf16_t* o = static_cast<bf16_t*>(s.out) + at;
+    if (s.vec_out && cnt == 4) {
+      const __nv_bfloat162 lo = __floats2bfloat162_rn(x[0], x[1]), hi = __floats2bfloat162_rn(x[2], x[3]);
+      uint2 v;
+      v.x = *reinterpret_cast<const uint32_t*>(&lo);
+      v.y = *reinterpret_cast<const uint32_t*>(&hi);
+      *reinterpret_cast<uint2*>(o) = v;
+    } else {
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        if (j < cnt) o[j] = __float2bfloat16_rn(x[j]);
+    }
+  }
+}
+
+// ---- the GEMM kernel --------------------------------------------------------------
+
+// A CTA configuration: warps of 16*MT weight rows x 8*NT input rows, WN x WM
+// of them, STAGES k-blocks in flight.
+template <int MT_, int NT_, int WN_, int WM_, int STAGES_>
+struct Tile {
+  static constexpr int MT = MT_, NT = NT_, WN = WN_, WM = WM_, STAGES = STAGES_;
+  static constexpr int kThreads = 32 * WN * WM;
+  static constexpr int BN = 16 * MT * WN;  // weight rows per CTA
+  static constexpr int BM = 8 * NT * WM;   // input rows per CTA
+  static constexpr int kStageBytes = (BN + BM) * kBK * 2;
+  static constexpr int kLd = BN + 4;       // floats per row of the staged output tile
+  static constexpr int kSmem =
+      STAGES * kStageBytes > BM * kLd * 4 ? STAGES * kStageBytes : BM * kLd * 4;
+  static_assert(NT == 1 || NT % 2 == 0, "B fragments load two n-blocks at a time");
+};
+
+template <int ROWS, int THREADS>
+__device__ __forceinline__ void load_rows(uint32_t s, const bf16_t* g, int64_t K, int rows_valid, int k0,
+                                          const bf16_t* any, int tid, bool prefetch) {
+  constexpr int kChunks = ROWS * 8;
+#pragma unroll
+  for (int i = 0; i < (kChunks + THREADS - 1) / THREADS; ++i) {
+    const int c = tid + i * THREADS;
+    if (kChunks % THREADS == 0 || c < kChunks) {
+      const int r = c >> 3, ch = c & 7;
+      const bool ok = r < rows_valid && k0 + ch * 8 < K;
+      const bf16_t* src = ok ? g + int64_t(r) * K + k0 + ch * 8 : any;
+      if (prefetch) cp_async_16_pf(s + swz(r, ch), src, ok);
+      else cp_async_16(s + swz(r, ch), src, ok);
+    }
+  }
+}
+
+template <class C>
+__global__ void __launch_bounds__(C::kThreads) skinny_gemm_kernel(const __grid_constant__ SkinnyArgs a) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  const uint32_t sbase = smem_u32(smem);
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int wn = warp % C::WN, wm = warp / C::WN;
+  // The splits of one output tile are consecutive CTAs: one cluster. The
+  // m-tiles that share a weight tile follow each other, so the later ones
+  // read it from L2.
+  int bid = int(blockIdx.x);
+  const int split = bid % a.splits;
+  bid /= a.splits;
+  const int mt = bid % a.m_tiles, tile = bid / a.m_tiles;
+  const SegmentArgs sg = segment_of_tile(a, tile);
+  const int n0 = (tile - sg.tile_begin) * C::BN, rows = min(C::BN, sg.n - n0);
+  const int m0 = mt * C::BM, toks = min(C::BM, a.M - m0);
+  const int kb0 = split * a.kb_per_split, nkb = min(a.k_blocks - kb0, a.kb_per_split);
+  const int64_t K = a.K;
+  const bf16_t* wg = sg.weight + int64_t(n0) * K;
+  const bf16_t* xg = a.in + int64_t(m0) * K;
+  // Programmatic dependent launch: this CTA may start while the previous
+  // kernel drains; nothing is read before that kernel's writes are visible.
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+
+  auto load_stage = [&](int slot, int kb) {
+    const uint32_t sw = sbase + uint32_t(slot * C::kStageBytes);
+    load_rows<C::BN, C::kThreads>(sw, wg, K, rows, kb * kBK, a.in, tid, a.l2_prefetch);
+    load_rows<C::BM, C::kThreads>(sw + C::BN * 128, xg, K, toks, kb * kBK, a.in, tid, false);
+  };
+
+  float acc[C::MT][C::NT][4];
+#pragma unroll
+  for (int mi = 0; mi < C::MT; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < C::NT; ++ni)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) acc[mi][ni][j] = 0.0f;
+
+#pragma unroll
+  for (int s = 0; s < C::STAGES - 1; ++s) {
+    if (s < nkb) load_stage(s, kb0 + s);
+    cp_async_commit();
+  }
+  // A warp whose input rows all lie past M has nothing to multiply.
+  const bool active = wm * C::NT * 8 < toks;
+  for (int i = 0; i < nkb; ++i) {
+    cp_async_wait<C::STAGES - 2>();
+    __syncthreads();  // stage i landed for all; stage i - 1's slot is free again
+    const int pre = i + C::STAGES - 1;
+    if (pre < nkb) load_stage(pre % C::STAGES, kb0 + pre);
+    cp_async_commit();
+    if (active) {
+      const uint32_t sw = sbase + uint32_t((i % C::STAGES) * C::kStageBytes), sx = sw + C::BN * 128;
+#pragma unroll
+      for (int ks = 0; ks < kBK / 16; ++ks) {
+        uint32_t af[C::MT][4];
+#pragma unroll
+        for (int mi = 0; mi < C::MT; ++mi)
+          ldsm_x4(af[mi], sw + swz(wn * C::MT * 16 + mi * 16 + (lane & 15), ks * 2 + (lane >> 4)));
+        uint32_t bfr[C::NT][2];
+        if constexpr (C::NT == 1) {
+          uint32_t r[2];
+          ldsm_x2(r, sx + swz(wm * 8 + (lane & 7), ks * 2 + ((lane >> 3) & 1)));
+          bfr[0][0] = r[0];
+          bfr[0][1] = r[1];
+        } else {
+#pragma unroll
+          for (int nj = 0; nj < C::NT / 2; ++nj) {
+            uint32_t r[4];
+            ldsm_x4(r, sx + swz(wm * C::NT * 8 + nj * 16 + (lane & 7) + ((lane >> 4) << 3),
+                                ks * 2 + ((lane >> 3) & 1)));
+            bfr[2 * nj][0] = r[0];
+            bfr[2 * nj][1] = r[1];
+            bfr[2 * nj + 1][0] = r[2];
+            bfr[2 * nj + 1][1] = r[3];
+          }
+        }
+#pragma unroll
+        for (int mi = 0; mi < C::MT; ++mi)
+#pragma unroll
+          for (int ni = 0; ni < C::NT; ++ni) mma_bf16(acc[mi][ni], af[mi], bfr[ni][0], bfr[ni][1]);
+      }
+    }
+  }
+  cp_async_wait<0>();
+  // The next kernel (when launched as a programmatic dependent) may start its
+  // CTAs now; its griddepcontrol.wait still waits for this grid to finish.
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+  __syncthreads();  // the pipeline's shared memory becomes the output tile
+
+  // C fragment: c0, c1 = (weight row lane/4, input rows 2(lane%4), +1), c2, c3 = weight row + 8.
+  float* tile_s = reinterpret_cast<float*>(smem);
+  if (active) {
+#pragma unroll
+    for (int mi = 0; mi < C::MT; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < C::NT; ++ni) {
+        const int f = wn * C::MT * 16 + mi * 16 + (lane >> 2);
+        const int t = wm * C::NT * 8 + ni * 8 + 2 * (lane & 3);
+        tile_s[t * C::kLd + f] = acc[mi][ni][0];
+        tile_s[(t + 1) * C::kLd + f] = acc[mi][ni][1];
+        tile_s[t * C::kLd + f + 8] = acc[mi][ni][2];
+        tile_s[(t + 1) * C::kLd + f + 8] = acc[mi][ni][3];
+      }
+  }
+  const cg::cluster_group cluster = cg::this_cluster();
+  cluster.sync();  // every split's tile is staged
+
+  // This CTA's share of the output tile: groups of 4 adjacent outputs, dealt
+  // round-robin over the cluster; each is the sum of the S staged tiles in
+  // split order.
+  constexpr int kGroups = C::BN / 4;
+  const int S = a.splits;
+  for (int idx = split * C::kThreads + tid; idx < toks * kGroups; idx += S * C::kThreads) {
+    const int t = idx / kGroups, f = (idx % kGroups) * 4;
+    if (f >= rows) continue;
+    const int at = t * C::kLd + f;
+    const float4 v0 = *reinterpret_cast<const float4*>(cluster.map_shared_rank(tile_s, 0) + at);
+    float x[4] = {v0.x, v0.y, v0.z, v0.w};
+    for (int s = 1; s < S; ++s) {
+      const float4 v = *reinterpret_cast<const float4*>(cluster.map_shared_rank(tile_s, s) + at);
+      x[0] += v.x, x[1] += v.y, x[2] += v.z, x[3] += v.w;
+    }
+    store_out(sg, int64_t(m0 + t), n0 + f, min(4, rows - f), x);
+  }
+  cluster.sync();  // no CTA leaves while another reads its tile
+}
+
+// ---- configurations --------------------------------------------------------------
+
+// The table the plans index (SkinnyPlan::config). Few input rows need little
+// arithmetic, so their CTAs are small and deep (many k-blocks of weights in
+// flight per SM); many rows need the larger warp tiles.
+//                     MT NT WN WM STAGES   BN x BM,   threads, shared memory
+using Cfg0 = Tile<1, 1, 4, 1, 8>;  // 64 x 8,    128, 72 KB
+using Cfg1 = Tile<1, 2, 4, 1, 8>;  // 64 x 16,   128, 80 KB
+using Cfg2 = Tile<1, 4, 4, 1, 8>;  // 64 x 32,   128, 96 KB
+using Cfg3 = Tile<1, 8, 4, 1, 6>;  // 64 x 64,   128, 96 KB
+using Cfg4 = Tile<2, 4, 2, 1, 8>;  // 64 x 32,   64,  96 KB
+using Cfg5 = Tile<2, 1, 4, 1, 6>;  // 128 x 8,   128, 102 KB
+using Cfg6 = Tile<2, 8, 2, 2, 4>;  // 64 x 128,  128, 96 KB
+using Cfg7 = Tile<2, 8, 4, 2, 4>;  // 128 x 128, 256, 128 KB
+using Cfg8 = Tile<2, 8, 4, 4, 4>;  // 128 x 256, 512, 192 KB
+using Cfg9 = Tile<2, 8, 2, 4, 4>;  // 64 x 256,  256, 160 KB
+constexpr int kConfigs = 10;
+
+template <class F>
+void with_config(int id, F&& f) {
+  switch (id) {
+    case 0: return f(Cfg0{});
+    case 1: return f(Cfg1{});
+    case 2: return f(Cfg2{});
+    case 3: return f(Cfg3{});
+    case 4: return f(Cfg4{});
+    case 5: return f(Cfg5{});
+    case 6: return f(Cfg6{});
+    case 7: return f(Cfg7{});
+    case 8: return f(Cfg8{});
+    case 9: return f(Cfg9{});
+    default: DAPO_FAIL("skinny GEMM: no configuration ", id);
+  }
+}
+
+struct ConfigInfo {
+  int bn, bm, threads, smem;
+};
+ConfigInfo config_info(int id) {
+  ConfigInfo c{};
+  with_config(id, [&](auto t) {
+    using C = decltype(t);
+    c = {C::BN, C::BM, C::kThreads, C::kSmem};
+  });
+  return c;
+}
+
+// CTAs of configuration `id` one SM holds at once (also raises the kernel's
+// shared-memory limit, which the launch needs anyway).
+int ctas_per_sm(int id) {
+  int per_sm = 0;
+  with_config(id, [&](auto t) {
+    using C = decltype(t);
+    const auto kernel = skinny_gemm_kernel<C>;
+    DAPO_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem));
+    DAPO_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, C::kThreads, C::kSmem));
+  });
+  return std::max(per_sm, 1);
+}
+
+int sm_count();
+
+// Clusters of `splits` CTAs of configuration `id` the GPU runs at once. A
+// cluster's CTAs share one GPC, so this is less than the CTA slots over
+// `splits` by up to a cluster per GPC; if the runtime cannot say, an
+// estimate from GPCs of 16 SMs.
+int64_t resident_clusters(int id, int splits) {
+  int clusters = 0;
+  bool known = false;
+  with_config(id, [&](auto t) {
+    using C = decltype(t);
+    const auto kernel = skinny_gemm_kernel<C>;
+    DAPO_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem));
+    cudaLaunchAttribute attr;
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = unsigned(splits);
+    attr.val.clusterDim.y = 1;
+    attr.val.clusterDim.z = 1;
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(unsigned(splits));
+    config.blockDim = dim3(C::kThreads);
+    config.dynamicSmemBytes = C::kSmem;
+    config.attrs = &attr;
+    config.numAttrs = 1;
+    known = cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) == cudaSuccess;
+    if (!known) (void)cudaGetLastError();  // not sticky; clears the last-error slot
+  });
+  if (known) return clusters;
+  return int64_t(sm_count() / 16) * ((16 * ctas_per_sm(id)) / splits);
+}
+
+int sm_count() {
+  int device = 0, sms = 0;
+  DAPO_CUDA_CHECK(cudaGetDevice(&device));
+  DAPO_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  return std::max(sms, 1);
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+int64_t weight_tiles(std::span<const LinearSegment> segs, int bn) {
+  int64_t t = 0;
+  for (const LinearSegment& s : segs) t += ceil_div(s.weight.shape[0], bn);
+  return t;
+}
+int64_t total_cols(std::span<const LinearSegment> segs) {
+  int64_t n = 0;
+  for (const LinearSegment& s : segs) n += s.weight.shape[0];
+  return n;
+}
+
+// k-blocks per split for `splits` requested splits; the splits actually run
+// are ceil(k_blocks / that), so that none is empty.
+int64_t k_blocks_per_split(int64_t k_blocks, int64_t splits) {
+  return ceil_div(k_blocks, std::clamp<int64_t>(splits, 1, k_blocks));
+}
+
+// ---- host checks -------------------------------------------------------------------
+
+void check_tensor(const Ctx& ctx, const Tensor& t, const char* name) {
+  check_device(ctx, t, name);
+  DAPO_CHECK(t.data != nullptr || t.numel() == 0, name, " ", t.shape_string(), " has no data");
+  DAPO_CHECK(t.dtype == DType::bf16 || t.dtype == DType::f32, name, " is ", dtype_name(t.dtype),
+             ", expected bf16 or f32");
+}
+
+void check_args(const Ctx& ctx, const Tensor& in, std::span<const LinearSegment> segs) {
+  DAPO_CHECK(!segs.empty() && segs.size() <= size_t(kMaxLinearSegments), "linear_forward_multi: ", segs.size(),
+             " segments, expected 1 to ", kMaxLinearSegments);
+  check_tensor(ctx, in, "in");
+  DAPO_CHECK(in.ndim == 2, "linear_forward_multi: in ", in.shape_string(), " must be 2-D");
+  const int64_t M = in.shape[0], K = in.shape[1];
+  for (size_t i = 0; i < segs.size(); ++i) {
+    const LinearSegment& s = segs[i];
+    check_tensor(ctx, s.out, "out");
+    check_tensor(ctx, s.weight, "weight");
+    DAPO_CHECK(s.weight.dtype == in.dtype, "linear_forward_multi: in is ", dtype_name(in.dtype), ", segment ", i,
+               "'s weight is ", dtype_name(s.weight.dtype));
+    DAPO_CHECK(in.dtype == DType::bf16 || s.out.dtype == DType::f32, "linear_forward_multi: f32 operands into a ",
+               dtype_name(s.out.dtype), " output; CUDA takes bf16 x bf16 -> bf16 or f32, and f32 x f32 -> f32");
+    DAPO_CHECK(s.weight.ndim == 2, "linear_forward_multi: segment ", i, "'s weight ", s.weight.shape_string(),
+               " must be 2-D");
+    const int64_t N = s.weight.shape[0];
+    DAPO_CHECK_SHAPE(s.weight, {N, K});
+    DAPO_CHECK_SHAPE(s.out, {M, N});
+    if (s.bias.defined()) {
+      check_tensor(ctx, s.bias, "bias");
+      DAPO_CHECK_SHAPE(s.bias, {N});
+    }
+    DAPO_CHECK(!overlaps(s.out, in), "linear_forward_multi: segment ", i, "'s out overlaps in");
+    for (size_t j = 0; j < segs.size(); ++j) {
+      DAPO_CHECK(!overlaps(s.out, segs[j].weight) && !overlaps(s.out, segs[j].bias), "linear_forward_multi: segment ",
+                 i, "'s out overlaps segment ", j, "'s weight or bias");
+      DAPO_CHECK(j == i || !overlaps(s.out, segs[j].out), "linear_forward_multi: the outputs of segments ", i,
+                 " and ", j, " overlap");
+    }
+  }
+}
+
+}  // namespace
+
+namespace detail {
+
+int skinny_config_count() { return kConfigs; }
+
+void skinny_config_tile(int config, int& rows_n, int& rows_m) {
+  const ConfigInfo c = config_info(config);
+  rows_n = c.bn;
+  rows_m = c.bm;
+}
+
+bool linear_multi_skinny_supported(const Tensor& in, std::span<const LinearSegment> segs) {
+  if (segs.empty() || segs.size() > size_t(kMaxLinearSegments)) return false;
+  if (in.dtype != DType::bf16 || in.ndim != 2) return false;
+  const int64_t M = in.shape[0], K = in.shape[1];
+  // 16-byte cp.async chunks of every row: K % 8 == 0 and 16-byte aligned bases.
+  if (K < 1 || K % 8 != 0 || K > INT32_MAX || M > INT32_MAX || !aligned16(in.data)) return false;
+  for (const LinearSegment& s : segs) {
+    if (s.weight.dtype != DType::bf16 || !aligned16(s.weight.data)) return false;
+    if (s.out.dtype != DType::bf16 && s.out.dtype != DType::f32) return false;
+    if (s.bias.defined() && s.bias.dtype != DType::bf16 && s.bias.dtype != DType::f32) return false;
+  }
+  return total_cols(segs) < (int64_t(1) << 30);
+}
+
+// Measured on an H100 SXM, 50 calls in a CUDA graph, weights rotating
+// through 960 MB (cold L2): PlanSweepPerf and DecodeProjectionsPerf of
+// tests/gpu/test_linear_multi_gpu.cpp. Where the kernel loses is where
+// cuBLASLt's wgmma kernels out-compute our mma.sync ones (M >= 32 on large
+// matrices); where it wins is launches saved (fused q/k/v, gate/up), few
+// rows, and long K split over a cluster.
+// - M <= 8: every Qwen2.5 0.5B/1.5B projection wins or ties (1 row: q 3.7
+//   against 4.1 us, down 6.2 against 7.6, the LM head 94 against 98, q/k/v
+//   fused 4.1 against 11.2) except gate or up alone (0.5B: 6.2 against 5.4).
+// - q/k/v fused (3+ segments, up to 16 MB of weights), any M <= 256: one
+//   launch instead of three (0.5B, 128 rows: 6.1 us against 11.9).
+// - M <= 32: two fused segments up to 24 MB (0.5B gate+up: 10.7 against
+//   10.8 us), and long-K products of 0.5 to 16 MB (0.5B down: 7.2 against 7.8).
+bool linear_multi_skinny_preferred(int64_t M, int64_t K, std::span<const LinearSegment> segs) {
+  if (M < 1 || M > 256) return false;
+  const int64_t rows = total_cols(segs);
+  const double bytes = 2.0 * double(rows) * double(K);
+  if (M <= 8) return !(segs.size() == 1 && rows >= 4096 && bytes <= 64e6);
+  if (segs.size() >= 3 && bytes <= 16e6) return true;
+  if (M > 32) return false;
+  return (segs.size() == 2 && bytes <= 24e6) || (K >= 4 * rows && bytes >= 0.5e6 && bytes <= 16e6);
+}
+
+SkinnyPlan skinny_plan(int64_t M, int64_t K, std::span<const LinearSegment> segs) {
+  SkinnyPlan p;
+  // Tiles of 64 weight rows x (M rounded up, at most 64) rows; for more rows
+  // the large warp tiles on large matrices, where arithmetic starts to count.
+  const int64_t rows = total_cols(segs);
+  const bool small = rows <= 2048 && rows * K <= (int64_t(8) << 20);
+  p.config = M <= 8 ? 0 : M <= 16 ? 1 : M <= 32 ? 2 : M <= 64 || small ? 3 : M <= 128 ? 7 : 8;
+  const ConfigInfo c = config_info(p.config);
+  const int64_t tiles = weight_tiles(segs, c.bn) * ceil_div(M, c.bm);
+  const int64_t k_blocks = ceil_div(K, kBK);
+  // The most K splits whose clusters all fit on the GPU at once, with a
+  // tenth to spare: a second wave of clusters costs more than the split
+  // saves (an H100 ran 0.5B q/k/v at 128 rows in 10.7 us with 7 splits,
+  // whose 36 clusters did not all fit, and 6.1 us with 5). Splits of 2 or
+  // more k-blocks, at most 6 but for long K (8: down_proj); 5 and 7 happen
+  // when a split count does not divide the k-blocks evenly.
+  const int64_t most = std::min<int64_t>(k_blocks >= 64 ? kMaxSplits : 6, k_blocks / kMinKBlocksPerSplit);
+  int64_t s = 1;
+  for (const int64_t want : {2, 3, 4, 6, 8}) {
+    if (want > most) break;
+    const int64_t splits = ceil_div(k_blocks, k_blocks_per_split(k_blocks, want));
+    if (double(tiles) > 0.9 * double(resident_clusters(p.config, int(splits)))) break;
+    s = splits;
+  }
+  p.splits = int(s);
+  // One stream per CTA over many k-blocks: asking L2 for 256-byte blocks
+  // helps there (the LM head: 3-5%), nowhere else measurably.
+  p.l2_prefetch = p.splits == 1 && M <= 64;
+  return p;
+}
+
+void linear_forward_multi_skinny(const Ctx& ctx, Tensor in, std::span<const LinearSegment> segments,
+                                 const SkinnyPlan* plan) {
+  check_args(ctx, in, segments);
+  DAPO_CHECK(linear_multi_skinny_supported(in, segments), "linear_forward_multi: the skinny kernel cannot take in ",
+             in.shape_string(), " (", dtype_name(in.dtype), ")");
+  const int64_t M = in.shape[0], K = in.shape[1];
+  if (M == 0) return;
+  const SkinnyPlan p = plan != nullptr ? *plan : skinny_plan(M, K, segments);
+  DAPO_CHECK(p.config >= 0 && p.config < kConfigs && p.splits >= 1 && p.splits <= kMaxSplits, "skinny plan: config ",
+             p.config, " splits ", p.splits);
+  const ConfigInfo c = config_info(p.config);
+
+  SkinnyArgs a{};
+  int64_t tiles = 0;
+  int n_seg = 0;
+  for (const LinearSegment& s : segments) {
+    const int64_t N = s.weight.shape[0];
+    if (N == 0) continue;  // nothing to write
+    SegmentArgs& g = a.seg[n_seg++];
+    g.weight = static_cast<const bf16_t*>(s.weight.data);
+    g.out = s.out.data;
+    g.bias = s.bias.defined() ? s.bias.data : nullptr;
+    g.n = int32_t(N);
+    g.tile_begin = int32_t(tiles);
+    g.out_f32 = s.out.dtype == DType::f32;
+    g.bias_kind = !s.bias.defined() ? 0 : s.bias.dtype == DType::bf16 ? 1 : 2;
+    const uintptr_t align = g.out_f32 ? 16 : 8;
+    g.vec_out = N % 4 == 0 && reinterpret_cast<uintptr_t>(s.out.data) % align == 0;
+    tiles += ceil_div(N, c.bn);
+  }
+  if (n_seg == 0) return;
+  const int64_t k_blocks = ceil_div(K, kBK), per_split = k_blocks_per_split(k_blocks, p.splits);
+  const int64_t splits = ceil_div(k_blocks, per_split), m_tiles = ceil_div(M, c.bm);
+  const int64_t grid = tiles * splits * m_tiles;
+  DAPO_CHECK(grid <= INT32_MAX, "linear_forward_multi: a grid of ", grid, " CTAs");
+  a.in = static_cast<const bf16_t*>(in.data);
+  a.num_segments = n_seg;
+  a.M = int32_t(M);
+  a.K = int32_t(K);
+  a.m_tiles = int32_t(m_tiles);
+  a.splits = int32_t(splits);
+  a.kb_per_split = int32_t(per_split);
+  a.k_blocks = int32_t(k_blocks);
+  a.l2_prefetch = p.l2_prefetch;
+
+  with_config(p.config, [&](auto t) {
+    using C = decltype(t);
+    const auto kernel = skinny_gemm_kernel<C>;
+    DAPO_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem));
+    cudaLaunchAttribute attrs[2];
+    attrs[0].id = cudaLaunchAttributeClusterDimension;  // the splits of a tile: one cluster
+    attrs[0].val.clusterDim.x = unsigned(splits);
+    attrs[0].val.clusterDim.y = 1;
+    attrs[0].val.clusterDim.z = 1;
+    attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attrs[1].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(unsigned(grid));
+    config.blockDim = dim3(C::kThreads);
+    config.dynamicSmemBytes = C::kSmem;
+    config.stream = stream_of(ctx);
+    config.attrs = attrs;
+    config.numAttrs = p.pdl ? 2 : 1;
+    DAPO_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, a));
+  });
+}
+
+void linear_forward_multi_cublaslt(const Ctx& ctx, Tensor in, std::span<const LinearSegment> segments) {
+  check_args(ctx, in, segments);
+  for (const LinearSegment& s : segments) linear_forward_cublaslt(ctx, s.out, in, s.weight, s.bias);
+}
+
+}  // namespace detail
+
+void linear_forward_multi(const Ctx& ctx, Tensor in, std::span<const LinearSegment> segments) {
+  check_args(ctx, in, segments);
+  const int64_t M = in.shape[0], K = in.shape[1];
+  if (M == 0) return;
+  if (detail::linear_multi_skinny_supported(in, segments) && detail::linear_multi_skinny_preferred(M, K, segments))
+    return detail::linear_forward_multi_skinny(ctx, in, segments, nullptr);
+  for (const LinearSegment& s : segments) detail::linear_forward_cublaslt(ctx, s.out, in, s.weight, s.bias);
+}
+
+}  // namespace dapo::ops::cuda

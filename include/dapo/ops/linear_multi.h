@@ -1,0 +1,94 @@
+// Several nn.Linear layers that read ONE input, in one op: q/k/v read the
+// same normed hidden state, gate/up the same post-attention one, and single
+// layers (o_proj, down_proj, lm_head) are a one-segment call. The generation
+// engine's decode step multiplies M = (running sequences, 1..256) rows by
+// every weight once, so these products are bound by reading the weights; the
+// CUDA backend runs them, where it measured faster, as one launch of its own
+// skinny kernel (every segment's tiles in one grid, split over K when the
+// tiles alone cannot fill the GPU) instead of one cuBLASLt call per layer.
+//
+// Layout: row-major, contiguous; weights in HF's nn.Linear layout
+// (out_features, in_features), so out_i = in @ weight_i^T + bias_i.
+#pragma once
+
+#include <span>
+
+#include "dapo/ops/context.h"
+
+namespace dapo::ops {
+
+// One layer of a linear_forward_multi call. bias is Tensor{} for none.
+struct LinearSegment {
+  Tensor out;     // (M, N_i), OVERWRITTEN
+  Tensor weight;  // (N_i, K)
+  Tensor bias;    // (N_i) or Tensor{}
+};
+
+// The most segments one call takes (q, k, v is the most the model fuses).
+inline constexpr int kMaxLinearSegments = 4;
+
+// For each segment i: out_i (M, N_i) = in (M, K) @ weight_i^T + bias_i.
+// 1 <= segments.size() <= kMaxLinearSegments; any M >= 0, N_i >= 0, K >= 0
+// (K == 0 gives the bias, or zeros). Outputs must not overlap the input, the
+// weights, the biases or each other.
+// CPU backend: every tensor f32; the result is a loop of linear_forward.
+void linear_forward_multi(const Ctx& ctx, Tensor in, std::span<const LinearSegment> segments);
+
+namespace cpu {
+void linear_forward_multi(const Ctx& ctx, Tensor in, std::span<const LinearSegment> segments);
+}  // namespace cpu
+
+// CUDA builds only. Dtypes as cuda::linear_forward (matmul.h): in and every
+// weight bf16 with each out bf16 or f32 (segments may differ; the LM head
+// writes f32 logits), each bias Tensor{}, bf16 or f32; or all f32 (then
+// cuBLASLt, one call per segment).
+// The skinny path (detail::linear_multi_skinny_preferred says when: bf16 in,
+// few rows) runs every segment in one launch: fp32 accumulation on tensor
+// cores, the bias added in fp32, the output rounded once. Split over K, the
+// fp32 partial tiles are added by the CTAs of one cluster through
+// distributed shared memory, in split order: no atomics, no scratch, and the
+// split is a function of (M, K, the N_i, the GPU: its SM count and how many
+// clusters it holds) only, so the same call on the same GPU gives the same
+// bits; so does the choice between this path and cuBLASLt. A fused call and the same
+// layers called one by one may split differently (the grid holds every
+// segment's tiles), so their bits may differ by fp32 summation order.
+// CUDA-graph capturable (no host sync, no allocation); launched as a
+// programmatic dependent of the previous kernel (it reads nothing before
+// that kernel has finished). Shapes or pointers the kernel cannot take
+// (K % 8 != 0, in or a weight not 16-byte aligned) go to cuBLASLt like the
+// rest.
+namespace cuda {
+void linear_forward_multi(const Ctx& ctx, Tensor in, std::span<const LinearSegment> segments);
+
+namespace detail {
+// A skinny launch: a tile shape (an index into the kernel's configuration
+// table, linear_multi.cu), the number of K splits (1..8: a cluster), and
+// two launch options.
+struct SkinnyPlan {
+  int config = -1;
+  int splits = 1;
+  bool l2_prefetch = false;  // weight loads ask L2 for 256-byte blocks
+  bool pdl = true;           // programmatic dependent launch
+};
+// The configurations' tiles (for tests and tuning): weight rows x input rows per CTA.
+int skinny_config_count();
+void skinny_config_tile(int config, int& rows_n, int& rows_m);
+
+// Whether the skinny kernel can take this call (dtypes, K % 8, alignment).
+bool linear_multi_skinny_supported(const Tensor& in, std::span<const LinearSegment> segments);
+// Whether it is expected to beat cuBLASLt there (measured on H100: the rule
+// is in linear_multi.cu). cuda::linear_forward and linear_forward_multi route
+// by supported && preferred.
+bool linear_multi_skinny_preferred(int64_t M, int64_t K, std::span<const LinearSegment> segments);
+// The plan the op uses for a shape on the current GPU.
+SkinnyPlan skinny_plan(int64_t M, int64_t K, std::span<const LinearSegment> segments);
+// The skinny kernel alone (the call must be supported), with `plan` or, when
+// null, skinny_plan's; tests and the tuning sweep call it directly.
+void linear_forward_multi_skinny(const Ctx& ctx, Tensor in, std::span<const LinearSegment> segments,
+                                 const SkinnyPlan* plan = nullptr);
+// One cuBLASLt call per segment (cuda::linear_forward's GEMM path).
+void linear_forward_multi_cublaslt(const Ctx& ctx, Tensor in, std::span<const LinearSegment> segments);
+}  // namespace detail
+}  // namespace cuda
+
+}  // namespace dapo::ops
