@@ -1,0 +1,75 @@
+// The fused decode-step RoPE + KV cache write equals its definition, the
+// three CPU ops in sequence, bit for bit: q and k rotated in place, the
+// rotated k and v at their slots (skipped slots and the rest of the pool
+// untouched); an empty batch; aliasing refused.
+#include "dapo/ops/rope_kv_write.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "dapo/ops/kv_cache.h"
+#include "dapo/ops/rope.h"
+#include "ops/op_test_util.h"
+
+namespace dapo {
+namespace {
+
+struct Case {
+  int64_t T, Hq, Hkv, D, num_blocks, block_size;
+};
+
+void run_case(const Case& c, uint32_t seed) {
+  SCOPED_TRACE(testing::Message() << "T " << c.T << " Hq " << c.Hq << " Hkv " << c.Hkv << " D " << c.D);
+  const int64_t T = c.T, slots_total = c.num_blocks * c.block_size;
+  std::mt19937 gen(seed);
+  std::vector<int32_t> pos(static_cast<size_t>(T)), all(static_cast<size_t>(slots_total)), slots(pos.size());
+  for (auto& p : pos) p = int32_t(gen() % 32768);
+  std::iota(all.begin(), all.end(), 0);
+  std::shuffle(all.begin(), all.end(), gen);
+  for (int64_t i = 0; i < T; ++i) slots[size_t(i)] = i % 5 == 3 ? -1 : all[size_t(i)];
+  const int64_t cache_n = slots_total * c.Hkv * c.D;
+  auto q = test::random_vector(size_t(T * c.Hq * c.D), seed + 1, -2, 2);
+  auto k = test::random_vector(size_t(T * c.Hkv * c.D), seed + 2, -2, 2);
+  auto v = test::random_vector(k.size(), seed + 3, -2, 2);
+  auto kc = test::random_vector(size_t(cache_n), seed + 4), vc = test::random_vector(size_t(cache_n), seed + 5);
+  auto q2 = q, k2 = k, kc2 = kc, vc2 = vc;
+  const auto v_before = v;
+
+  const ops::Ctx ctx = test::cpu_ctx();
+  auto qt = [&](std::vector<float>& x) { return tensor_f32(x.data(), {T, c.Hq, c.D}); };
+  auto kt = [&](std::vector<float>& x) { return tensor_f32(x.data(), {T, c.Hkv, c.D}); };
+  auto ct = [&](std::vector<float>& x) { return tensor_f32(x.data(), {c.num_blocks, c.block_size, c.Hkv, c.D}); };
+  Tensor tp = tensor_i32(pos.data(), {T}), ts = tensor_i32(slots.data(), {T});
+  ops::rope_forward(ctx, qt(q), qt(q), tp, ops::kRopeThetaQwen2);
+  ops::rope_forward(ctx, kt(k), kt(k), tp, ops::kRopeThetaQwen2);
+  ops::kv_cache_write(ctx, ct(kc), ct(vc), kt(k), kt(v), ts);
+  ops::rope_kv_write(ctx, qt(q2), kt(k2), ct(kc2), ct(vc2), kt(v), tp, ts, ops::kRopeThetaQwen2);
+  EXPECT_EQ(q2, q);
+  EXPECT_EQ(k2, k);
+  EXPECT_EQ(kc2, kc);
+  EXPECT_EQ(vc2, vc);
+  EXPECT_EQ(v, v_before);
+}
+
+TEST(RopeKvWrite, EqualsRopeTwiceThenKvCacheWrite) {
+  run_case({5, 14, 2, 64, 4, 16}, 1);    // Qwen2.5-0.5B heads
+  run_case({37, 12, 2, 128, 5, 16}, 2);  // 1.5B
+  run_case({9, 28, 4, 128, 2, 8}, 3);    // 7B
+  run_case({11, 3, 1, 6, 3, 5}, 4);      // odd half, odd block size
+  run_case({0, 14, 2, 64, 2, 16}, 5);    // empty batch
+}
+
+TEST(RopeKvWriteDeathTest, RefusesAliasing) {
+  std::vector<float> q(2 * 2 * 4), cache(2 * 2 * 1 * 4), v(2 * 1 * 4);
+  std::vector<int32_t> pos{0, 1}, slots{0, 1};
+  std::vector<float> kc(cache.size());
+  // k a view of q's first elements.
+  EXPECT_EXIT(ops::rope_kv_write(test::cpu_ctx(), tensor_f32(q.data(), {2, 2, 4}), tensor_f32(q.data(), {2, 1, 4}),
+                                 tensor_f32(kc.data(), {2, 2, 1, 4}), tensor_f32(cache.data(), {2, 2, 1, 4}),
+                                 tensor_f32(v.data(), {2, 1, 4}), tensor_i32(pos.data(), {2}),
+                                 tensor_i32(slots.data(), {2}), ops::kRopeThetaQwen2),
+              testing::ExitedWithCode(1), "rope_kv_write: q overlaps k");
+}
+
+}  // namespace
+}  // namespace dapo
