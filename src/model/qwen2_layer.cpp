@@ -5,10 +5,12 @@
 
 #include "dapo/ops/attention.h"
 #include "dapo/ops/kv_cache.h"
+#include "dapo/ops/linear_multi.h"
 #include "dapo/ops/matmul.h"
 #include "dapo/ops/residual_rmsnorm.h"
 #include "dapo/ops/rmsnorm.h"
 #include "dapo/ops/rope.h"
+#include "dapo/ops/rope_kv_write.h"
 #include "dapo/ops/swiglu.h"
 #include "dapo/parallel/mappings.h"
 
@@ -56,15 +58,19 @@ void layer_forward(const ops::Ctx& ctx, const parallel::Comm& tp, const Dims& d,
   // Attention block. copy_to_tp is the identity forward; its backward is
   // the all-reduce that sums the column-parallel input gradients.
   parallel::copy_to_tp_forward(ctx, tp, a.xn1, a.xn1);
-  ops::linear_forward(ctx, a.q.reshape({T, d.hq * d.D}), a.xn1, w.wq, w.bq);
-  ops::linear_forward(ctx, a.k.reshape({T, d.hkv * d.D}), a.xn1, w.wk, w.bk);
-  ops::linear_forward(ctx, a.v.reshape({T, d.hkv * d.D}), a.xn1, w.wv, w.bv);
-  ops::rope_forward(ctx, a.q, a.q, positions, d.theta);
-  ops::rope_forward(ctx, a.k, a.k, positions, d.theta);
+  // q, k and v read one input: one op (on CUDA one launch for few rows).
+  const ops::LinearSegment qkv[] = {{a.q.reshape({T, d.hq * d.D}), w.wq, w.bq},
+                                    {a.k.reshape({T, d.hkv * d.D}), w.wk, w.bk},
+                                    {a.v.reshape({T, d.hkv * d.D}), w.wv, w.bv}};
+  ops::linear_forward_multi(ctx, a.xn1, qkv);
   if (cache == nullptr) {
+    ops::rope_forward(ctx, a.q, a.q, positions, d.theta);
+    ops::rope_forward(ctx, a.k, a.k, positions, d.theta);
     ops::attention_forward(ctx, a.attn, a.lse, a.q, a.k, a.v, cu_seqlens, max_seqlen, d.scale);
   } else {
-    ops::kv_cache_write(ctx, cache->k_cache, cache->v_cache, a.k, a.v, cache->slot_mapping);
+    // RoPE on q and k and the cache write of k and v: one op.
+    ops::rope_kv_write(ctx, a.q, a.k, cache->k_cache, cache->v_cache, a.v, positions, cache->slot_mapping,
+                       d.theta);
     ops::paged_attention(ctx, a.attn, a.q, cache->k_cache, cache->v_cache, cache->block_table,
                          cache->context_lens, cache->cu_seqlens_q, cache->max_context_len, d.scale);
   }
@@ -75,8 +81,8 @@ void layer_forward(const ops::Ctx& ctx, const parallel::Comm& tp, const Dims& d,
 
   // MLP block.
   parallel::copy_to_tp_forward(ctx, tp, a.xn2, a.xn2);
-  ops::linear_forward(ctx, a.gate, a.xn2, w.wg, Tensor{});
-  ops::linear_forward(ctx, a.up, a.xn2, w.wu, Tensor{});
+  const ops::LinearSegment gate_up[] = {{a.gate, w.wg, Tensor{}}, {a.up, w.wu, Tensor{}}};
+  ops::linear_forward_multi(ctx, a.xn2, gate_up);
   ops::swiglu_forward(ctx, a.h, a.gate, a.up);
   if (next == nullptr) return;
   ops::linear_forward(ctx, partial, a.h, w.wd, Tensor{});
