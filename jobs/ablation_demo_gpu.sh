@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # GRPO against full DAPO on the GPU demo (jobs/demo_gpu.sh's task and
 # recipe), 3 seeds each, on one GPU: six `dapo train` runs from the same warm
-# start (runs/demo_gpu/sft/sft_final.h5, made by jobs/demo_gpu.sh; rerun here
-# when missing). Only [algorithm] switches, the generation batch and the
-# seeds differ from inputs/demo_gpu.ini, as --section.key overrides:
+# start (runs/demo_gpu/sft/sft_final.h5, made by jobs/demo_gpu.sh; made here
+# with DAPO_DEMO_GPU_WARM_START_ONLY=1 when missing). Only [algorithm]
+# switches, the generation batch and the seeds differ from
+# inputs/demo_gpu.ini, as --section.key overrides:
 #   GRPO: clip_ratio_high = 0.2 (symmetric clip), no dynamic sampling (every
 #         group of the train_batch_size prompts is trained on, as GRPO does,
 #         so gen_batch_size = train_batch_size), sample-level loss
@@ -13,16 +14,31 @@
 #         token-mean loss, soft overlong punishment).
 # Both use the GRPO group-normalised advantage (algorithm.adv_estimator =
 # grpo, the only estimator, as in the paper). train.seed (sampling) and
-# data.seed (prompt order) are the run's seed. Prints a markdown table of
-# validation accuracy before -> after per run plus mean +- std per variant,
-# writes it to runs/ablation_gpu/table.md, and plots each run with
-# jobs/plot_training.py (runs/ablation_gpu/<variant>-s<seed>/*.png; skipped
-# with a note when matplotlib/pandas/h5py are missing).
+# data.seed (prompt order) are the run's seed. Writes to runs/ablation_gpu/:
+# table.md (per run: validation accuracy of the warm start and after the
+# last step, the mean of the last three validations, entropy and response
+# length over the last 10 steps, generation rounds; then mean +- std per
+# variant), accuracy.svg, entropy.svg and response_length.svg
+# (jobs/plot_ablation.py: standard library only), and each run's
+# <variant>-s<seed>/{train.log,metrics.jsonl} (plus jobs/plot_training.py's
+# PNGs when matplotlib, pandas and h5py are there).
 #
 # Usage: bash jobs/ablation_demo_gpu.sh [BIN]   (BIN as in jobs/demo_gpu.sh)
-# DAPO_ABLATION_STEPS (default: inputs/demo_gpu.ini's total_steps) and
-# DAPO_ABLATION_SEEDS (default "1 2 3") shorten or widen it. Time: about six
-# times jobs/demo_gpu.sh's DAPO phase.
+#   DAPO_ABLATION_STEPS   default: inputs/demo_gpu.ini's total_steps (100)
+#   DAPO_ABLATION_SEEDS   default "1 2 3"
+#   DAPO_ABLATION_PARALLEL=N  runs N of the six at once on the one GPU
+#                         (default 1). Same seed, same bits either way: the
+#                         KV cache is sized from the run's own requests, not
+#                         from the free memory, and no kernel choice depends
+#                         on what else runs on the GPU (checked on an H100:
+#                         DAPO seed 1 beside the five others and alone logged
+#                         the same 101 metrics lines, timings aside).
+#   DAPO_ABLATION_CHECK_ALONE=1  afterwards reruns the first DAPO seed alone
+#                         and fails unless its metrics.jsonl equals its run
+#                         beside the others (timings aside).
+# Time on one H100 80GB: the six 100-step runs side by side 265 s (26 GiB of
+# GPU memory at most); one at a time ~300 s (GRPO 40 s, DAPO 60 s a run);
+# the warm start ~17 s more.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! gpus=$(nvidia-smi -L 2>/dev/null) || [ -z "$gpus" ]; then
@@ -41,12 +57,14 @@ else
 fi
 sft=runs/demo_gpu/sft/sft_final.h5
 if [ ! -f "$sft" ] || [ ! -f runs/demo_gpu/data/val.jsonl ]; then
-  echo "ablation_demo_gpu.sh: no warm start yet: running jobs/demo_gpu.sh first"
-  bash jobs/demo_gpu.sh "$(dirname "$dapo")"
+  echo "ablation_demo_gpu.sh: no warm start yet: making it with jobs/demo_gpu.sh"
+  DAPO_DEMO_GPU_WARM_START_ONLY=1 bash jobs/demo_gpu.sh "$(dirname "$dapo")"
 fi
 steps_opt=()
 [ -n "${DAPO_ABLATION_STEPS:-}" ] && steps_opt=(--train.total_steps="$DAPO_ABLATION_STEPS")
 seeds=${DAPO_ABLATION_SEEDS:-1 2 3}
+parallel=${DAPO_ABLATION_PARALLEL:-1}
+[[ "$parallel" =~ ^[1-9][0-9]*$ ]] || { echo "ablation_demo_gpu.sh: DAPO_ABLATION_PARALLEL=$parallel is not a positive integer" >&2; exit 2; }
 tbs=$(sed -n 's/^train_batch_size *= *\([0-9]*\).*/\1/p' inputs/demo_gpu.ini)
 grpo="--algorithm.clip_ratio_high=0.2 --algorithm.loss_agg_mode=seq-mean-token-mean --algorithm.dynamic_sampling=false --algorithm.overlong_buffer_len=0 --algorithm.overlong_filter=false --rollout.gen_batch_size=$tbs"
 dapo_opts=""
@@ -54,36 +72,86 @@ out=runs/ablation_gpu
 mkdir -p "$out"
 summary=$out/runs.tsv
 : >"$summary"
+plots=0
+python3 -c 'import matplotlib, pandas, h5py' 2>/dev/null && plots=1
+
+# One run into directory $3 (removed first: no stale checkpoint to resume, no
+# stale metrics to mix in); leaves "ok|failed SECONDS" in $3/status.
+run_one() {
+  local variant=$1 seed=$2 d=$3 opts t0=$SECONDS status
+  rm -rf "$d"
+  mkdir -p "$d"
+  opts=$grpo; [ "$variant" = dapo ] && opts=$dapo_opts
+  echo "ablation_demo_gpu.sh: $variant, seed $seed: started (log $d/train.log)"
+  # shellcheck disable=SC2086  # $opts is a list of words
+  if "$dapo" train --config inputs/demo_gpu.ini --model.path="$sft" --train.seed="$seed" --data.seed="$seed" \
+      --log.dir="$d" --checkpoint.dir="$d/checkpoints" --checkpoint.resume=never --dump.dir="$d/rollouts" \
+      "${steps_opt[@]}" $opts >"$d/train.log" 2>&1; then
+    status=ok
+    echo "ablation_demo_gpu.sh: $variant, seed $seed: $(sed -n 's/^.*\(train: accuracy .*\)$/\1/p' "$d/train.log")"
+  else
+    status=failed
+    echo "ablation_demo_gpu.sh: $variant, seed $seed: failed: $(grep -m1 -i 'error' "$d/train.log" || tail -n1 "$d/train.log")"
+  fi
+  echo "$status $((SECONDS - t0))" >"$d/status"
+  if [ $plots = 1 ]; then
+    python3 jobs/plot_training.py --run "$d" >/dev/null 2>"$d/plot.err" || echo "  (no plots for $d: $(tail -n1 "$d/plot.err"))"
+  fi
+}
+
+# Up to $parallel runs at once on the one GPU: the demo's model leaves most of
+# an H100 idle, and each run's KV cache is sized from its own requests
+# (~1.3 GiB here), not from the free memory, so runs side by side get the
+# same cache, schedule and kernels as alone.
+echo "ablation_demo_gpu.sh: $(wc -w <<<"$seeds") seeds x 2 variants, $parallel at a time"
+t_all=$SECONDS
+for variant in grpo dapo; do
+  for seed in $seeds; do
+    while [ "$(jobs -rp | wc -l)" -ge "$parallel" ]; do wait -n || true; done
+    run_one "$variant" "$seed" "$out/$variant-s$seed" &
+  done
+done
+wait
+echo "ablation_demo_gpu.sh: all runs done in $((SECONDS - t_all)) s"
 failed=0
 for variant in grpo dapo; do
   for seed in $seeds; do
-    d=$out/$variant-s$seed
-    rm -rf "$d"   # no stale checkpoint to resume, no stale metrics to mix in
-    mkdir -p "$d"
-    opts=$grpo; [ "$variant" = dapo ] && opts=$dapo_opts
-    echo "ablation_demo_gpu.sh: $variant, seed $seed (log $d/train.log)"
-    t0=$SECONDS
-    # shellcheck disable=SC2086  # $opts is a list of words
-    if "$dapo" train --config inputs/demo_gpu.ini --model.path="$sft" --train.seed="$seed" --data.seed="$seed" \
-        --log.dir="$d" --checkpoint.dir="$d/checkpoints" --checkpoint.resume=never --dump.dir="$d/rollouts" \
-        "${steps_opt[@]}" $opts >"$d/train.log" 2>&1; then
-      status=ok
-      sed -n 's/^.*\(train: accuracy .*\)$/  \1/p' "$d/train.log"
-    else
-      status=failed failed=1
-      echo "  failed: $(grep -m1 -i 'error' "$d/train.log" || tail -n1 "$d/train.log")"
-    fi
-    printf '%s\t%s\t%s\t%s\n' "$variant" "$seed" "$status" "$((SECONDS - t0))" >>"$summary"
-    python3 jobs/plot_training.py --run "$d" >/dev/null 2>"$d/plot.err" ||
-      echo "  (no plots: $(tail -n1 "$d/plot.err"))"
+    read -r status secs <"$out/$variant-s$seed/status" || { status=failed secs=0; }
+    [ "$status" = ok ] || failed=1
+    printf '%s\t%s\t%s\t%s\n' "$variant" "$seed" "$status" "$secs" >>"$summary"
   done
 done
 
-python3 - "$summary" "$out" >"$out/table.md" <<'PY'
-# The table: one row per run, then mean +- std per variant.
+# DAPO_ABLATION_CHECK_ALONE=1 (with DAPO_ABLATION_PARALLEL > 1): rerun the
+# first DAPO seed alone on the GPU and require the same metrics, bit for bit
+# (timings and throughputs aside), as its run beside the others.
+if [ "${DAPO_ABLATION_CHECK_ALONE:-0}" = 1 ]; then
+  first=${seeds%% *}
+  run_one dapo "$first" "$out/alone-dapo-s$first"
+  python3 - "$out/dapo-s$first/metrics.jsonl" "$out/alone-dapo-s$first/metrics.jsonl" <<'PY2'
+import json, sys
+def rows(p):
+    return [{k: v for k, v in json.loads(l).items()
+             if not k.startswith("timing_s/") and k not in ("perf/throughput", "perf/gen_throughput")}
+            for l in open(p) if l.strip()]
+a, b = (rows(p) for p in sys.argv[1:3])
+bad = [(x["step"], k, x.get(k), y.get(k)) for x, y in zip(a, b) for k in set(x) | set(y) if x.get(k) != y.get(k)]
+if len(a) != len(b) or bad:
+    sys.exit(f"ablation_demo_gpu.sh: the run alone differs from the same run beside the others: "
+             f"{len(a)} vs {len(b)} steps; first differences {bad[:5]}")
+print(f"ablation_demo_gpu.sh: determinism: the run alone and the same run beside the others log the same "
+      f"{len(a)} metrics lines bit for bit (timings aside)")
+PY2
+fi
+
+python3 - "$summary" "$out" "$parallel" >"$out/table.md" <<'PY'
+# The table: one row per run, then mean +- std per variant. The last
+# validation alone moves by a few points between seeds (200 problems x 4
+# samples), so the tables also show the mean of the last three validations,
+# and entropy and length as means over the last 10 steps.
 import json, math, statistics, sys
 
-summary, out = sys.argv[1:]
+summary, out, parallel = sys.argv[1:]
 runs = []
 for line in open(summary):
     variant, seed, status, secs = line.rstrip("\n").split("\t")
@@ -97,41 +165,47 @@ for line in open(summary):
         for k, v in r.items():
             if k.startswith("val-core/") and "/acc/mean" in k:
                 val[r["step"]] = v
-    train = [r for r in recs if "gen/acc/mean" in r]
-    last = max(train, key=lambda r: r["step"]) if train else {}
-    ent = [r["actor/entropy"] for r in train if "actor/entropy" in r]
-    length = [r["response_length/mean"] for r in train if "response_length/mean" in r]
+    train = sorted((r for r in recs if "gen/acc/mean" in r), key=lambda r: r["step"])
+    tail = train[-10:]
+    mean_of = lambda k: statistics.mean(r[k] for r in tail) if tail and all(k in r for r in tail) else None
+    vsteps = sorted(s for s in val if s > 0)
     runs.append(dict(variant=variant, seed=seed, status=status, secs=secs,
-                     before=val.get(0), after=val[max(val)] if val and max(val) > 0 else None,
-                     steps=max(val) if val else 0, entropy=ent[-1] if ent else None,
-                     length=length[-1] if length else None,
-                     rounds=last.get("train/num_gen_batches")))
+                     before=val.get(0), after=val[vsteps[-1]] if vsteps else None,
+                     last3=statistics.mean(val[s] for s in vsteps[-3:]) if len(vsteps) >= 3 else None,
+                     steps=train[-1]["step"] if train else 0,
+                     entropy=mean_of("actor/entropy"), length=mean_of("gen/response_length/mean"),
+                     rounds=sum(r.get("train/num_gen_batches", 0) for r in train)))
 
 def f(x, d=3):
     return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{d}f}"
 
-print("GRPO vs DAPO on the GPU demo (inputs/demo_gpu.ini; same warm start)\n")
-print("| variant | seed | val acc before -> after | steps | entropy (last) | response length (last) | gen rounds (last) | wall s |")
-print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+print(f"GRPO vs DAPO on the GPU demo (inputs/demo_gpu.ini; the same warm start; {parallel} run(s) at a time on one GPU)\n")
+print("| variant | seed | val acc: warm start -> last | mean of the last 3 val | steps | entropy (last 10 steps) "
+      "| response length (last 10 steps) | generation rounds (all steps) | wall s |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 for r in runs:
     acc = f"{f(r['before'])} -> {f(r['after'])}" if r["status"] == "ok" else "failed"
-    rounds = "-" if r["rounds"] is None else str(int(r["rounds"]))
-    print(f"| {r['variant']} | {r['seed']} | {acc} | {r['steps']} | {f(r['entropy'])} | {f(r['length'], 1)} | {rounds} | {r['secs']} |")
+    print(f"| {r['variant']} | {r['seed']} | {acc} | {f(r['last3'])} | {r['steps']} | {f(r['entropy'])} "
+          f"| {f(r['length'], 1)} | {r['rounds']} | {r['secs']} |")
 print()
-print("| variant | runs | val acc after (mean +- std) | gain over the warm start (mean +- std) |")
-print("| --- | --- | --- | --- |")
+print("| variant | runs | val acc, last (mean +- std) | gain over the warm start | mean of the last 3 val "
+      "| entropy (last 10 steps) | response length (last 10 steps) | generation rounds |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+sd = lambda xs: statistics.stdev(xs) if len(xs) > 1 else 0.0
+ms = lambda xs, d=3: "-" if not xs else f"{statistics.mean(xs):.{d}f} +- {sd(xs):.{d}f}"
 for variant in ("grpo", "dapo"):
     ok = [r for r in runs if r["variant"] == variant and r["after"] is not None and r["before"] is not None]
     if not ok:
-        print(f"| {variant} | 0 | - | - |")
+        print(f"| {variant} | 0 | - | - | - | - | - | - |")
         continue
-    after = [r["after"] for r in ok]
     gain = [r["after"] - r["before"] for r in ok]
-    sd = lambda xs: statistics.stdev(xs) if len(xs) > 1 else 0.0
-    print(f"| {variant} | {len(ok)} | {statistics.mean(after):.3f} +- {sd(after):.3f} | "
-          f"{statistics.mean(gain):+.3f} +- {sd(gain):.3f} |")
+    print(f"| {variant} | {len(ok)} | {ms([r['after'] for r in ok])} | "
+          f"{statistics.mean(gain):+.3f} +- {sd(gain):.3f} | {ms([r['last3'] for r in ok if r['last3'] is not None])} | "
+          f"{ms([r['entropy'] for r in ok if r['entropy'] is not None])} | "
+          f"{ms([r['length'] for r in ok if r['length'] is not None], 1)} | {ms([r['rounds'] for r in ok], 1)} |")
 PY
 cat "$out/table.md"
+python3 jobs/plot_ablation.py "$out" >/dev/null && echo "ablation_demo_gpu.sh: plots $out/{accuracy,entropy,response_length}.svg"
 if [ "$failed" -ne 0 ]; then
   echo "ablation_demo_gpu.sh: at least one run failed (see $out/<variant>-s<seed>/train.log)" >&2
   exit 1

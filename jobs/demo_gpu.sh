@@ -14,6 +14,8 @@
 #   missing and builds build/dapo (jobs/install_deps.sh, jobs/build.sh).
 # Runs with one rank on the first visible GPU; exits 2 with a message when no
 # GPU is visible. Everything goes to runs/demo_gpu/ (removed first).
+# DAPO_DEMO_GPU_WARM_START_ONLY=1 stops after the warm start (the data and
+# runs/demo_gpu/sft/sft_final.h5: what jobs/ablation_demo_gpu.sh starts from).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! gpus=$(nvidia-smi -L 2>/dev/null) || [ -z "$gpus" ]; then
@@ -43,6 +45,7 @@ phase() { echo "demo_gpu.sh: $1 done at $((SECONDS - t0)) s"; }
 "$dapo" sft --config inputs/demo_gpu_sft.ini 2>&1 | tee "$out/sft.log" | grep -E "sft step [0-9]*00/|sft:|error" || true
 [ -f "$out/sft/sft_final.h5" ] || { echo "demo_gpu.sh: the warm start failed (see $out/sft.log)" >&2; exit 1; }
 phase "warm start"
+[ "${DAPO_DEMO_GPU_WARM_START_ONLY:-0}" = 1 ] && exit 0
 log=$out/train.log
 set +e
 "$dapo" train --config inputs/demo_gpu.ini 2>&1 | tee "$log"

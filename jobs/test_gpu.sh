@@ -19,11 +19,17 @@
 #      and as tp = 2: both learn, and their first step's accuracy is the
 #      1-GPU run's within sampling noise; 2 steps + restart + 2 steps on 2
 #      GPUs give the 4-step run's metrics exactly.
+#   7. SIGUSR1 (Slurm's warning before preemption) during the demo's
+#      `dapo train` on one GPU and (2+ GPUs) at dp = 2 under mpirun: the run
+#      saves a checkpoint at the step boundary and exits 4 (what
+#      slurm/requeue.sh requeues on), the next run resumes from it and
+#      finishes, and every step's metrics equal a straight run's exactly.
 # Usage: bash jobs/test_gpu.sh [BIN]
 #   BIN: where dapo, test_gpu and test_mpi are (default: build/, after
 #   bash jobs/build.sh; or a gpu-bundle's bin/ after sourcing its env.sh).
 # DAPO_GPU_PERF=1 also prints each op's perf lines (JSON) from test_gpu.
-# DAPO_TEST_GPU_FROM=N starts at part N (re-running the later parts only).
+# DAPO_TEST_GPU_FROM=N starts at part N (re-running the later parts only;
+# 6 re-runs 3-5 first, which make its model; 7 alone makes its own).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${1:-build}
@@ -32,7 +38,7 @@ find_bin() {
   echo "test_gpu.sh: $1 not found in $bin (build it first: bash jobs/build.sh)" >&2
   exit 2
 }
-dapo=$(find_bin dapo); test_gpu=$(find_bin test_gpu); test_mpi=$(find_bin test_mpi)
+dapo=$(find_bin dapo)
 gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
 [ "$gpus" -ge 1 ] || { echo "test_gpu.sh: no GPU visible (nvidia-smi -L)"; exit 2; }
 echo "test_gpu.sh: $gpus GPU(s): $(nvidia-smi --query-gpu=name --format=csv,noheader | sort | uniq -c | xargs)"
@@ -41,6 +47,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_NVLS_ENABL
 from=${DAPO_TEST_GPU_FROM:-1}
 if [ "$from" -le 1 ]; then
   echo "== 1. test_gpu"
+  test_gpu=$(find_bin test_gpu)
   "$test_gpu"
 fi
 
@@ -49,18 +56,20 @@ for np in 2 4; do
   if [ "$gpus" -ge "$np" ]; then
     echo "== 2. test_mpi Nccl* on $np GPUs"
     # A hung collective must fail the script, not stall it.
+    test_mpi=$(find_bin test_mpi)
     timeout 900 mpirun -np "$np" "$test_mpi" --gtest_filter='Nccl*'
   else
     echo "== 2. test_mpi Nccl* on $np GPUs: skipped ($gpus visible)"
   fi
 done
 
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+if [ "$from" -le 6 ]; then
 if [ "$from" -gt 5 ]; then
   echo "test_gpu.sh: DAPO_TEST_GPU_FROM=$from: parts 3-5 make the model part 6 needs; starting at 3" >&2
 fi
 echo "== 3. dapo sft on the demo task: GPU against CPU"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 steps=40
 for backend in cpu cuda; do
   OMP_NUM_THREADS=4 "$dapo" sft --config inputs/demo_sft.ini --parallel.backend="$backend" \
@@ -164,4 +173,87 @@ for s in (3, 4):
 print("restart on 2 GPUs: steps 3 and 4 after a restart equal the straight run's metrics exactly")
 PY
 fi
+fi  # parts 3-6
+
+# ---- 7. SIGUSR1 on GPUs: checkpoint, exit 4, resume, the straight run's metrics ----
+echo "== 7. SIGUSR1 during dapo train on GPUs: checkpoint, exit 4, resume; every step as in a straight run"
+warm=$tmp/cuda/sft_final.h5
+if [ ! -f "$warm" ]; then  # part 5's warm start, or a fresh one (a few seconds on a GPU)
+  "$dapo" sft --config inputs/demo_sft.ini --parallel.backend=cuda --log.dir="$tmp/cuda" --checkpoint.dir="$tmp/cuda" \
+    > "$tmp/sft7.log" 2>&1 || { tail -20 "$tmp/sft7.log"; echo "test_gpu.sh: the demo's sft on cuda failed"; exit 1; }
+fi
+# The demo's DAPO run from its warm start, validating every 4 steps (the
+# resumed run validates too). A step takes ~0.1 s on an H100: 16 steps leave
+# the stop (after step 3, 4 or 5) well before the end.
+sig_steps=16
+p7="--config inputs/demo.ini --parallel.backend=cuda --model.path=$warm --dump.every=0 --train.val_every=4 --train.val_before_train=false --train.total_steps=$sig_steps"
+sig_np=1
+[ "$gpus" -ge 2 ] && sig_np="1 2"
+for np in $sig_np; do
+  launch=()
+  [ "$np" -gt 1 ] && launch=(mpirun -np "$np")
+  d=$tmp/sigusr1_np$np
+  mkdir -p "$d"
+  # shellcheck disable=SC2086
+  "${launch[@]}" "$dapo" train $p7 --log.dir="$d/straight" --checkpoint.dir="$d/straight/ckpt" > "$d/straight.log" 2>&1 ||
+    { tail -20 "$d/straight.log"; echo "test_gpu.sh: the straight run ($np GPU(s)) failed"; exit 1; }
+  # shellcheck disable=SC2086
+  "${launch[@]}" "$dapo" train $p7 --log.dir="$d/p" --checkpoint.dir="$d/p/ckpt" > "$d/preempted.log" 2>&1 &
+  pid=$!
+  deadline=$((SECONDS + 120))
+  until grep -q "step 3/$sig_steps " "$d/preempted.log" 2>/dev/null; do
+    if [ $SECONDS -ge $deadline ] || ! kill -0 $pid 2>/dev/null; then
+      kill -9 $pid 2>/dev/null
+      tail -20 "$d/preempted.log"; echo "test_gpu.sh: the run to preempt ($np GPU(s)) never reached step 3"; exit 1
+    fi
+    sleep 0.1
+  done
+  # SIGUSR1 every 20 ms until the run ends (to dapo itself, or to mpirun,
+  # which forwards it to every rank), as slurm/requeue.sh resends it: the
+  # first stops the run after its step, the later ones land during the save
+  # and must change nothing.
+  # What dapo does with SIGUSR1 right now (for the failure message): the
+  # signal masks and handlers as /proc shows them, and its threads that block it.
+  sigstate=$(grep -E '^Sig(Blk|Ign|Cgt)' /proc/$pid/status 2>/dev/null | xargs)
+  nblk=0 nthr=0
+  for t in /proc/$pid/task/*/status; do
+    blk=$(sed -n 's/^SigBlk:[[:space:]]*//p' "$t" 2>/dev/null) || continue
+    [ -n "$blk" ] || continue
+    nthr=$((nthr + 1))
+    (( 0x$blk & 0x200 )) && nblk=$((nblk + 1))
+  done
+  while kill -USR1 $pid 2>/dev/null; do sleep 0.02; done
+  rc=0
+  wait $pid || rc=$?
+  stopped=$(sed -n "s/.*train: stopping after step \([0-9]*\) on SIGUSR1: checkpoint .*; exit code 4 .*/\1/p" "$d/preempted.log" | head -1)
+  ckpt=$d/p/ckpt/step_$(printf %08d "${stopped:-0}").h5
+  [ $rc -eq 4 ] && [ -n "$stopped" ] && [ "$stopped" -ge 3 ] && [ "$stopped" -lt $sig_steps ] && [ -f "$ckpt" ] ||
+    { tail -20 "$d/preempted.log"; echo "test_gpu.sh: SIGUSR1 on $np GPU(s): exit $rc, stopped after step '${stopped}'," \
+      "checkpoint $( [ -f "$ckpt" ] && echo there || echo missing); expected exit 4 and a checkpoint before step $sig_steps;" \
+      "process $pid when signalled: $sigstate; $nblk of its $nthr threads blocked SIGUSR1"; exit 1; }
+  # A library that took SIGUSR1 over is named here (dapo takes it back).
+  grep -h "stop signals:" "$d"/*.log | sed 's/^\[[^]]*\] //' | sort -u || true
+  # shellcheck disable=SC2086
+  "${launch[@]}" "$dapo" train $p7 --log.dir="$d/p" --checkpoint.dir="$d/p/ckpt" > "$d/resumed.log" 2>&1 ||
+    { tail -20 "$d/resumed.log"; echo "test_gpu.sh: the resumed run ($np GPU(s)) failed"; exit 1; }
+  grep -q "train: resumed from $ckpt at step $stopped " "$d/resumed.log" ||
+    { grep "train:" "$d/resumed.log" | head -5; echo "test_gpu.sh: the resumed run did not start from $ckpt"; exit 1; }
+  python3 - "$d/straight/metrics.jsonl" "$d/p/metrics.jsonl" "$np" "$stopped" "$sig_steps" <<'PY'
+import json, sys
+def rows(p):
+    # Timings and throughputs aside, every logged value, validation included.
+    return {r["step"]: {k: v for k, v in r.items()
+                        if not k.startswith("timing_s/") and k not in ("perf/throughput", "perf/gen_throughput")}
+            for r in map(json.loads, open(p))}
+a, b = rows(sys.argv[1]), rows(sys.argv[2])
+np_, stopped, total = sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+assert sorted(a) == sorted(b) == list(range(1, total + 1)), (sorted(a), sorted(b))
+for s in sorted(a):
+    diff = {k: (a[s].get(k), b[s].get(k)) for k in set(a[s]) | set(b[s]) if a[s].get(k) != b[s].get(k)}
+    assert not diff, f"step {s} differs from the straight run: {diff}"
+val = sum(1 for r in b.values() for k in r if k.startswith("val-core/"))
+print(f"SIGUSR1 on {np_} GPU(s): stopped after step {stopped} with a checkpoint, exit 4; resumed, and all {total} "
+      f"steps ({val} validation values among them) equal the straight run's metrics exactly")
+PY
+done
 echo "test_gpu.sh: all GPU tests passed"

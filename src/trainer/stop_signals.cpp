@@ -1,11 +1,14 @@
 // SIGUSR1/SIGTERM recorded by a handler, agreed on at step boundaries.
 #include "dapo/trainer/stop_signals.h"
 
+#include <dlfcn.h>
 #include <signal.h>
 
 #include <atomic>
+#include <string>
 
 #include "dapo/core/error.h"
+#include "dapo/core/log.h"
 
 namespace dapo::trainer {
 namespace {
@@ -20,31 +23,79 @@ void on_signal(int sig) {
   g_signal.compare_exchange_strong(none, sig);  // keep the first
 }
 
+constexpr int kStopSignals[] = {SIGUSR1, SIGTERM};
+
+void install(int sig) {
+  struct sigaction sa = {};
+  sa.sa_handler = &on_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;  // MPI and file I/O calls resume after the handler
+  DAPO_CHECK(sigaction(sig, &sa, nullptr) == 0, "sigaction(", stop_signal_name(sig), ")");
+}
+
+// A handler is not enough: a blocked signal stays pending and never runs
+// it, and the mask survives fork and exec, so a launcher that blocks
+// SIGUSR1 would hide every preemption warning (the run then goes on to be
+// killed without a checkpoint).
+void unblock_on_this_thread() {
+  sigset_t stop;
+  sigemptyset(&stop);
+  for (const int sig : kStopSignals) sigaddset(&stop, sig);
+  DAPO_CHECK(pthread_sigmask(SIG_UNBLOCK, &stop, nullptr) == 0, "pthread_sigmask(SIG_UNBLOCK)");
+}
+
+// What now handles `sig` instead of on_signal, for the warning.
+std::string disposition(const struct sigaction& sa) {
+  if (sa.sa_flags & SA_SIGINFO) {
+    Dl_info info{};
+    if (dladdr(reinterpret_cast<void*>(sa.sa_sigaction), &info) != 0 && info.dli_fname != nullptr)
+      return cat("a handler in ", info.dli_fname);
+    return "another handler";
+  }
+  if (sa.sa_handler == SIG_IGN) return "ignored";
+  if (sa.sa_handler == SIG_DFL) return "the default action";
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(sa.sa_handler), &info) != 0 && info.dli_fname != nullptr)
+    return cat("a handler in ", info.dli_fname);
+  return "another handler";
+}
+
 }  // namespace
 
 StopSignals::StopSignals() {
   DAPO_CHECK(!g_installed.exchange(true), "StopSignals installed twice");
   g_signal.store(0);
-  struct sigaction sa = {};
-  sa.sa_handler = &on_signal;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESTART;  // MPI and file I/O calls resume after the handler
-  DAPO_CHECK(sigaction(SIGUSR1, &sa, nullptr) == 0, "sigaction(SIGUSR1)");
-  DAPO_CHECK(sigaction(SIGTERM, &sa, nullptr) == 0, "sigaction(SIGTERM)");
+  for (const int sig : kStopSignals) install(sig);
+  // On the main thread before MPI, CUDA or NCCL start theirs, which
+  // inherit this mask.
+  unblock_on_this_thread();
 }
 
 StopSignals::~StopSignals() {
   struct sigaction ignore = {};
   ignore.sa_handler = SIG_IGN;
   sigemptyset(&ignore.sa_mask);
-  sigaction(SIGUSR1, &ignore, nullptr);
-  sigaction(SIGTERM, &ignore, nullptr);
+  for (const int sig : kStopSignals) sigaction(sig, &ignore, nullptr);
   g_installed.store(false);
 }
 
 int StopSignals::pending() const { return g_signal.load(); }
 
+void StopSignals::reclaim() const {
+  for (const int sig : kStopSignals) {
+    struct sigaction now = {};
+    if (sigaction(sig, nullptr, &now) != 0) continue;
+    if (!(now.sa_flags & SA_SIGINFO) && now.sa_handler == &on_signal) continue;
+    DAPO_WARN("stop signals: ", stop_signal_name(sig), " went to ", disposition(now),
+              " (set by a library after dapo's own handler); dapo's handler is back, so that preemption still saves a "
+              "checkpoint");
+    install(sig);
+  }
+  unblock_on_this_thread();
+}
+
 int agree_on_stop(const parallel::Comm& comm, const StopSignals& signals) {
+  signals.reclaim();
   return int(comm.all_reduce_i64(signals.pending(), parallel::ReduceOp::max));
 }
 

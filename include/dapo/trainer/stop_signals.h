@@ -33,10 +33,17 @@ class StopSignals {
 
   // The first signal received (SIGUSR1 or SIGTERM), 0 if none.
   int pending() const;
+
+  // Puts the handlers back if something replaced them (a library may
+  // install its own SIGUSR1 handler or ignore the signal once it starts,
+  // after the constructor), with a warning naming what had them, and
+  // unblocks both signals on the calling thread. Cheap (two sigaction
+  // queries): agree_on_stop calls it at every step boundary.
+  void reclaim() const;
 };
 
 // Collective over `comm`: the signal any rank received (the largest
-// number if several), 0 if none.
+// number if several), 0 if none. Calls signals.reclaim() first.
 int agree_on_stop(const parallel::Comm& comm, const StopSignals& signals);
 
 // "SIGUSR1", "SIGTERM", or "signal N".

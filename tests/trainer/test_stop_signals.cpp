@@ -1,0 +1,64 @@
+// StopSignals: the first SIGUSR1/SIGTERM is recorded for the step boundary,
+// also when whoever started the process left those signals blocked (a
+// blocked signal never reaches a handler, and the mask survives exec), and
+// after a library replaced the handler (reclaim, at every step boundary).
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <string>
+
+#include "dapo/trainer/stop_signals.h"
+
+namespace dapo::trainer {
+namespace {
+
+// Restores the calling thread's signal mask when it goes out of scope.
+class MaskGuard {
+ public:
+  MaskGuard() { pthread_sigmask(SIG_SETMASK, nullptr, &saved_); }
+  ~MaskGuard() { pthread_sigmask(SIG_SETMASK, &saved_, nullptr); }
+
+ private:
+  sigset_t saved_;
+};
+
+TEST(StopSignals, RecordsTheFirstSignal) {
+  const StopSignals signals;
+  EXPECT_EQ(signals.pending(), 0);
+  ASSERT_EQ(raise(SIGUSR1), 0);  // the handler runs before raise returns
+  ASSERT_EQ(raise(SIGTERM), 0);
+  EXPECT_EQ(signals.pending(), SIGUSR1);
+  EXPECT_STREQ(stop_signal_name(signals.pending()), "SIGUSR1");
+}
+
+TEST(StopSignals, SeesSignalsThatTheLauncherLeftBlocked) {
+  const MaskGuard guard;
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGUSR1);
+  sigaddset(&stop, SIGTERM);
+  ASSERT_EQ(pthread_sigmask(SIG_BLOCK, &stop, nullptr), 0);
+  const StopSignals signals;
+  ASSERT_EQ(raise(SIGTERM), 0);
+  EXPECT_EQ(signals.pending(), SIGTERM);
+}
+
+TEST(StopSignals, ReclaimTakesBackAHandlerThatALibraryReplaced) {
+  const StopSignals signals;
+  // As a library started after dapo's handlers may do (NCCL once caught
+  // SIGUSR1 for its own debug dump).
+  ASSERT_NE(signal(SIGUSR1, SIG_IGN), SIG_ERR);
+  testing::internal::CaptureStderr();
+  signals.reclaim();
+  const std::string warned = testing::internal::GetCapturedStderr();
+  EXPECT_NE(warned.find("stop signals: SIGUSR1 went to ignored"), std::string::npos) << warned;
+  ASSERT_EQ(raise(SIGUSR1), 0);
+  EXPECT_EQ(signals.pending(), SIGUSR1);
+
+  testing::internal::CaptureStderr();
+  signals.reclaim();  // nothing to take back: silent
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+}
+
+}  // namespace
+}  // namespace dapo::trainer
