@@ -52,8 +52,17 @@ void UpdateRunner::reserve(std::span<const MicroBatch> micro_batches, bool train
   const ArenaBytes need = arena_bytes(model_.plan(), T, B, max_len, train, gpu_ != nullptr, omp_get_max_threads());
   const size_t act_bytes = need.activations, scratch_bytes = need.scratch;
   const Device device = model_.params().device();
-  if (!act_ || act_->capacity() < act_bytes) act_ = std::make_unique<Arena>(act_bytes, device, "update-activations");
+  // A smaller arena (the old log-probs' before the update's) is freed before
+  // the larger one is allocated: the two must never coexist, or the peak is
+  // their sum, not what the memory plan counts (a 1.5B update without
+  // recompute ran out of memory on an 80 GB H100 that way).
+  if (!act_ || act_->capacity() < act_bytes) {
+    act_.reset();
+    act_ = std::make_unique<Arena>(act_bytes, device, "update-activations");
+  }
   if (!scratch_ || scratch_->capacity() < scratch_bytes) {
+    ctx_.scratch = nullptr;
+    scratch_.reset();
     scratch_ = std::make_unique<Arena>(scratch_bytes, device, "update-scratch");
     ctx_ = gpu_ ? gpu_->ctx(scratch_.get()) : ops::Ctx{};
     ctx_.scratch = scratch_.get();
