@@ -37,7 +37,12 @@ using namespace dapo;
 
 namespace {
 
-std::string src(const std::string& rel) { return (std::filesystem::path(DAPO_SOURCE_DIR) / rel).string(); }
+// A repository file: from the working directory when run from a repository
+// root (a copy shipped to a GPU machine), else from this build's sources.
+std::string src(const std::string& rel) {
+  if (std::filesystem::exists(rel)) return rel;
+  return (std::filesystem::path(DAPO_SOURCE_DIR) / rel).string();
+}
 
 }  // namespace
 
@@ -78,7 +83,7 @@ int main(int argc, char** argv) {
       "rollout.max_response_length=" + std::to_string(len), "algorithm.overlong_buffer_len=" + std::to_string(len / 4),
       "train.train_batch_size=" + std::to_string(prompts),
       "train.ppo_mini_batch_size=" + std::to_string(std::max<int64_t>(1, prompts / 2)),
-      "train.max_token_len_per_gpu=16384", "optim.lr=1e-6",
+      "train.max_token_len_per_gpu=8192", "optim.lr=1e-6",
       "rollout.max_num_seqs=256"};
   for (const std::string& e : extra) overrides.push_back(e);
   const Config config = load_config(src("inputs/demo.ini"), overrides);
