@@ -53,7 +53,8 @@ cp "inputs/shapes/qwen2.5-$size/config.json" "$dir/model/"
 
 args=(train --config "inputs/dapo_base.ini,inputs/dapo_$size.ini"
   --model.path="$dir/model" --model.tokenizer=inputs/demo/tokenizer.json
-  --data.train_files=inputs/demo/train.jsonl --data.val_files= --data.max_prompt_length=64
+  --data.train_files=inputs/demo/train.jsonl --data.val_files=inputs/demo/val.jsonl --train.val_before_train=false
+  --train.val_every=0 --data.max_prompt_length=64
   --parallel.tp="$tp" --algorithm.dynamic_sampling=false
   --rollout.gen_batch_size="$prompts" --train.train_batch_size="$prompts"
   --train.ppo_mini_batch_size="$(((prompts + 1) / 2))"

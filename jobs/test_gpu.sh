@@ -222,7 +222,18 @@ for np in $sig_np; do
     nthr=$((nthr + 1))
     (( 0x$blk & 0x200 )) && nblk=$((nblk + 1))
   done
-  while kill -USR1 $pid 2>/dev/null; do sleep 0.02; done
+  # Under mpirun every rank is signalled, as srun does (mpirun's own
+  # forwarding of SIGUSR1 was not seen on the 2-GPU machine).
+  if [ "$np" -gt 1 ]; then
+    while kill -0 $pid 2>/dev/null; do
+      for r in $(pgrep -f -- "--checkpoint.dir=$d/p/ckpt"); do
+        [ "$r" = "$pid" ] || kill -USR1 "$r" 2>/dev/null || true
+      done
+      sleep 0.02
+    done
+  else
+    while kill -USR1 $pid 2>/dev/null; do sleep 0.02; done
+  fi
   rc=0
   wait $pid || rc=$?
   stopped=$(sed -n "s/.*train: stopping after step \([0-9]*\) on SIGUSR1: checkpoint .*; exit code 4 .*/\1/p" "$d/preempted.log" | head -1)
