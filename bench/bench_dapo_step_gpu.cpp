@@ -67,6 +67,13 @@ int main(int argc, char** argv) {
     return 0;
   }
   configure_logging({runtime.world_rank(), false, LogLevel::warn});
+  // Progress on stderr, so that a run cut short by a time limit shows how far it got.
+  const auto t_start = Clock::now();
+  auto progress = [&](const char* what) {
+    if (runtime.world_rank() == 0)
+      std::fprintf(stderr, "bench_dapo_step_gpu: %s at %.1f s\n", what, seconds_since(t_start));
+  };
+  progress("loading the model");
   const model::Qwen2Config shape = bench::qwen25(size, "bench_dapo_step_gpu");
   // A config.json-only model directory: load_initial_model draws random weights.
   const std::string model_dir = "/tmp/dapo_bench_model_" + size;
@@ -110,8 +117,10 @@ int main(int argc, char** argv) {
                         "timing_s/update_actor", "timing_s/step"};
   std::vector<double> sum(std::size(keys), 0.0);
   double trained = 0, generated = 0;
+  progress("model ready; warm-up step");
   t.step();  // warm-up: plans, graphs, arenas
   for (int64_t s = 0; s < steps; ++s) {
+    progress("step");
     const trainer::DapoStepResult r = t.step();
     for (size_t k = 0; k < std::size(keys); ++k) sum[k] += r.metrics.get(keys[k]);
     trained += r.metrics.get("perf/total_num_tokens");
