@@ -64,10 +64,19 @@ launch=()
 [ "$ranks" -gt 1 ] && launch=(mpirun -np "$ranks")
 echo "recipe_smoke_gpu.sh: $size on $ranks GPU(s) as tp $tp x dp $((ranks / tp)): $steps steps of $prompts prompts x 16 answers of up to $response tokens, then a resume"
 t0=$SECONDS
-"${launch[@]}" "$dapo" "${args[@]}" --train.total_steps="$steps" --checkpoint.resume=never >"$dir/run.log" 2>&1 ||
+# The log goes to a file; its step, checkpoint and resume lines also to the
+# console, so that a run cut short by a time limit shows how far it got.
+run_logged() {
+  local log=$1
+  shift
+  "$@" 2>&1 | tee "$log" | { grep --line-buffered -E "step [0-9]+/[0-9]+ |train: (starting|resumed|done)|checkpoint: " || true; }
+  return "${PIPESTATUS[0]}"
+}
+run_logged "$dir/run.log" "${launch[@]}" "$dapo" "${args[@]}" --train.total_steps="$steps" --checkpoint.resume=never ||
   { tail -30 "$dir/run.log"; echo "recipe_smoke_gpu.sh: the first $steps steps failed (log $dir/run.log)" >&2; exit 1; }
 t1=$SECONDS
-"${launch[@]}" "$dapo" "${args[@]}" --train.total_steps="$((steps + 1))" --checkpoint.resume=auto >"$dir/resume.log" 2>&1 ||
+run_logged "$dir/resume.log" "${launch[@]}" "$dapo" "${args[@]}" --train.total_steps="$((steps + 1))" \
+  --checkpoint.resume=auto ||
   { tail -30 "$dir/resume.log"; echo "recipe_smoke_gpu.sh: the resumed step failed (log $dir/resume.log)" >&2; exit 1; }
 grep -q "resum" "$dir/resume.log" ||
   { tail -30 "$dir/resume.log"; echo "recipe_smoke_gpu.sh: the second run did not resume from the checkpoint" >&2; exit 1; }
