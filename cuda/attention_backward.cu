@@ -206,14 +206,14 @@ __device__ __forceinline__ void dq_block(const BwdParams& p, int h, int ti, unsi
         load_b<D>(b, sK, nb2 * 16, kc, lane);
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
-          mma(s[mt][2 * nb2], a[mt], b[0], b[1]);
-          mma(s[mt][2 * nb2 + 1], a[mt], b[2], b[3]);
+          mma_bf16(s[mt][2 * nb2], a[mt], b[0], b[1]);
+          mma_bf16(s[mt][2 * nb2 + 1], a[mt], b[2], b[3]);
         }
         load_b<D>(b, sV, nb2 * 16, kc, lane);
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
-          mma(dp[mt][2 * nb2], ao[mt], b[0], b[1]);
-          mma(dp[mt][2 * nb2 + 1], ao[mt], b[2], b[3]);
+          mma_bf16(dp[mt][2 * nb2], ao[mt], b[0], b[1]);
+          mma_bf16(dp[mt][2 * nb2 + 1], ao[mt], b[2], b[3]);
         }
       }
     }
@@ -249,8 +249,8 @@ __device__ __forceinline__ void dq_block(const BwdParams& p, int h, int ti, unsi
         load_b_trans<D>(b, sK, kc * 16, np, lane);
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
-          mma(acc[mt][2 * np], a[mt], b[0], b[1]);
-          mma(acc[mt][2 * np + 1], a[mt], b[2], b[3]);
+          mma_bf16(acc[mt][2 * np], a[mt], b[0], b[1]);
+          mma_bf16(acc[mt][2 * np + 1], a[mt], b[2], b[3]);
         }
       }
     }
@@ -377,14 +377,14 @@ __device__ __forceinline__ void dkdv_block(const BwdParams& p, int g, int ti, un
         load_b<D>(b, sQ, nq2 * 16, kc, lane);
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
-          mma(s[mt][2 * nq2], a[mt], b[0], b[1]);
-          mma(s[mt][2 * nq2 + 1], a[mt], b[2], b[3]);
+          mma_bf16(s[mt][2 * nq2], a[mt], b[0], b[1]);
+          mma_bf16(s[mt][2 * nq2 + 1], a[mt], b[2], b[3]);
         }
         load_b<D>(b, sdO, nq2 * 16, kc, lane);
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
-          mma(dp[mt][2 * nq2], av[mt], b[0], b[1]);
-          mma(dp[mt][2 * nq2 + 1], av[mt], b[2], b[3]);
+          mma_bf16(dp[mt][2 * nq2], av[mt], b[0], b[1]);
+          mma_bf16(dp[mt][2 * nq2 + 1], av[mt], b[2], b[3]);
         }
       }
     }
@@ -428,14 +428,14 @@ __device__ __forceinline__ void dkdv_block(const BwdParams& p, int g, int ti, un
         load_b_trans<D>(b, sdO, kc * 16, np, lane);
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
-          mma(dv[mt][2 * np], a[mt], b[0], b[1]);
-          mma(dv[mt][2 * np + 1], a[mt], b[2], b[3]);
+          mma_bf16(dv[mt][2 * np], a[mt], b[0], b[1]);
+          mma_bf16(dv[mt][2 * np + 1], a[mt], b[2], b[3]);
         }
         load_b_trans<D>(b, sQ, kc * 16, np, lane);
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
-          mma(dk[mt][2 * np], ad[mt], b[0], b[1]);
-          mma(dk[mt][2 * np + 1], ad[mt], b[2], b[3]);
+          mma_bf16(dk[mt][2 * np], ad[mt], b[0], b[1]);
+          mma_bf16(dk[mt][2 * np + 1], ad[mt], b[2], b[3]);
         }
       }
     }

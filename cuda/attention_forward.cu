@@ -147,8 +147,8 @@ __global__ void __launch_bounds__(NW * 32, MIN_BLOCKS) attention_forward_kernel(
         load_b<D>(b, sK, nb2 * 16, kc, lane);
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
-          mma(s[mt][2 * nb2], a[mt], b[0], b[1]);
-          mma(s[mt][2 * nb2 + 1], a[mt], b[2], b[3]);
+          mma_bf16(s[mt][2 * nb2], a[mt], b[0], b[1]);
+          mma_bf16(s[mt][2 * nb2 + 1], a[mt], b[2], b[3]);
         }
       }
     }
@@ -210,8 +210,8 @@ __global__ void __launch_bounds__(NW * 32, MIN_BLOCKS) attention_forward_kernel(
         load_b_trans<D>(b, sV, kc * 16, np, lane);
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
-          mma(o[mt][2 * np], a[mt], b[0], b[1]);
-          mma(o[mt][2 * np + 1], a[mt], b[2], b[3]);
+          mma_bf16(o[mt][2 * np], a[mt], b[0], b[1]);
+          mma_bf16(o[mt][2 * np + 1], a[mt], b[2], b[3]);
         }
       }
     }
