@@ -37,12 +37,6 @@ using namespace dapo;
 
 namespace {
 
-double spec_bandwidth(const std::string& name) {
-  if (name.find("H200") != std::string::npos) return 4.8e12;
-  if (name.find("H100") != std::string::npos) return 3.35e12;
-  return 0;
-}
-
 // v on the device, as (rows) or (rows, cols).
 Tensor upload_i32(const ops::Ctx& ctx, Arena& arena, std::vector<int32_t>& v, int64_t rows, int64_t cols = 0) {
   const Tensor host = cols > 0 ? tensor_i32(v.data(), {rows, cols}) : tensor_i32(v.data(), {rows});
@@ -77,11 +71,7 @@ int main(int argc, char** argv) {
   Arena no_scratch(0, Device::cuda, "unused");
   const ops::Ctx base = gpu.ctx(&no_scratch);
   model::ParamStore params(c, 0, 1, Device::cuda, base.stream);
-  model::RandomInit init;
-  init.weight_scale = 0.02f * 1.7320508f;  // std 0.02, as HF's init
-  init.bias_scale = 0.0f;
-  init.norm_scale = 0.0f;
-  params.init_random(init);
+  params.init_random(bench::hf_like_init());
   const model::Qwen2Model model(params, tp);
 
   // The cache: each sequence owns W blocks; the new token sits at C - 1.
@@ -152,11 +142,9 @@ int main(int argc, char** argv) {
   const auto entries = profiler.summary();
   gpu.check_flags("decode step");
 
-  const int64_t L = c.num_hidden_layers, hkv = c.num_key_value_heads, D = c.head_dim;
-  const double kv_bytes = double(B) * double(C) * double(L) * 2.0 * double(hkv * D) * 2.0;
-  double weight_bytes = 2.0 * double(bench::parameters(c));
-  if (!c.tie_word_embeddings) weight_bytes -= 2.0 * double(c.vocab_size * c.hidden_size);  // embedding: B rows only
-  const double bw = spec_bandwidth(gpu.name());
+  const double kv_bytes = double(B) * double(C) * bench::kv_bytes_per_position(c);
+  const double weight_bytes = bench::decode_weight_bytes(c);
+  const double bw = bench::spec_bandwidth(gpu.name());
   const double roof_ms = bw > 0 ? 1e3 * (weight_bytes + kv_bytes) / bw : 0;
   double ops_ms = 0;
   for (const auto& e : entries) ops_ms += e.ms / double(reps);

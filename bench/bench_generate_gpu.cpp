@@ -55,13 +55,6 @@ double measured_copy_bandwidth(const ops::Ctx& ctx) {
   return 2.0 * double(bytes) * reps / seconds_since(t0);
 }
 
-// HBM bandwidth as specified for the card (bytes/s); 0 when unknown.
-double spec_bandwidth(const std::string& name) {
-  if (name.find("H200") != std::string::npos) return 4.8e12;
-  if (name.find("H100") != std::string::npos) return 3.35e12;
-  return 0;
-}
-
 void print_profile(const char* bench, const std::string& size, ops::OpProfiler& profiler, double wall_ms,
                    int64_t steps) {
   const auto entries = profiler.summary();
@@ -128,13 +121,9 @@ int main(int argc, char** argv) {
   Arena no_scratch(0, Device::cuda, "unused");
   const ops::Ctx ctx = gpu.ctx(&no_scratch);
   model::ParamStore params(c, 0, 1, Device::cuda, ctx.stream);
-  model::RandomInit init;
-  init.weight_scale = 0.02f * 1.7320508f;  // std 0.02, as HF's init
-  init.bias_scale = 0.0f;
-  init.norm_scale = 0.0f;
-  params.init_random(init);
+  params.init_random(bench::hf_like_init());
   const model::Qwen2Model model(params, tp);
-  const double bw_copy = measured_copy_bandwidth(ctx), bw_spec = spec_bandwidth(gpu.name());
+  const double bw_copy = measured_copy_bandwidth(ctx), bw_spec = bench::spec_bandwidth(gpu.name());
 
   rollout::EngineOptions o;
   o.check_tp_agreement = false;
@@ -183,10 +172,7 @@ int main(int argc, char** argv) {
   const int64_t tokens = out.total_response_tokens();
   const double gib = double(size_t(1) << 30);
 
-  const int64_t L = c.num_hidden_layers, hkv = c.num_key_value_heads, D = c.head_dim;
-  const double kv_per_position = double(L) * 2.0 * double(hkv * D) * 2.0;  // bytes, bf16 k and v
-  double weight_bytes = 2.0 * double(bench::parameters(c));
-  if (!c.tie_word_embeddings) weight_bytes -= 2.0 * double(c.vocab_size * c.hidden_size);  // rows only
+  const double kv_per_position = bench::kv_bytes_per_position(c), weight_bytes = bench::decode_weight_bytes(c);
 
   if (!dapo_load) {
     double bytes = 0;  // every decode step: weights + the whole KV of every sequence

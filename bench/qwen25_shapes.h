@@ -7,6 +7,7 @@
 #include <string>
 
 #include "dapo/model/param_spec.h"
+#include "dapo/model/param_store.h"
 #include "dapo/model/qwen2_config.h"
 
 namespace dapo::bench {
@@ -43,6 +44,36 @@ inline int64_t parameters(const model::Qwen2Config& c) {
     n += k;
   }
   return n;
+}
+
+// HF's initialisation as the benchmarks draw it: weights of std 0.02,
+// zero biases, unit norm weights.
+inline model::RandomInit hf_like_init() {
+  model::RandomInit init;
+  init.weight_scale = 0.02f * 1.7320508f;  // uniform of std 0.02
+  init.bias_scale = 0.0f;
+  init.norm_scale = 0.0f;
+  return init;
+}
+
+// The bytes one decode step reads besides the KV cache: every bf16 weight
+// once, the embedding only when the LM head is it (otherwise only B rows).
+inline double decode_weight_bytes(const model::Qwen2Config& c) {
+  double bytes = 2.0 * double(parameters(c));
+  if (!c.tie_word_embeddings) bytes -= 2.0 * double(c.vocab_size * c.hidden_size);
+  return bytes;
+}
+
+// KV-cache bytes of one position over all layers (bf16 k and v).
+inline double kv_bytes_per_position(const model::Qwen2Config& c) {
+  return double(c.num_hidden_layers) * 2.0 * double(c.num_key_value_heads * c.head_dim) * 2.0;
+}
+
+// HBM bandwidth as specified for the card (bytes/s); 0 when unknown.
+inline double spec_bandwidth(const std::string& gpu_name) {
+  if (gpu_name.find("H200") != std::string::npos) return 4.8e12;
+  if (gpu_name.find("H100") != std::string::npos) return 3.35e12;
+  return 0;
 }
 
 }  // namespace dapo::bench
