@@ -38,10 +38,12 @@ mpirun -np 2 --oversubscribe "$dapo" "${args[@]}" --train.total_steps=40 --log.d
   --checkpoint.dir="$work/p/ck" >"$log" 2>&1 &
 pid=$!
 if wait_for "$log" 60 "step 2/40"; then
-  # SIGUSR1 every 20 ms until the job ends (mpirun forwards each to every
-  # rank): the first stops the run, the later ones arrive during the
-  # checkpoint save and must change nothing.
-  while kill -USR1 $pid 2>/dev/null; do sleep 0.02; done
+  # SIGUSR1 every 20 ms (mpirun forwards each to every rank) until the ranks
+  # say they stopped, which they do after the checkpoint is saved: the first
+  # stops the run, the later ones arrive during the save and must change
+  # nothing. Not after: mpirun, tearing the job down, no longer handles
+  # SIGUSR1, and one more would kill it (exit 138).
+  while ! grep -q "stopping after step" "$log" 2>/dev/null && kill -USR1 $pid 2>/dev/null; do sleep 0.02; done
   wait $pid
   rc=$?
   [ $rc -eq 4 ] || fail "preempted run exited with $rc, expected 4 ($(tail -3 "$log"))"
