@@ -61,7 +61,7 @@ args=(train --config "inputs/dapo_base.ini,inputs/dapo_$size.ini"
   --rollout.max_response_length="$response" --algorithm.overlong_buffer_len="$((response / 4))"
   --checkpoint.dir="$dir/ckpt" --checkpoint.save_every=0 --dump.dir="$dir/rollouts" --log.dir="$dir/log")
 launch=()
-[ "$ranks" -gt 1 ] && launch=(mpirun -np "$ranks")
+[ "$ranks" -gt 1 ] && launch=(mpirun --bind-to none -np "$ranks")
 echo "recipe_smoke_gpu.sh: $size on $ranks GPU(s) as tp $tp x dp $((ranks / tp)): $steps steps of $prompts prompts x 16 answers of up to $response tokens, then a resume"
 t0=$SECONDS
 # The log goes to a file; its step, checkpoint and resume lines also to the

@@ -57,7 +57,7 @@ for np in 2 4; do
     echo "== 2. test_mpi Nccl* on $np GPUs"
     # A hung collective must fail the script, not stall it.
     test_mpi=$(find_bin test_mpi)
-    timeout 900 mpirun -np "$np" "$test_mpi" --gtest_filter='Nccl*'
+    timeout 900 mpirun --bind-to none -np "$np" "$test_mpi" --gtest_filter='Nccl*'
   else
     echo "== 2. test_mpi Nccl* on $np GPUs: skipped ($gpus visible)"
   fi
@@ -92,7 +92,7 @@ if [ "$gpus" -ge 2 ]; then
   echo "== 4. a stuck rank during dapo sft on 2 GPUs: the watchdog ends the job"
   t0=$SECONDS
   set +e
-  DAPO_FAULT_STALL=1:update timeout 120 mpirun -np 2 -x DAPO_FAULT_STALL "$dapo" sft --config inputs/demo_sft.ini \
+  DAPO_FAULT_STALL=1:update timeout 120 mpirun --bind-to none -np 2 -x DAPO_FAULT_STALL "$dapo" sft --config inputs/demo_sft.ini \
     --parallel.backend=cuda --train.total_steps=20 --train.phase_timeout_s=10 --log.dir="$tmp/stall" \
     --checkpoint.dir="$tmp/stall" > "$tmp/stall.log" 2>&1
   rc=$?
@@ -133,7 +133,7 @@ if [ "$gpus" -ge 2 ]; then
   for layout in "dp2 1" "tp2 2"; do
     set -- $layout
     # shellcheck disable=SC2086
-    mpirun -np 2 "$dapo" train --config inputs/demo.ini --parallel.backend=cuda --parallel.tp="$2" $demo \
+    mpirun --bind-to none -np 2 "$dapo" train --config inputs/demo.ini --parallel.backend=cuda --parallel.tp="$2" $demo \
       --log.dir="$tmp/$1" --checkpoint.dir="$tmp/$1/ckpt" --dump.every=0 > "$tmp/$1.log" 2>&1 ||
       { tail -30 "$tmp/$1.log"; echo "test_gpu.sh: dapo train on 2 GPUs ($1) failed"; exit 1; }
   done
@@ -152,13 +152,13 @@ for name, (v, f) in (("dp=2", (vd, fd)), ("tp=2", (vt, ft))):
 PY
   base="--config inputs/demo.ini --parallel.backend=cuda $demo --dump.every=0 --train.val_every=0 --train.val_before_train=false"
   # shellcheck disable=SC2086
-  mpirun -np 2 "$dapo" train $base --log.dir="$tmp/r4" --checkpoint.dir="$tmp/r4/ckpt" --train.total_steps=4 \
+  mpirun --bind-to none -np 2 "$dapo" train $base --log.dir="$tmp/r4" --checkpoint.dir="$tmp/r4/ckpt" --train.total_steps=4 \
     > "$tmp/r4.log" 2>&1 || { tail -20 "$tmp/r4.log"; echo "test_gpu.sh: 4-step run failed"; exit 1; }
   # shellcheck disable=SC2086
-  mpirun -np 2 "$dapo" train $base --log.dir="$tmp/r22" --checkpoint.dir="$tmp/r22/ckpt" --train.total_steps=2 \
+  mpirun --bind-to none -np 2 "$dapo" train $base --log.dir="$tmp/r22" --checkpoint.dir="$tmp/r22/ckpt" --train.total_steps=2 \
     > "$tmp/r2a.log" 2>&1 || { tail -20 "$tmp/r2a.log"; echo "test_gpu.sh: first 2 steps failed"; exit 1; }
   # shellcheck disable=SC2086
-  mpirun -np 2 "$dapo" train $base --log.dir="$tmp/r22" --checkpoint.dir="$tmp/r22/ckpt" --train.total_steps=4 \
+  mpirun --bind-to none -np 2 "$dapo" train $base --log.dir="$tmp/r22" --checkpoint.dir="$tmp/r22/ckpt" --train.total_steps=4 \
     > "$tmp/r2b.log" 2>&1 || { tail -20 "$tmp/r2b.log"; echo "test_gpu.sh: resumed 2 steps failed"; exit 1; }
   python3 - "$tmp/r4/metrics.jsonl" "$tmp/r22/metrics.jsonl" <<'PY'
 import json, sys
@@ -191,7 +191,7 @@ sig_np=1
 [ "$gpus" -ge 2 ] && sig_np="1 2"
 for np in $sig_np; do
   launch=()
-  [ "$np" -gt 1 ] && launch=(mpirun -np "$np")
+  [ "$np" -gt 1 ] && launch=(mpirun --bind-to none -np "$np")
   d=$tmp/sigusr1_np$np
   mkdir -p "$d"
   # shellcheck disable=SC2086
