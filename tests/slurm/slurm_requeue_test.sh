@@ -114,6 +114,13 @@ grep -q "step stopped with exit code 4 after SIGUSR1" "$work/preempted.out" ||
 grep -q "requeueing job $job_a (restart 1)" "$work/preempted.out" || fail "the batch script did not requeue the job"
 
 # ---- 3. Release it (a requeued job is held ~2 minutes: Reason=BeginTime). ----
+# Not before slurmd is done with its previous run: released while the old
+# batch step is still being torn down, the new start is refused ("Job N
+# already killed, do not launch batch job" in slurmd.log) and the job ends
+# FAILED without running (seen once in CI).
+gone() { ! pgrep -f "slurmstepd: \[$job_a\." >/dev/null && ! sinfo -h -o %T | grep -qi completing; }
+wait_until gone 60 || fail "job $job_a's previous run was still being torn down after 60 s"
+sleep 2
 scontrol update JobId="$job_a" StartTime=now || fail "scontrol update JobId=$job_a StartTime=now failed"
 if ! wait_until "terminal $job_a && terminal $job_r" 180; then
   fail "jobs did not finish: $job_a $(job_field "$job_a" JobState), $job_r $(job_field "$job_r" JobState)"
