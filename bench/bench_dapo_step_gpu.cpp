@@ -14,7 +14,8 @@
 // Compare with bench/peer_dapo_step.py (HF generate + a PyTorch update of
 // the same load) run in the same device command.
 //   mpirun --bind-to none -np 4 bench_dapo_step_gpu 7b --tp 4 [--prompts 32 --n 8 --len 512 --steps 2] [--key=value ...]
-// (--train.activation_recompute=true|false: the demo recipe's default is off.)
+// (--train.activation_recompute=true|false: the demo recipe's default is off;
+// a load the memory plan says will not fit exits 2 with the plan.)
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -29,6 +30,7 @@
 #include "dapo/parallel/grid.h"
 #include "dapo/parallel/runtime.h"
 #include "dapo/trainer/dapo_trainer.h"
+#include "dapo/trainer/memory_plan.h"
 #include "dapo/trainer/model_init.h"
 #include "dapo/trainer/rank_device.h"
 #include "qwen25_shapes.h"
@@ -97,6 +99,14 @@ int main(int argc, char** argv) {
   check_training_config(config);
   const parallel::Grid grid = parallel::make_grid(int(config.parallel.tp));
   const std::unique_ptr<ops::CudaDevice> gpu = trainer::open_rank_device(config, grid, grid.local_rank);
+  // As `dapo train` does: a load that cannot fit stops before the model is
+  // drawn, with the plan and what to change.
+  const trainer::MemoryPlan plan = trainer::memory_plan(config, shape, grid.tp_size, grid.dp_size, gpu->memory_total());
+  if (!plan.fits()) {
+    if (runtime.world_rank() == 0)
+      std::fprintf(stderr, "bench_dapo_step_gpu: does not fit\n%s\n", trainer::format_memory_plan(plan, config).c_str());
+    return 2;
+  }
   const size_t before = gpu->memory_used();
   trainer::InitialModel initial = trainer::load_initial_model(config, grid, gpu.get());
   const data::Tokenizer tokenizer = data::Tokenizer::load(config.model.tokenizer);
