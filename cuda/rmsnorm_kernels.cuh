@@ -17,6 +17,7 @@
 
 #include "common.cuh"
 #include "pack.cuh"
+#include "pdl.cuh"
 
 namespace dapo::ops::cuda_detail::norm {
 
@@ -50,6 +51,8 @@ template <class T, int K, int VPT, bool kResidual>
 __global__ void __launch_bounds__(256) forward_kernel(T* out, float* rstd, T* sum, const T* a, const T* b,
                                                      const T* weight, int64_t N, int C, float eps) {
   __shared__ float smem[32];
+  pdl_wait();  // launched as a programmatic dependent (pdl.cuh)
+  pdl_launch_dependents();
   const int nvec = C / K;
   Pack<T, K> w[VPT], na[VPT], nb[VPT];
   auto load_row = [&](int64_t row) {
@@ -212,6 +215,8 @@ template <class T, bool kResidual>
 __global__ void __launch_bounds__(256) forward_scalar_kernel(T* out, float* rstd, T* sum, const T* a, const T* b,
                                                              const T* weight, int64_t N, int C, float eps) {
   __shared__ float smem[32];
+  pdl_wait();  // launched as a programmatic dependent (pdl.cuh)
+  pdl_launch_dependents();
   for (int64_t row = blockIdx.x; row < N; row += gridDim.x) {
     const int64_t base = row * C;
     const T* x = kResidual ? sum + base : a + base;
@@ -316,17 +321,16 @@ void forward(const Ctx& ctx, T* out, float* rstd, T* sum, const T* a, const T* b
   const bool wide = kResidual ? wide_rows<T>(C, {out, sum, a, b, weight}) : wide_rows<T>(C, {out, a, weight});
   if (!wide) {
     auto kernel = forward_scalar_kernel<T, kResidual>;
-    kernel<<<resident_grid(kernel, 256, N), 256, 0, stream_of(ctx)>>>(out, rstd, sum, a, b, weight, N, int(C), eps);
-    DAPO_CUDA_CHECK_LAUNCH();
+    DAPO_CUDA_CHECK(launch_pdl(kernel, resident_grid(kernel, 256, N), 256, 0, stream_of(ctx), out, rstd, sum, a, b,
+                               weight, N, int(C), eps));
     return;
   }
   constexpr int K = kWidePack<T>;
   const RowShape rs = row_shape(C / K);
   with_vpt(rs.vpt, [&](auto vpt) {
     auto kernel = forward_kernel<T, K, decltype(vpt)::value, kResidual>;
-    kernel<<<resident_grid(kernel, rs.threads, N), rs.threads, 0, stream_of(ctx)>>>(out, rstd, sum, a, b, weight,
-                                                                                      N, int(C), eps);
-    DAPO_CUDA_CHECK_LAUNCH();
+    DAPO_CUDA_CHECK(launch_pdl(kernel, resident_grid(kernel, rs.threads, N), rs.threads, 0, stream_of(ctx), out, rstd,
+                               sum, a, b, weight, N, int(C), eps));
   });
 }
 

@@ -11,6 +11,7 @@
 // of 128 tokens at the 0.5B shape is ~18k threads with K = 2.
 #include "common.cuh"
 #include "dapo/ops/rope_kv_write.h"
+#include "pdl.cuh"
 #include "rope_common.cuh"
 
 namespace dapo::ops::cuda {
@@ -23,6 +24,8 @@ template <int K>
 __global__ void rope_kv_write_kernel(bf16_t* q, bf16_t* k, bf16_t* kc, bf16_t* vc, const bf16_t* v,
                                      const int32_t* positions, const int32_t* slots, int64_t tokens, int Hq, int Hkv,
                                      int D, int64_t num_slots, const __grid_constant__ RopeInvFreq inv_freq) {
+  pdl_wait();  // launched as a programmatic dependent (pdl.cuh)
+  pdl_launch_dependents();
   const int groups = D / 2 / K;
   const int q_chunks = rope_chunks(Hq);
   const int per_token = (q_chunks + rope_chunks(Hkv)) * groups;
@@ -66,9 +69,8 @@ void launch(const Ctx& ctx, bf16_t* q, bf16_t* k, bf16_t* kc, bf16_t* vc, const 
             const int32_t* slots, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, int64_t num_slots,
             const RopeInvFreq& inv_freq) {
   const int64_t total = T * (rope_chunks(Hq) + rope_chunks(Hkv)) * (D / 2 / K) + T * (Hkv * D / K);
-  rope_kv_write_kernel<K><<<grid_for(total, 256), 256, 0, stream_of(ctx)>>>(
-      q, k, kc, vc, v, positions, slots, T, int(Hq), int(Hkv), int(D), num_slots, inv_freq);
-  DAPO_CUDA_CHECK_LAUNCH();
+  DAPO_CUDA_CHECK(launch_pdl(rope_kv_write_kernel<K>, grid_for(total, 256), 256, 0, stream_of(ctx), q, k, kc, vc, v,
+                             positions, slots, T, int(Hq), int(Hkv), int(D), num_slots, inv_freq));
 }
 
 }  // namespace

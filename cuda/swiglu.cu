@@ -4,6 +4,7 @@
 #include "common.cuh"
 #include "dapo/ops/swiglu.h"
 #include "pack.cuh"
+#include "pdl.cuh"
 
 namespace dapo::ops::cuda {
 namespace {
@@ -15,6 +16,8 @@ using namespace cuda_detail;
 // go one per thread in the same launch.
 template <class T, int K>
 __global__ void swiglu_forward_kernel(T* out, const T* gate, const T* up, int64_t n) {
+  pdl_wait();  // launched as a programmatic dependent (pdl.cuh)
+  pdl_launch_dependents();
   const int64_t packs = n / K;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   const int64_t first = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
@@ -75,10 +78,8 @@ cudaError_t launch_swiglu_forward(T* out, const T* gate, const T* up, int64_t n,
   if (n == 0) return cudaSuccess;
   constexpr int K = kWidePack<T>;
   if (all_aligned16({out, gate, up}))
-    swiglu_forward_kernel<T, K><<<grid_for(n / K + 1, 256), 256, 0, stream>>>(out, gate, up, n);
-  else
-    swiglu_forward_kernel<T, 1><<<grid_for(n, 256), 256, 0, stream>>>(out, gate, up, n);
-  return cudaGetLastError();
+    return launch_pdl(swiglu_forward_kernel<T, K>, grid_for(n / K + 1, 256), 256, 0, stream, out, gate, up, n);
+  return launch_pdl(swiglu_forward_kernel<T, 1>, grid_for(n, 256), 256, 0, stream, out, gate, up, n);
 }
 
 template <class T>
