@@ -28,6 +28,13 @@
 // order: bit-identical reruns and a launch sequence a CUDA graph can
 // capture (the perf test runs it captured).
 //
+// Decode with D 64 or 128 runs paged_attention_smem_kernel instead: the same
+// step, with K and V staged through shared memory by cp.async, 3 steps
+// (24 KB) in flight per warp, which the register pipeline (one step) cannot
+// hold: on an H100 it streams 2.2-2.5 TB/s at 512 positions, batch 128,
+// where the register kernel reached 1.7-2.1. A merge group may be a
+// thread-block cluster merged through distributed shared memory.
+//
 // Multi-token queries (prefill, chunked prefill) run through the same kernel
 // as tiles of 8 (token, head) rows with causal masking per row, the tiles of
 // a sequence spread over `qsplit` CTAs; correct, not tuned.
@@ -36,7 +43,10 @@
 #include <cstring>
 #include <optional>
 
+#include <cooperative_groups.h>
+
 #include "common.cuh"
+#include "mma_ptx.cuh"
 #include "dapo/core/arena.h"
 #include "dapo/ops/kv_cache.h"
 
@@ -44,6 +54,7 @@ namespace dapo::ops::cuda {
 namespace {
 
 using namespace cuda_detail;
+namespace cg = cooperative_groups;
 using bf16_t = __nv_bfloat16;
 
 constexpr int kRows = 8;  // query rows (token, head) per tile: the MMA's N
@@ -96,7 +107,10 @@ struct PagedArgs {
   int64_t N;
   int block_size, bs_shift;  // bs_shift >= 0 when block_size is a power of two
   int max_blocks, B, Hq, Hkv, group;
-  int part_len, num_parts, qsplit, max_ctx;
+  int part_len;   // keys per CTA
+  int num_parts;  // merge groups per (sequence, KV head, query split): partials the merge kernel combines
+  int csize;      // CTAs per merge group: one cluster, merged in distributed shared memory
+  int qsplit, max_ctx;
   float scale_log2;  // scale * log2(e): scores in log2 units, exp2 in the softmax
 };
 
@@ -149,14 +163,73 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   return u;
 }
 
+// The end of a row tile: the merge group's CTAs (a cluster when csize > 1)
+// combine their warps' softmax states (s_m, s_l, s_acc, written by every
+// warp) in (CTA, warp) order, each CTA a share of the outputs, reading the
+// others' shared memory; the result goes to out, or to the group's partial
+// when several groups are merged by the merge kernel.
+template <int D>
+__device__ __forceinline__ void merge_tile(const PagedArgs& a, float (*s_acc)[kRows][D + 2], float (*s_m)[kRows],
+                                           float (*s_l)[kRows], int t, int rows_total, int g, int q0, int part) {
+  const int cs = a.csize;
+  const cg::cluster_group cluster = cg::this_cluster();
+  if (cs > 1) cluster.sync();
+  else __syncthreads();
+  const int rank = cs > 1 ? int(cluster.block_rank()) : 0;
+  auto peer = [&](float* p, int src) -> const float* { return cs > 1 ? cluster.map_shared_rank(p, src) : p; };
+  for (int e = rank * kThreads + threadIdx.x; e < kRows * D / 2; e += cs * kThreads) {
+    const int r = e / (D / 2), d = 2 * (e % (D / 2)), row = t * kRows + r;
+    if (row >= rows_total) continue;
+    float mm = -INFINITY;
+    for (int src = 0; src < cs; ++src) {
+      const float* pm = peer(&s_m[0][0], src);
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) mm = fmaxf(mm, pm[w * kRows + r]);
+    }
+    const float mu = mm == -INFINITY ? 0.0f : mm;
+    float ll = 0.0f, o0 = 0.0f, o1 = 0.0f;
+    for (int src = 0; src < cs; ++src) {
+      const float* pm = peer(&s_m[0][0], src);
+      const float* pl = peer(&s_l[0][0], src);
+      const float* pa = peer(&s_acc[0][0][0], src);
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) {
+        const float sc = exp2f(pm[w * kRows + r] - mu);
+        const float2 x = *reinterpret_cast<const float2*>(pa + (w * kRows + r) * (D + 2) + d);
+        ll = fmaf(pl[w * kRows + r], sc, ll);
+        o0 = fmaf(x.x, sc, o0);
+        o1 = fmaf(x.y, sc, o1);
+      }
+    }
+    const int i = row / a.group, h = g * a.group + row % a.group;
+    const int64_t orow = int64_t(q0 + i) * a.Hq + h;
+    if (a.part_acc == nullptr) {
+      const float inv = ll > 0.0f ? 1.0f / ll : 0.0f;  // a row whose every key is masked: zeros
+      *reinterpret_cast<__nv_bfloat162*>(a.out + orow * D + d) = __floats2bfloat162_rn(o0 * inv, o1 * inv);
+    } else {
+      const int64_t pr = orow * a.num_parts + part / cs;
+      *reinterpret_cast<float2*>(a.part_acc + pr * D + d) = make_float2(o0, o1);
+      if (d == 0) {
+        a.part_m[pr] = mm;
+        a.part_l[pr] = ll;
+      }
+    }
+  }
+  // s_acc, s_m, s_l are reused by the next tile; in a cluster, no CTA
+  // leaves (or overwrites them) while another reads them.
+  if (cs > 1) cluster.sync();
+  else __syncthreads();
+}
+
 template <int D>
 __global__ void __launch_bounds__(kThreads, kMinBlocks<D>) paged_attention_kernel(const PagedArgs a) {
   using G = Geo<D>;
   __shared__ float s_acc[kWarps][kRows][D + 2];
   __shared__ float s_m[kWarps][kRows], s_l[kWarps][kRows];
 
-  // The merge kernel (a programmatic dependent) may be set up now; it
-  // waits for this grid's completion before reading anything.
+  // The next kernel (the merge, or the next op's when launched as a
+  // programmatic dependent) may be set up now; it waits for this grid's
+  // completion before reading anything this grid writes.
   asm volatile("griddepcontrol.launch_dependents;\n");
   const int part = blockIdx.x, b = blockIdx.z;
   const int g = blockIdx.y / a.qsplit, qs = blockIdx.y % a.qsplit;
@@ -191,8 +264,19 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D>) paged_attention_kerne
   }
 
   int len, q0, nq;
-  if (!sequence_ok(a, b, len, q0, nq)) return;
-  if (s0 >= len) return;  // this sequence has fewer partitions; the merge reads only its own
+  const bool ok = sequence_ok(a, b, len, q0, nq);
+  // The block table and the lengths come from the step's metadata copy,
+  // done before the previous kernel started; q and the new keys and values
+  // may come from that kernel (this grid may be its programmatic
+  // dependent): wait for it before reading them or writing anything.
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  if (!ok) return;
+  // A merge group (cluster) wholly past the sequence's end has nothing to
+  // do (the merge reads only the groups that hold keys); the CTAs of a
+  // group that holds some stay to the end, empty or not, because they
+  // share the merge (exits are cluster-uniform).
+  const int cs = a.csize;
+  if ((part / cs) * cs * a.part_len >= len) return;
   const int e0 = min(s0 + a.part_len, len);
   const int rows_total = nq * a.group;
   const int64_t slot_stride = int64_t(a.Hkv) * D;
@@ -372,37 +456,225 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D>) paged_attention_kerne
       s_acc[warp][2 * lc][d + 1] = acc[t2][2];
       s_acc[warp][2 * lc + 1][d + 1] = acc[t2][3];
     }
-    __syncthreads();
-    for (int e = threadIdx.x; e < kRows * D / 2; e += kThreads) {
-      const int r = e / (D / 2), d = 2 * (e % (D / 2)), row = t * kRows + r;
-      if (row >= rows_total) continue;
-      float mm = s_m[0][r];
+    merge_tile<D>(a, s_acc, s_m, s_l, t, rows_total, g, q0, part);
+  }
+}
+
+// Decode kernel with the K and V stream staged in shared memory: each warp
+// keeps S steps (S * 8 KB) of its keys in flight with cp.async (no register
+// cost, so S steps are issued before the first is used), and reads the MMA
+// fragments with ldmatrix from rows swizzled against bank conflicts (the
+// 16-byte chunk c of key row r sits at c ^ (r % 8)). The step, the softmax
+// and the merges are those of paged_attention_kernel; q and the output use
+// the natural head-dim order. D 64 or 128.
+template <int D, int S>
+struct SmemGeo {
+  using G = Geo<D>;
+  static constexpr int CPR = D / 8;                         // 16-byte chunks per key row
+  static constexpr int kTileBytes = G::TK * D * 2;          // K (or V) of one warp step
+  static constexpr int kStageBytes = 2 * kTileBytes;        // 8 KB
+  static constexpr int kWarpBytes = S * kStageBytes;
+  static constexpr int kSmem = kWarps * kWarpBytes;         // s_acc aliases the stages at the end
+  static_assert(kSmem >= int(sizeof(float)) * kWarps * kRows * (D + 2), "s_acc must fit in the stages");
+  static_assert(CPR >= 8 && G::TK <= 32, "swizzle and slot shuffles assume D >= 64");
+};
+
+template <int D, int S>
+__global__ void __launch_bounds__(kThreads) paged_attention_smem_kernel(const PagedArgs a) {
+  using G = Geo<D>;
+  using SG = SmemGeo<D, S>;
+  extern __shared__ __align__(128) unsigned char smem[];
+  __shared__ float s_m[kWarps][kRows], s_l[kWarps][kRows];
+  __shared__ uint32_t s_valid[kWarps][S];  // keys of a stage with a slot (bit i: key i of the step)
+  auto s_acc = reinterpret_cast<float(*)[kRows][D + 2]>(smem);
+
+  asm volatile("griddepcontrol.launch_dependents;\n");
+  const int part = blockIdx.x, b = blockIdx.z;
+  const int g = blockIdx.y / a.qsplit, qs = blockIdx.y % a.qsplit;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, lg = lane / 4, lc = lane % 4;
+  const int s0 = part * a.part_len;
+  const int32_t* table = a.table + int64_t(b) * a.max_blocks;
+  int len, q0, nq;
+  const bool ok = sequence_ok(a, b, len, q0, nq);
+  const int cs = a.csize;
+  const int rows_total = nq * a.group;
+  // Exits are cluster-uniform (a cluster spans partitions only).
+  if (!ok || (part / cs) * cs * a.part_len >= len || qs * kRows >= rows_total) {
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    return;
+  }
+  const int e0 = min(s0 + a.part_len, len);
+  const int64_t slot_stride = int64_t(a.Hkv) * D;
+  const bf16_t* kc = a.kc + int64_t(g) * D;
+  const bf16_t* vc = a.vc + int64_t(g) * D;
+  const uint32_t wbase = smem_u32(smem) + uint32_t(warp * SG::kWarpBytes);
+  constexpr int kStep = kWarps * G::TK;
+
+  // Slot of key base + lane % TK, or -1 (past kend, or a block id out of range).
+  auto fetch = [&](int base, int kend) -> int {
+    const int p = base + lane % G::TK;
+    if (p >= kend) return -1;
+    const int n = a.bs_shift >= 0 ? p >> a.bs_shift : p / a.block_size;
+    const int off = a.bs_shift >= 0 ? p & (a.block_size - 1) : p - n * a.block_size;
+    const int blk = table[n];
+    return (blk < 0 || blk >= a.num_blocks) ? -1 : blk * a.block_size + off;
+  };
+  auto issue = [&](int stage, int sl) {
+    const uint32_t sk = wbase + uint32_t(stage * SG::kStageBytes), sv = sk + SG::kTileBytes;
+    const uint32_t valid = __ballot_sync(0xffffffffu, sl >= 0);
+    if (lane == 0) s_valid[warp][stage] = valid;
+    if (valid != 0) {
 #pragma unroll
-      for (int w = 1; w < kWarps; ++w) mm = fmaxf(mm, s_m[w][r]);
-      const float mu = mm == -INFINITY ? 0.0f : mm;
-      float ll = 0.0f, o0 = 0.0f, o1 = 0.0f;
-#pragma unroll
-      for (int w = 0; w < kWarps; ++w) {
-        const float sc = exp2f(s_m[w][r] - mu);
-        ll = fmaf(s_l[w][r], sc, ll);
-        o0 = fmaf(s_acc[w][r][d], sc, o0);
-        o1 = fmaf(s_acc[w][r][d + 1], sc, o1);
-      }
-      const int i = row / a.group, h = g * a.group + row % a.group;
-      const int64_t orow = int64_t(q0 + i) * a.Hq + h;
-      if (a.part_acc == nullptr) {
-        const float inv = ll > 0.0f ? 1.0f / ll : 0.0f;  // a row whose every key is masked: zeros
-        *reinterpret_cast<__nv_bfloat162*>(a.out + orow * D + d) = __floats2bfloat162_rn(o0 * inv, o1 * inv);
-      } else {
-        const int64_t pr = orow * a.num_parts + part;
-        *reinterpret_cast<float2*>(a.part_acc + pr * D + d) = make_float2(o0, o1);
-        if (d == 0) {
-          a.part_m[pr] = mm;
-          a.part_l[pr] = ll;
-        }
+      for (int j = 0; j < G::TK * SG::CPR / 32; ++j) {
+        const int i = j * 32 + lane, r = i / SG::CPR, c = i % SG::CPR;
+        const int slr = __shfl_sync(0xffffffffu, sl, r);
+        const uint32_t off = uint32_t((r * SG::CPR + (c ^ (r & 7))) * 16);
+        const int64_t src = int64_t(max(slr, 0)) * slot_stride + c * 8;
+        cp_async_16(sk + off, kc + src, slr >= 0);
+        cp_async_16(sv + off, vc + src, slr >= 0);
       }
     }
-    __syncthreads();  // s_acc, s_m, s_l are reused by the next tile
+    cp_async_commit();
+  };
+
+  for (int t = qs; t * kRows < rows_total; t += a.qsplit) {
+    int pos[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int row = t * kRows + 2 * lc + r;
+      pos[r] = row < rows_total ? len - nq + row / a.group : -1;
+    }
+    const int last = min(t * kRows + kRows, rows_total) - 1;
+    const int kend = min(e0, len - nq + last / a.group + 1);
+    const int w0 = s0 + warp * G::TK;
+    const int nsteps = kend > w0 ? (kend - w0 + kStep - 1) / kStep : 0;
+    // The first S steps' table entries (read before waiting for the
+    // previous kernel: they come from the step's metadata).
+    int sl[S];
+#pragma unroll
+    for (int st = 0; st < S; ++st) sl[st] = fetch(w0 + st * kStep, kend);
+    if (t == qs) asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#pragma unroll
+    for (int st = 0; st < S; ++st) issue(st, sl[st]);
+    int next = fetch(w0 + S * kStep, kend);
+
+    // q as the B fragments of S^T = K Q^T: row g, dims 16 s + 2 c (+1) and + 8.
+    uint32_t qf[G::KS][2];
+    {
+      const int row = t * kRows + lg;
+      if (row < rows_total) {
+        const int i = row / a.group, h = g * a.group + row % a.group;
+        const bf16_t* qp = a.q + (int64_t(q0 + i) * a.Hq + h) * D + 2 * lc;
+#pragma unroll
+        for (int s = 0; s < G::KS; ++s) {
+          qf[s][0] = __ldg(reinterpret_cast<const unsigned int*>(qp + 16 * s));
+          qf[s][1] = __ldg(reinterpret_cast<const unsigned int*>(qp + 16 * s + 8));
+        }
+      } else {
+#pragma unroll
+        for (int s = 0; s < G::KS; ++s) qf[s][0] = qf[s][1] = 0;
+      }
+    }
+
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    float acc[G::KS][4];
+#pragma unroll
+    for (int s = 0; s < G::KS; ++s) acc[s][0] = acc[s][1] = acc[s][2] = acc[s][3] = 0.0f;
+
+    int stage = 0;
+    for (int step = 0; step < nsteps; ++step) {
+      const int base = w0 + step * kStep;
+      cp_async_wait<S - 1>();
+      __syncwarp();
+      const uint32_t sk = wbase + uint32_t(stage * SG::kStageBytes), sv = sk + SG::kTileBytes;
+      const uint32_t valid = s_valid[warp][stage];
+      float s[G::KT][4];
+#pragma unroll
+      for (int kt = 0; kt < G::KT; ++kt) {
+        float c4[4] = {0.0f, 0.0f, 0.0f, 0.0f}, d4[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        const int r = kt * 16 + (lane & 15);
+#pragma unroll
+        for (int ks = 0; ks < G::KS; ++ks) {
+          const int c = 2 * ks + (lane >> 4);
+          uint32_t af[4];
+          ldsm_x4(af, sk + uint32_t((r * SG::CPR + (c ^ (r & 7))) * 16));
+          mma_16816(ks % 2 == 0 ? c4 : d4, af[0], af[1], af[2], af[3], qf[ks][0], qf[ks][1]);
+        }
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int kk = kt * 16 + lg + 8 * (e / 2);
+          const bool kv = (valid >> kk) & 1u;
+          s[kt][e] = (kv && base + kk <= pos[e % 2]) ? (c4[e] + d4[e]) * a.scale_log2 : -INFINITY;
+        }
+      }
+      float alpha[2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float mx = -INFINITY;
+#pragma unroll
+        for (int kt = 0; kt < G::KT; ++kt) mx = fmaxf(mx, fmaxf(s[kt][r], s[kt][r + 2]));
+#pragma unroll
+        for (int o = 4; o < 32; o *= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+        const float m_new = fmaxf(m[r], mx);
+        const float m_use = m_new == -INFINITY ? 0.0f : m_new;
+        alpha[r] = exp2f(m[r] - m_use);
+        m[r] = m_new;
+        float sum = 0.0f;
+#pragma unroll
+        for (int kt = 0; kt < G::KT; ++kt) {
+          s[kt][r] = exp2f(s[kt][r] - m_use);
+          s[kt][r + 2] = exp2f(s[kt][r + 2] - m_use);
+          sum += s[kt][r] + s[kt][r + 2];
+        }
+        l[r] = l[r] * alpha[r] + sum;
+      }
+#pragma unroll
+      for (int t2 = 0; t2 < G::KS; ++t2) {
+        acc[t2][0] *= alpha[0];
+        acc[t2][1] *= alpha[1];
+        acc[t2][2] *= alpha[0];
+        acc[t2][3] *= alpha[1];
+      }
+#pragma unroll
+      for (int kt = 0; kt < G::KT; ++kt) {
+        const uint32_t b0 = transpose8x8(pack_bf16(s[kt][0], s[kt][1]));
+        const uint32_t b1 = transpose8x8(pack_bf16(s[kt][2], s[kt][3]));
+        const int r = kt * 16 + ((lane >> 4) << 3) + (lane & 7);
+#pragma unroll
+        for (int t2 = 0; t2 < G::KS; ++t2) {
+          const int c = 2 * t2 + ((lane >> 3) & 1);
+          uint32_t af[4];
+          ldsm_x4_t(af, sv + uint32_t((r * SG::CPR + (c ^ (r & 7))) * 16));
+          mma_16816(acc[t2], af[0], af[1], af[2], af[3], b0, b1);
+        }
+      }
+      __syncwarp();  // every lane is done with the stage before it is refilled
+      issue(stage, next);
+      next = fetch(base + (S + 1) * kStep, kend);
+      stage = stage + 1 == S ? 0 : stage + 1;
+    }
+    cp_async_wait<0>();
+
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+#pragma unroll
+      for (int o = 4; o < 32; o *= 2) l[r] += __shfl_xor_sync(0xffffffffu, l[r], o);
+    __syncthreads();  // s_acc aliases every warp's stages
+    if (lg == 0) {
+      s_m[warp][2 * lc] = m[0];
+      s_m[warp][2 * lc + 1] = m[1];
+      s_l[warp][2 * lc] = l[0];
+      s_l[warp][2 * lc + 1] = l[1];
+    }
+#pragma unroll
+    for (int t2 = 0; t2 < G::KS; ++t2) {
+      const int d = 16 * t2 + lg;
+      s_acc[warp][2 * lc][d] = acc[t2][0];
+      s_acc[warp][2 * lc + 1][d] = acc[t2][1];
+      s_acc[warp][2 * lc][d + 8] = acc[t2][2];
+      s_acc[warp][2 * lc + 1][d + 8] = acc[t2][3];
+    }
+    merge_tile<D>(a, s_acc, s_m, s_l, t, rows_total, g, q0, part);
   }
 }
 
@@ -413,7 +685,9 @@ template <int D>
 __global__ void __launch_bounds__(kThreads) paged_attention_merge_kernel(const PagedArgs a) {
   constexpr int E = D >= 64 ? D / 32 : 2;  // output dims per lane (lanes past D idle)
   // Launched as a programmatic dependent of the main kernel: wait for its
-  // completion and the visibility of its partials.
+  // completion and the visibility of its partials (and let the next
+  // kernel's CTAs set up meanwhile).
+  asm volatile("griddepcontrol.launch_dependents;\n");
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
   const int64_t orow = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
@@ -429,7 +703,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_merge_kernel(const P
   int len, q0, nq;
   if (!sequence_ok(a, lo, len, q0, nq) || i < q0 || i >= q0 + nq) return;
   const int pos = len - nq + (i - q0);
-  const int np = min(pos / a.part_len + 1, a.num_parts);
+  const int np = min(pos / (a.part_len * a.csize) + 1, a.num_parts);
   const float* pm = a.part_m + orow * a.num_parts;
   const float* pl = a.part_l + orow * a.num_parts;
   const float* pacc = a.part_acc + orow * a.num_parts * D;
@@ -473,9 +747,12 @@ __global__ void __launch_bounds__(kThreads) paged_attention_merge_kernel(const P
 
 // ---- host side -----------------------------------------------------------
 
+// A split made concrete: keys per CTA (a multiple of the CTA's step) and the
+// merge groups that hold keys.
 struct Plan {
-  int64_t part_len = 0, num_parts = 1, qsplit = 1;
-  size_t scratch = 0;  // bytes of ctx.scratch the split needs (0: none)
+  int64_t part_len = 0, groups = 1, csize = 1, qsplit = 1, stages = 0;
+  bool pdl = true;
+  size_t scratch = 0;  // bytes of ctx.scratch the partials need (0: one group)
 };
 
 template <int D>
@@ -483,109 +760,179 @@ const void* kernel_of() {
   return reinterpret_cast<const void*>(&paged_attention_kernel<D>);
 }
 
+template <int D, int S>
+const void* smem_kernel_of() {
+  return reinterpret_cast<const void*>(&paged_attention_smem_kernel<D, S>);
+}
+
+// The kernel a plan runs: the register-pipelined one (stages 0) or the
+// shared-memory one with that many stages per warp (D 64 and 128).
+const void* kernel_for(int64_t D, int64_t stages, int& smem) {
+  smem = 0;
+  if (stages == 2 && D == 64) return smem = SmemGeo<64, 2>::kSmem, smem_kernel_of<64, 2>();
+  if (stages == 3 && D == 64) return smem = SmemGeo<64, 3>::kSmem, smem_kernel_of<64, 3>();
+  if (stages == 2 && D == 128) return smem = SmemGeo<128, 2>::kSmem, smem_kernel_of<128, 2>();
+  if (stages == 3 && D == 128) return smem = SmemGeo<128, 3>::kSmem, smem_kernel_of<128, 3>();
+  DAPO_CHECK(stages == 0, "paged_attention on CUDA: ", stages, " shared-memory stages with head dim ", D,
+             " (2 or 3 stages, D 64 or 128)");
+  return D == 16 ? kernel_of<16>() : D == 32 ? kernel_of<32>() : D == 64 ? kernel_of<64>() : kernel_of<128>();
+}
+
 // CTAs of the main kernel the device holds at once.
-int64_t resident_ctas(int64_t D) {
-  int device = 0, sms = 0, per_sm = 0;
+int64_t resident_ctas(int64_t D, int64_t stages) {
+  int device = 0, sms = 0, per_sm = 0, smem = 0;
   DAPO_CUDA_CHECK(cudaGetDevice(&device));
   DAPO_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  const void* k = D == 16   ? kernel_of<16>()
-                      : D == 32 ? kernel_of<32>()
-                      : D == 64 ? kernel_of<64>()
-                                : kernel_of<128>();
-  DAPO_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, kThreads, 0));
+  const void* k = kernel_for(D, stages, smem);
+  if (smem > 48 * 1024)
+    DAPO_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  DAPO_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, kThreads, size_t(smem)));
   return int64_t(std::max(sms, 1)) * std::max(per_sm, 1);
 }
 
+// The shared-memory stages the plan uses: decode with D 64 or 128.
+int64_t default_stages(int64_t N, int64_t B, int64_t D) { return N == B && (D == 64 || D == 128) ? 3 : 0; }
+
 int64_t unit_of(int64_t D) { return D == 16 ? Geo<16>::unit : D == 32 ? Geo<32>::unit : D == 64 ? Geo<64>::unit : Geo<128>::unit; }
 
-// The split: partitions of part_len keys (a multiple of the CTA's step).
-// A small time model picks the partition count among ~90 candidates: waves
-// of CTAs over the device's CTA slots, the CTAs of a wave sharing a
+Plan plan_of(int64_t N, int64_t Hq, int64_t D, int64_t max_ctx, const detail::PagedSplit& sp) {
+  Plan p;
+  p.csize = sp.cluster;
+  p.qsplit = sp.qsplit;
+  p.pdl = sp.pdl;
+  p.stages = sp.stages;
+  const int64_t unit = unit_of(D), max_units = (max_ctx + unit - 1) / unit;
+  const int64_t ctas = std::min(std::max<int64_t>(sp.groups, 1) * p.csize, max_units);
+  p.part_len = (max_units + ctas - 1) / ctas * unit;
+  p.groups = (max_ctx + p.part_len * p.csize - 1) / (p.part_len * p.csize);
+  if (p.groups > 1) {
+    const size_t pr = size_t(N * Hq) * size_t(p.groups);
+    p.scratch = (pr * 2 + pr * size_t(D)) * sizeof(float) + 3 * Arena::kAlign;
+  }
+  return p;
+}
+
+// The split, by a small time model over candidate (groups, cluster) pairs:
+// waves of CTAs over the device's CTA slots, the CTAs of a wave sharing a
 // bandwidth that saturates with their number (one CTA alone is latency
 // bound: a few KB in flight per warp), a fixed cost per CTA, plus the
-// merge's launch and partial traffic when split. Host values only (shapes,
+// merge kernel's launch and partial traffic when there are several merge
+// groups, or the cluster's merge. Host values only (shapes,
 // max_context_len, the device's CTA slots): the same call gives the same
 // split, so reruns give the same bits and a CUDA graph can capture it.
-Plan make_plan(int64_t N, int64_t B, int64_t Hq, int64_t Hkv, int64_t D, int64_t max_ctx, int64_t resident) {
-  // Fitted to partition-count sweeps on an H100 SXM (3.0 TB/s copy), 11
-  // decode shapes of the three Qwen2.5 sizes, batch 8-128, 512-32k
-  // positions: n CTAs streaming together reach kBandwidth * (1 - exp(-n *
-  // kCtaRate / kBandwidth)), and each CTA costs kCtaBytes more than its keys
-  // (its start: metadata, table and first loads in series; its end: the
-  // warp merge and the partial writes).
+detail::PagedSplit make_plan(int64_t N, int64_t B, int64_t Hq, int64_t Hkv, int64_t D, int64_t max_ctx,
+                             int64_t resident) {
+  // Refitted for the shared-memory decode kernel (3 stages, 2 CTAs per SM)
+  // to forced-split sweeps on an H100 SXM (3.0 TB/s copy): the three
+  // Qwen2.5 shapes, batch 64-256 at 256-2048 positions and batch 8-128 at
+  // 4k-32k (PagedAttentionSplitSweepPerf); the pick is within 3.4% of the
+  // best swept split everywhere.
+  // The register kernel (prefill, D 16 and 32) keeps its earlier fit (same
+  // sweeps: 1.5e4 bytes/us alone, 3 us of merge).
+  const bool smem = default_stages(N, B, D) > 0;
   constexpr double kBandwidth = 3.0e6;  // bytes per microsecond
-  constexpr double kCtaRate = 1.5e4;    // bytes per microsecond one CTA reaches alone
+  const double kCtaRate = smem ? 2.0e4 : 1.5e4;  // bytes per microsecond one CTA reaches alone
   constexpr double kCtaBytes = 1.28e5;  // a CTA's fixed cost, in streamed bytes
   constexpr double kWaveUs = 1.0;
-  constexpr double kMergeUs = 3.0;      // the merge kernel, besides its partial traffic
-  Plan plan;
-  const int64_t group = Hq / Hkv, unit = unit_of(D), rows = N * Hq;
+  const double kMergeUs = smem ? 1.0 : 3.0;  // the merge kernel, besides its partial traffic
+  constexpr double kClusterUs = 0.5;    // per CTA of a cluster's merge in distributed shared memory
+  detail::PagedSplit best_split;
+  const int64_t group = Hq / Hkv, rows = N * Hq;
   // Query tiles of one sequence over several CTAs: decode batches (one row
   // tile per sequence when every sequence has one token) use one.
   const int64_t tiles = (std::min(N, max_ctx) * group + kRows - 1) / kRows;
-  plan.qsplit = N == B ? 1 : std::clamp<int64_t>(tiles, 1, 64);
-  const int64_t items = B * Hkv * plan.qsplit;
+  best_split.qsplit = N == B ? 1 : std::clamp<int64_t>(tiles, 1, 64);
+  best_split.stages = default_stages(N, B, D);
+  const int64_t items = B * Hkv * best_split.qsplit;
   const double key_bytes = 4.0 * double(D);  // K and V of one key of one KV head
-  const int64_t max_units = (max_ctx + unit - 1) / unit;
-  auto time_of = [&](int64_t len, int64_t parts, int64_t partial_bytes) {
-    const int64_t ctas = items * parts, full = ctas / resident, rest = ctas % resident;
-    const double cta_bytes = double(len) * key_bytes + kCtaBytes;
+  auto time_of = [&](const Plan& p) {
+    const int64_t ctas = items * p.groups * p.csize, full = ctas / resident, rest = ctas % resident;
+    const double cta_bytes = double(p.part_len) * key_bytes + kCtaBytes;
     auto wave = [&](int64_t n) {
       return double(n) * cta_bytes / (kBandwidth * -std::expm1(-double(n) * kCtaRate / kBandwidth)) + kWaveUs;
     };
     double time = double(full) * wave(resident);
     if (rest > 0) time += wave(rest);
-    if (parts > 1) time += kMergeUs + 2.0 * double(partial_bytes) / kBandwidth;
+    if (p.groups > 1) time += kMergeUs + 2.0 * double(p.scratch) / kBandwidth;
+    if (p.csize > 1) time += kClusterUs * double(p.csize);
     return time;
   };
-  // Candidate partition counts: 1..16, then steps of 1/8, and those that
-  // fill 1..4 waves of CTA slots exactly.
+  // Candidate group counts: 1..16, then steps of 1/8, and those that fill
+  // 1..4 waves of CTA slots exactly; clusters of 1..8 CTAs for decode.
   int64_t cand[96];
   int nc = 0;
   for (int64_t p = 1; p <= 16; ++p) cand[nc++] = p;
   for (int64_t p = 18; nc < 88; p += p / 8) cand[nc++] = p;
   for (int64_t w = 1; w <= 4; ++w) cand[nc++] = std::max<int64_t>(1, w * resident / items);
   double best = 0.0;
-  for (int c = 0; c < nc; ++c) {
-    const int64_t want = std::min(cand[c], max_units);
-    const int64_t len = (max_units + want - 1) / want * unit;
-    const int64_t parts = (max_ctx + len - 1) / len;
-    const int64_t partial_bytes = parts > 1 ? rows * parts * (D + 2) * 4 : 0;
-    if (partial_bytes > kMaxPartialBytes) continue;
-    const double time = time_of(len, parts, partial_bytes);
-    if (plan.part_len == 0 || time < best || (time == best && parts < plan.num_parts)) {
-      best = time;
-      plan.part_len = len;
-      plan.num_parts = parts;
+  int64_t best_ctas = 0;
+  for (const int64_t cs : {int64_t(1), int64_t(2), int64_t(4), int64_t(8)}) {
+    if (cs > 1 && N != B) break;  // prefill: plain CTAs
+    for (int c = 0; c < nc; ++c) {
+      detail::PagedSplit sp = best_split;
+      sp.groups = std::max<int64_t>(1, cand[c] / cs);
+      sp.cluster = cs;
+      const Plan p = plan_of(N, Hq, D, max_ctx, sp);
+      if (p.groups > 1 && size_t(rows) * size_t(p.groups) * size_t(D + 2) * 4 > size_t(kMaxPartialBytes)) continue;
+      const double time = time_of(p);
+      const int64_t ctas = p.groups * p.csize;
+      if (best_ctas == 0 || time < best || (time == best && ctas < best_ctas)) {
+        best = time;
+        best_ctas = ctas;
+        sp.groups = p.groups;
+        best_split = sp;
+      }
     }
   }
-  if (plan.num_parts > 1) {
-    const size_t pr = size_t(rows) * size_t(plan.num_parts);
-    plan.scratch = (pr * 2 + pr * size_t(D)) * sizeof(float) + 3 * Arena::kAlign;
-  }
-  return plan;
+  return best_split;
 }
 
 template <int D>
-void launch_paged(const PagedArgs& a, cudaStream_t stream) {
-  const dim3 grid(unsigned(a.num_parts), unsigned(a.Hkv * a.qsplit), unsigned(a.B));
-  paged_attention_kernel<D><<<grid, kThreads, 0, stream>>>(a);
-  DAPO_CUDA_CHECK_LAUNCH();
+void launch_paged(const PagedArgs& a, bool pdl, int64_t stages, cudaStream_t stream) {
+  int smem = 0;
+  const void* kernel = kernel_for(D, stages, smem);
+  if (smem > 48 * 1024)
+    DAPO_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(unsigned(a.num_parts * a.csize), unsigned(a.Hkv * a.qsplit), unsigned(a.B));
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = size_t(smem);
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[2];
+  unsigned n = 0;
+  if (a.csize > 1) {  // a merge group's CTAs: one cluster
+    attr[n].id = cudaLaunchAttributeClusterDimension;
+    attr[n].val.clusterDim.x = unsigned(a.csize);
+    attr[n].val.clusterDim.y = 1;
+    attr[n].val.clusterDim.z = 1;
+    ++n;
+  }
+  if (pdl) {
+    // A programmatic dependent of the previous kernel: the CTAs start and
+    // read their block-table entries while that kernel drains.
+    attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[n].val.programmaticStreamSerializationAllowed = 1;
+    ++n;
+  }
+  cfg.attrs = attr;
+  cfg.numAttrs = n;
+  void* args[] = {const_cast<PagedArgs*>(&a)};
+  DAPO_CUDA_CHECK(cudaLaunchKernelExC(&cfg, kernel, args));
   if (a.part_acc != nullptr) {
     // A programmatic dependent launch: the merge grid is set up while the
     // main grid's last CTAs run and waits (griddepcontrol.wait) for its
     // results, instead of paying a full launch gap after it.
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(unsigned((a.N * a.Hq + kWarps - 1) / kWarps));
-    cfg.blockDim = dim3(kThreads);
-    cfg.dynamicSmemBytes = 0;
-    cfg.stream = stream;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    DAPO_CUDA_CHECK(cudaLaunchKernelEx(&cfg, paged_attention_merge_kernel<D>, a));
+    cudaLaunchConfig_t mcfg{};
+    mcfg.gridDim = dim3(unsigned((a.N * a.Hq + kWarps - 1) / kWarps));
+    mcfg.blockDim = dim3(kThreads);
+    mcfg.dynamicSmemBytes = 0;
+    mcfg.stream = stream;
+    cudaLaunchAttribute mattr[1];
+    mattr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    mattr[0].val.programmaticStreamSerializationAllowed = 1;
+    mcfg.attrs = mattr;
+    mcfg.numAttrs = 1;
+    DAPO_CUDA_CHECK(cudaLaunchKernelEx(&mcfg, paged_attention_merge_kernel<D>, a));
   }
 }
 
@@ -598,17 +945,9 @@ void check_shapes_for_plan(int64_t N, int64_t B, int64_t Hq, int64_t Hkv, int64_
   DAPO_CHECK(B > 0 && B <= 65535, "paged_attention on CUDA: B = ", B, " sequences (at most 65535)");
 }
 
-}  // namespace
-
-size_t paged_attention_scratch_bytes(int64_t N, int64_t B, int64_t Hq, int64_t Hkv, int64_t D,
-                                     int64_t max_context_len) {
-  if (N == 0 || Hq == 0) return 0;
-  check_shapes_for_plan(N, B, Hq, Hkv, D, max_context_len);
-  return make_plan(N, B, Hq, Hkv, D, max_context_len, resident_ctas(D)).scratch;
-}
-
-void paged_attention(const Ctx& ctx, Tensor out, Tensor q, Tensor k_cache, Tensor v_cache, Tensor block_table,
-                     Tensor context_lens, Tensor cu_seqlens_q, int64_t max_context_len, float scale) {
+void run_paged(const Ctx& ctx, Tensor out, Tensor q, Tensor k_cache, Tensor v_cache, Tensor block_table,
+               Tensor context_lens, Tensor cu_seqlens_q, int64_t max_context_len, float scale,
+               const detail::PagedSplit* split) {
   DAPO_CHECK_DTYPE(k_cache, DType::bf16);
   DAPO_CHECK_DTYPE(v_cache, DType::bf16);
   DAPO_CHECK(k_cache.ndim == 4, "paged_attention: k_cache ", k_cache.shape_string(),
@@ -666,11 +1005,20 @@ void paged_attention(const Ctx& ctx, Tensor out, Tensor q, Tensor k_cache, Tenso
   a.max_ctx = int(max_context_len);
   a.scale_log2 = scale * kLog2e;
 
-  const Plan plan = make_plan(N, B, Hq, Hkv, D, max_context_len, resident_ctas(D));
+  const detail::PagedSplit sp =
+      split != nullptr ? *split
+                       : make_plan(N, B, Hq, Hkv, D, max_context_len,
+                                   resident_ctas(D, default_stages(N, B, D)));
+  DAPO_CHECK(sp.cluster == 1 || sp.cluster == 2 || sp.cluster == 4 || sp.cluster == 8,
+             "paged_attention on CUDA: cluster of ", sp.cluster, " CTAs (1, 2, 4 or 8)");
+  DAPO_CHECK(sp.qsplit >= 1 && sp.qsplit <= 64 && sp.groups >= 1, "paged_attention on CUDA: bad split");
+  const Plan plan = plan_of(N, Hq, D, max_context_len, sp);
+  DAPO_CHECK(plan.groups * plan.csize <= (int64_t(1) << 30) && Hkv * plan.qsplit <= 65535,
+             "paged_attention on CUDA: Hkv = ", Hkv, " too large");
   a.part_len = int(plan.part_len);
-  a.num_parts = int(plan.num_parts);
+  a.num_parts = int(plan.groups);
+  a.csize = int(plan.csize);
   a.qsplit = int(plan.qsplit);
-  DAPO_CHECK(Hkv * a.qsplit <= 65535, "paged_attention on CUDA: Hkv = ", Hkv, " too large");
 
   DAPO_CHECK(ctx.scratch != nullptr || a.num_parts == 1, "paged_attention needs ctx.scratch");
   std::optional<ArenaScope> scope;
@@ -683,11 +1031,42 @@ void paged_attention(const Ctx& ctx, Tensor out, Tensor q, Tensor k_cache, Tenso
   }
   const cudaStream_t stream = stream_of(ctx);
   switch (D) {
-    case 16: launch_paged<16>(a, stream); break;
-    case 32: launch_paged<32>(a, stream); break;
-    case 64: launch_paged<64>(a, stream); break;
-    default: launch_paged<128>(a, stream); break;
+    case 16: launch_paged<16>(a, plan.pdl, plan.stages, stream); break;
+    case 32: launch_paged<32>(a, plan.pdl, plan.stages, stream); break;
+    case 64: launch_paged<64>(a, plan.pdl, plan.stages, stream); break;
+    default: launch_paged<128>(a, plan.pdl, plan.stages, stream); break;
   }
 }
+
+}  // namespace
+
+size_t paged_attention_scratch_bytes(int64_t N, int64_t B, int64_t Hq, int64_t Hkv, int64_t D,
+                                     int64_t max_context_len) {
+  if (N == 0 || Hq == 0) return 0;
+  check_shapes_for_plan(N, B, Hq, Hkv, D, max_context_len);
+  const detail::PagedSplit sp =
+      make_plan(N, B, Hq, Hkv, D, max_context_len, resident_ctas(D, default_stages(N, B, D)));
+  return plan_of(N, Hq, D, max_context_len, sp).scratch;
+}
+
+void paged_attention(const Ctx& ctx, Tensor out, Tensor q, Tensor k_cache, Tensor v_cache, Tensor block_table,
+                     Tensor context_lens, Tensor cu_seqlens_q, int64_t max_context_len, float scale) {
+  run_paged(ctx, out, q, k_cache, v_cache, block_table, context_lens, cu_seqlens_q, max_context_len, scale, nullptr);
+}
+
+namespace detail {
+
+PagedSplit paged_attention_split(int64_t N, int64_t B, int64_t Hq, int64_t Hkv, int64_t D, int64_t max_context_len) {
+  check_shapes_for_plan(N, B, Hq, Hkv, D, max_context_len);
+  return make_plan(N, B, Hq, Hkv, D, max_context_len, resident_ctas(D, default_stages(N, B, D)));
+}
+
+void paged_attention_with_split(const Ctx& ctx, Tensor out, Tensor q, Tensor k_cache, Tensor v_cache,
+                                Tensor block_table, Tensor context_lens, Tensor cu_seqlens_q,
+                                int64_t max_context_len, float scale, const PagedSplit& split) {
+  run_paged(ctx, out, q, k_cache, v_cache, block_table, context_lens, cu_seqlens_q, max_context_len, scale, &split);
+}
+
+}  // namespace detail
 
 }  // namespace dapo::ops::cuda

@@ -31,12 +31,18 @@ struct AttnCase {
   bool share_prefix;      // sequences 0 and 1 read the same first blocks
 };
 
+using ops::cuda::detail::PagedSplit;
+
 class KvCacheGpu : public GpuTest {
  protected:
-  void run_attention(const AttnCase& c, uint32_t seed) {
+  // With `split`, that spread over CTAs instead of the planned one.
+  void run_attention(const AttnCase& c, uint32_t seed, const PagedSplit* split = nullptr) {
     const int64_t B = int64_t(c.lens.size()), Hq = c.Hq, Hkv = c.Hkv, D = c.D, BS = c.BS;
     SCOPED_TRACE(testing::Message() << "B " << B << " Hq " << Hq << " Hkv " << Hkv << " D " << D << " BS " << BS
-                                    << " max len " << *std::max_element(c.lens.begin(), c.lens.end()));
+                                    << " max len " << *std::max_element(c.lens.begin(), c.lens.end())
+                                    << (split ? " forced split: groups " : "") << (split ? split->groups : 0)
+                                    << (split ? " cluster " : "") << (split ? split->cluster : 0)
+                                    << (split ? " qsplit " : "") << (split ? split->qsplit : 0));
     int64_t max_blocks = 0, total_blocks = 0;
     for (int len : c.lens) {
       max_blocks = std::max<int64_t>(max_blocks, (len + BS - 1) / BS);
@@ -74,8 +80,12 @@ class KvCacheGpu : public GpuTest {
     Tensor dq = upload(q, {N, Hq, D}, DType::bf16);
     Tensor dt = upload_raw(table, {B, max_blocks}), dl = upload_raw(lens, {B}), dcu = upload_raw(cu, {B + 1});
     Tensor out1 = guarded(DType::bf16, {N, Hq, D}), out2 = guarded(DType::bf16, {N, Hq, D});
-    ops::paged_attention(gpu(), out1, dq, dk, dv, dt, dl, dcu, max_len, scale);
-    ops::paged_attention(gpu(), out2, dq, dk, dv, dt, dl, dcu, max_len, scale);
+    for (const Tensor& o : {out1, out2}) {
+      if (split != nullptr)
+        ops::cuda::detail::paged_attention_with_split(gpu(), o, dq, dk, dv, dt, dl, dcu, max_len, scale, *split);
+      else
+        ops::paged_attention(gpu(), o, dq, dk, dv, dt, dl, dcu, max_len, scale);
+    }
     device_->synchronize();
     const auto got1 = download(out1), got2 = download(out2);
     for (float x : got1) ASSERT_TRUE(std::isfinite(x));
@@ -119,6 +129,36 @@ TEST_F(KvCacheGpu, ChunkedPrefillMatchesCpu) {
   run_attention({14, 2, 64, 32, {1500, 70, 3}, {33, 70, 2}, false}, 7);
   run_attention({4, 2, 32, 16, {50, 50}, {50, 13}, true}, 8);
   run_attention({28, 4, 128, 16, {3000, 45, 700}, {20, 45, 1}, true}, 9);  // 7B: a chunk after a long prefix
+}
+
+TEST_F(KvCacheGpu, ForcedSplitsMatchCpu) {
+  // Every cluster size with one and several merge groups: ragged batches
+  // where some CTAs of a cluster, or whole merge groups, lie past a
+  // sequence's end; a GQA group of 12 (two row tiles, two cluster merges per
+  // CTA); prefill rows through clusters; the launch without PDL.
+  // Both kernels: registers (stages 0) and shared memory (2, 3 stages).
+  for (const int64_t stages : {0, 2, 3}) {
+    for (const int64_t cluster : {1, 2, 4, 8}) {
+      for (const int64_t groups : {1, 3}) {
+        PagedSplit sp;
+        sp.groups = groups;
+        sp.cluster = cluster;
+        sp.stages = stages;
+        run_attention({14, 2, 64, 16, {2000, 700, 1, 33, 300}, {1, 1, 1, 1, 1}, true}, 40, &sp);
+        run_attention({12, 2, 128, 16, {1500, 17, 900}, {1, 1, 1}, false}, 41, &sp);
+        run_attention({12, 1, 128, 32, {777, 3}, {1, 1}, false}, 42, &sp);
+        run_attention({14, 2, 64, 24, {1000, 49}, {1, 1}, false}, 45, &sp);  // block size 24
+        PagedSplit pre = sp;
+        pre.qsplit = 3;
+        run_attention({28, 4, 128, 16, {700, 45, 300}, {20, 45, 1}, true}, 43, &pre);
+        run_attention({14, 2, 64, 32, {1500, 70, 3}, {33, 70, 2}, false}, 46, &pre);
+      }
+    }
+  }
+  PagedSplit plain;
+  plain.cluster = 2;
+  plain.pdl = false;
+  run_attention({14, 2, 64, 16, {513, 64, 1}, {1, 1, 1}, true}, 44, &plain);
 }
 
 TEST_F(KvCacheGpu, WriteMatchesCpu) {
@@ -202,12 +242,13 @@ class DecodePerf {
     return 2.0 * double(n) / (ms * 1e6);
   }
 
-  // Milliseconds per decode call (B sequences of len positions), or -1 when
-  // the pool is too small.
-  double decode_ms(int64_t Hq, int64_t Hkv, int64_t D, int64_t B, int64_t len,
-                   const std::function<Tensor(const std::vector<int32_t>&, std::initializer_list<int64_t>)>& up) {
+  // Milliseconds per decode call (B sequences of len positions) for each
+  // split (null: the planned one), or empty when the pool is too small.
+  std::vector<double> decode_ms(int64_t Hq, int64_t Hkv, int64_t D, int64_t B, int64_t len,
+                                const std::function<Tensor(const std::vector<int32_t>&, std::initializer_list<int64_t>)>& up,
+                                const std::vector<const PagedSplit*>& splits = {nullptr}) {
     const int64_t per_seq = len / kBS, NB = B * per_seq, pool_blocks = kPoolBytes / (kBS * Hkv * D * 2);
-    if (NB > pool_blocks) return -1.0;
+    if (NB > pool_blocks) return {};
     ArenaScope scope(big_);
     const double bytes = double(B) * double(len) * double(Hkv * D) * 2 * 2;
     const int64_t rot =
@@ -227,23 +268,36 @@ class DecodePerf {
       tables.push_back(up(table, {B, per_seq}));
     }
     const float scale = 1.0f / std::sqrt(float(D));
-    auto call = [&](int i) {
-      ops::paged_attention(ctx_, out, q, kc, vc, tables[size_t(i % rot)], dl, dcu, len, scale);
-    };
-    for (int i = 0; i < int(rot); ++i) call(i);  // warm-up, outside the capture
-    constexpr int kCalls = 20;
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
-    EXPECT_EQ(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-    for (int i = 0; i < kCalls; ++i) call(i);
-    EXPECT_EQ(cudaStreamEndCapture(stream_, &graph), cudaSuccess);
-    EXPECT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-    const double ms =
-        time_ms(ctx_.stream, [&] { EXPECT_EQ(cudaGraphLaunch(exec, stream_), cudaSuccess); }, 5, 1) / kCalls;
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
-    EXPECT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
-    return ms;
+    std::vector<double> result;
+    for (const PagedSplit* split : splits) {
+      auto call = [&](int i) {
+        const Tensor& t = tables[size_t(i % rot)];
+        if (split != nullptr)
+          ops::cuda::detail::paged_attention_with_split(ctx_, out, q, kc, vc, t, dl, dcu, len, scale, *split);
+        else
+          ops::paged_attention(ctx_, out, q, kc, vc, t, dl, dcu, len, scale);
+      };
+      for (int i = 0; i < int(rot); ++i) call(i);  // warm-up, outside the capture
+      constexpr int kCalls = 20;
+      cudaGraph_t graph;
+      cudaGraphExec_t exec;
+      EXPECT_EQ(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+      for (int i = 0; i < kCalls; ++i) call(i);
+      EXPECT_EQ(cudaStreamEndCapture(stream_, &graph), cudaSuccess);
+      EXPECT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+      // The median of 7 replays (20 calls each).
+      std::vector<double> reps;
+      for (int r = 0; r < 7; ++r)
+        reps.push_back(time_ms(ctx_.stream, [&] { EXPECT_EQ(cudaGraphLaunch(exec, stream_), cudaSuccess); }, 1,
+                               r == 0 ? 1 : 0) /
+                       kCalls);
+      std::sort(reps.begin(), reps.end());
+      result.push_back(reps[3]);
+      cudaGraphExecDestroy(exec);
+      cudaGraphDestroy(graph);
+      EXPECT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+    }
+    return result;
   }
 
   static constexpr int64_t kBS = 16;
@@ -271,22 +325,73 @@ TEST_F(KvCacheGpu, PagedAttentionDecodePerf) {
   struct Shape {
     int64_t B, len;
   };
-  const Shape shapes[] = {{128, 256}, {128, 512}, {128, 768},  {8, 4096},    {8, 16384},   {8, 32768},
-                          {32, 8192}, {32, 32768}, {128, 4096}, {128, 16384}};
+  // What a decode step mostly sees (batches of 64..256 at 256..2048
+  // positions), then long contexts.
+  const Shape shapes[] = {{64, 256},   {64, 512},   {64, 1024},  {64, 2048},   {128, 256}, {128, 512},
+                          {128, 1024}, {128, 2048}, {256, 256},  {256, 512},   {256, 1024}, {256, 2048},
+                          {8, 4096},   {8, 16384},  {8, 32768},  {32, 8192},   {32, 32768}, {128, 4096},
+                          {128, 16384}};
   for (const PerfModel& m : kPerfModels) {
     for (const Shape& sh : shapes) {
-      const double ms = perf.decode_ms(m.Hq, m.Hkv, m.D, sh.B, sh.len, up);
-      if (ms < 0) continue;
+      const std::vector<double> ms = perf.decode_ms(m.Hq, m.Hkv, m.D, sh.B, sh.len, up);
+      if (ms.empty()) continue;
       const double bytes = double(sh.B) * double(sh.len) * double(m.Hkv * m.D) * 2 * 2;
-      const double gbps = bytes / (ms * 1e6);
+      const double gbps = bytes / (ms[0] * 1e6);
       const size_t scratch = ops::cuda::paged_attention_scratch_bytes(sh.B, sh.B, m.Hq, m.Hkv, m.D, sh.len);
+      const PagedSplit sp = ops::cuda::detail::paged_attention_split(sh.B, sh.B, m.Hq, m.Hkv, m.D, sh.len);
       std::printf("{\"op\":\"paged_attention_decode\",\"model\":\"%s\",\"shape\":\"B=%lld,Hq=%lld,Hkv=%lld,D=%lld,"
-                  "BS=16,ctx=%lld\",\"ms\":%.4f,\"gbps\":%.1f,\"fraction_of_3000gbps\":%.3f,"
-                  "\"fraction_of_3350gbps\":%.3f,\"scratch_mib\":%.2f}\n",
-                  m.name, (long long)sh.B, (long long)m.Hq, (long long)m.Hkv, (long long)m.D, (long long)sh.len, ms,
-                  gbps, gbps / 3000.0, gbps / 3350.0, double(scratch) / double(1 << 20));
+                  "BS=16,ctx=%lld\",\"ms\":%.4f,\"gbps\":%.1f,\"fraction_of_3350gbps\":%.3f,\"groups\":%lld,"
+                  "\"cluster\":%lld,\"stages\":%lld,\"scratch_mib\":%.2f}\n",
+                  m.name, (long long)sh.B, (long long)m.Hq, (long long)m.Hkv, (long long)m.D, (long long)sh.len, ms[0],
+                  gbps, gbps / 3350.0, (long long)sp.groups, (long long)sp.cluster, (long long)sp.stages,
+                  double(scratch) / double(1 << 20));
       std::fflush(stdout);
     }
+  }
+}
+
+// Tuning aid (the data make_plan's model is fitted to): GB/s of forced
+// splits, "p" or "n" (with or without PDL), groups, "c", cluster size.
+TEST_F(KvCacheGpu, PagedAttentionSplitSweepPerf) {
+  if (!gpu_perf_enabled()) GTEST_SKIP() << "set DAPO_GPU_PERF=1";
+  DecodePerf perf(*device_, gpu());
+  auto up = [&](const std::vector<int32_t>& v, std::initializer_list<int64_t> dims) { return upload_raw(v, dims); };
+  struct Variant {
+    int64_t stages, groups, cluster;
+  };
+  auto sweep = [&](const PerfModel& m, int64_t B, int64_t len, const std::vector<Variant>& vs) {
+    std::vector<PagedSplit> splits(vs.size());
+    std::vector<const PagedSplit*> ptrs{nullptr};
+    for (size_t i = 0; i < vs.size(); ++i) {
+      splits[i].stages = vs[i].stages;
+      splits[i].groups = vs[i].groups;
+      splits[i].cluster = vs[i].cluster;
+      ptrs.push_back(&splits[i]);
+    }
+    const std::vector<double> ms = perf.decode_ms(m.Hq, m.Hkv, m.D, B, len, up, ptrs);
+    if (ms.empty()) return;
+    const double bytes = double(B) * double(len) * double(m.Hkv * m.D) * 2 * 2;
+    const PagedSplit sp = ops::cuda::detail::paged_attention_split(B, B, m.Hq, m.Hkv, m.D, len);
+    std::printf("{\"sweep\":\"%s\",\"B\":%lld,\"ctx\":%lld,\"plan\":\"s%lldg%lldc%lld\",\"planned\":%.0f",
+                m.name, (long long)B, (long long)len, (long long)sp.stages, (long long)sp.groups, (long long)sp.cluster,
+                bytes / (ms[0] * 1e6));
+    for (size_t i = 0; i < vs.size(); ++i)
+      std::printf(",\"s%lldg%lldc%lld\":%.0f", (long long)vs[i].stages, (long long)vs[i].groups,
+                  (long long)vs[i].cluster, bytes / (ms[i + 1] * 1e6));
+    std::printf("}\n");
+    std::fflush(stdout);
+  };
+  const std::vector<Variant> short_vs = {{0, 1, 1}, {3, 1, 1}, {3, 1, 2}, {3, 2, 1}, {3, 1, 4},
+                                         {2, 1, 1}, {2, 1, 2}, {2, 2, 1}, {2, 1, 4}};
+  const std::vector<Variant> long_vs = {{0, 8, 1},  {0, 16, 1}, {3, 2, 1}, {3, 4, 1}, {3, 8, 1}, {3, 16, 1},
+                                        {3, 32, 1}, {3, 1, 4},  {3, 2, 4}, {3, 4, 4}, {2, 4, 1}, {2, 8, 1},
+                                        {2, 16, 1}};
+  for (const PerfModel& m : kPerfModels) {
+    for (const int64_t B : {64, 128, 256})
+      for (const int64_t len : {256, 512, 1024, 2048}) sweep(m, B, len, short_vs);
+    for (const auto& [B, len] : {std::pair<int64_t, int64_t>{8, 4096}, {8, 16384}, {8, 32768}, {32, 8192},
+                                 {32, 32768}, {128, 4096}, {128, 16384}})
+      sweep(m, B, len, long_vs);
   }
 }
 

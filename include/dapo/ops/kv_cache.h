@@ -75,14 +75,21 @@ void paged_attention(const Ctx& ctx, Tensor out, Tensor q, Tensor k_cache, Tenso
 // rows left unwritten) and reads a block id outside [0, num_blocks) as masked
 // keys (a row with every key masked comes out 0). Decode-first design: one
 // CTA reads a stretch of a sequence's cache once for all query heads of a
-// KV group; long contexts are split over CTAs (split-KV) and the partial
-// softmax states merged in a fixed order, so results are bit-identical on
-// repeated runs with the same shapes on the same device. The split depends
-// only on the shapes, max_context_len and the device (its SM count), never
-// on device data, so a fixed-shape call can be captured in a CUDA graph;
-// it takes paged_attention_scratch_bytes(...) of ctx.scratch (at most
-// 64 MiB plus 768 bytes of alignment; 0 when there is no split), computed
-// for the current device.
+// KV group; longer contexts are split over CTAs (split-KV): the CTAs of a
+// merge group are one thread-block cluster that combines their partial
+// softmax states through distributed shared memory, and several merge
+// groups are combined by a second kernel from fp32 partials in ctx.scratch,
+// each in a fixed order, so results are bit-identical on repeated runs with
+// the same shapes on the same device. The split depends only on the shapes,
+// max_context_len and the device (its SM count), never on device data, so a
+// fixed-shape call can be captured in a CUDA graph; it takes
+// paged_attention_scratch_bytes(...) of ctx.scratch (at most 64 MiB plus
+// 768 bytes of alignment; 0 with one merge group), computed for the current
+// device. The kernel is launched as a programmatic dependent of the previous
+// kernel on the stream: it reads block_table, context_lens and cu_seqlens_q
+// while that kernel may still run (they must be on the device before that
+// kernel starts, as the engine's step metadata copy is), and q and the caches
+// only once it has finished.
 namespace cuda {
 void kv_cache_write(const Ctx& ctx, Tensor k_cache, Tensor v_cache, Tensor k, Tensor v,
                     Tensor slot_mapping);
@@ -93,6 +100,29 @@ void paged_attention(const Ctx& ctx, Tensor out, Tensor q, Tensor k_cache, Tenso
 // over B sequences (Hq, Hkv, D as in its call), on the current device.
 size_t paged_attention_scratch_bytes(int64_t N, int64_t B, int64_t Hq, int64_t Hkv, int64_t D,
                                      int64_t max_context_len);
+
+namespace detail {
+// How a call is spread over CTAs: each (sequence, KV head, query split) gets
+// groups * cluster CTAs over equal stretches of max_context_len (rounded up
+// to the CTA's step; groups that would hold no key are dropped); the
+// `cluster` CTAs of a merge group are one thread-block cluster, and
+// groups > 1 are merged by the second kernel. paged_attention_split is the
+// plan cuda::paged_attention uses on the current device; tests and tuning
+// may force another with paged_attention_with_split (its partials also come
+// from ctx.scratch; bits depend on the split).
+struct PagedSplit {
+  int64_t groups = 1;
+  int64_t cluster = 1;  // 1, 2, 4 or 8
+  int64_t qsplit = 1;   // CTAs sharing a sequence's query row tiles (prefill), 1..64
+  bool pdl = true;      // launched as a programmatic dependent of the previous kernel
+  int64_t stages = 0;   // K/V steps in flight per warp through shared memory (2 or 3, D 64
+                        // or 128), or 0: the register-pipelined kernel
+};
+PagedSplit paged_attention_split(int64_t N, int64_t B, int64_t Hq, int64_t Hkv, int64_t D, int64_t max_context_len);
+void paged_attention_with_split(const Ctx& ctx, Tensor out, Tensor q, Tensor k_cache, Tensor v_cache,
+                                Tensor block_table, Tensor context_lens, Tensor cu_seqlens_q,
+                                int64_t max_context_len, float scale, const PagedSplit& split);
+}  // namespace detail
 }  // namespace cuda
 
 }  // namespace dapo::ops
