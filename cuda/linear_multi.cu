@@ -63,6 +63,7 @@ struct SkinnyArgs {
   SegmentArgs seg[kMaxLinearSegments];
   const bf16_t* in;
   int32_t num_segments, M, K, m_tiles, splits, kb_per_split, k_blocks;
+  int32_t lookahead;   // k-blocks past the pipeline's first ones asked of L2 before the wait
   int8_t l2_prefetch;  // weight loads prefetch 256-byte blocks into L2
 };
 
@@ -126,6 +127,9 @@ struct Tile {
   static constexpr int kLd = BN + 4;       // floats per row of the staged output tile
   static constexpr int kSmem =
       STAGES * kStageBytes > BM * kLd * 4 ? STAGES * kStageBytes : BM * kLd * 4;
+  // Two CTAs of 256 threads per SM when their shared memory allows: the
+  // register cap that keeps them resident together (128 a thread).
+  static constexpr int kMinBlocks = kThreads == 256 && kSmem <= 112 * 1024 ? 2 : 1;
   static_assert(NT == 1 || NT % 2 == 0, "B fragments load two n-blocks at a time");
 };
 
@@ -147,7 +151,7 @@ __device__ __forceinline__ void load_rows(uint32_t s, const bf16_t* g, int64_t K
 }
 
 template <class C>
-__global__ void __launch_bounds__(C::kThreads) skinny_gemm_kernel(const __grid_constant__ SkinnyArgs a) {
+__global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) skinny_gemm_kernel(const __grid_constant__ SkinnyArgs a) {
   extern __shared__ __align__(128) unsigned char smem[];
   const uint32_t sbase = smem_u32(smem);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -166,9 +170,27 @@ __global__ void __launch_bounds__(C::kThreads) skinny_gemm_kernel(const __grid_c
   const int64_t K = a.K;
   const bf16_t* wg = sg.weight + int64_t(n0) * K;
   const bf16_t* xg = a.in + int64_t(m0) * K;
+  // The weights do not come from the previous kernel: ask L2 for this
+  // CTA's first k-blocks (what the pipeline loads first, and `lookahead`
+  // more) before griddepcontrol.wait, so that their fetch overlaps that
+  // kernel's drain. A hint only: no weight byte reaches this CTA before the
+  // wait. (Prefetching ahead of the pipeline all along, 128 bytes a row per
+  // k-block, cost up to 30% on large matrices on an H100: not done.)
+  if (a.lookahead > 0) {
+    const int kb_hi = min(nkb, C::STAGES - 1 + a.lookahead);
+    const int k_lo = kb0 * kBK, k_hi = min(a.K, (kb0 + kb_hi) * kBK);
+    if (k_hi > k_lo)
+      for (int r = tid; r < rows; r += C::kThreads)
+        prefetch_l2_bulk(wg + int64_t(r) * K + k_lo, uint32_t(k_hi - k_lo) * 2u);
+  }
   // Programmatic dependent launch: this CTA may start while the previous
   // kernel drains; nothing is read before that kernel's writes are visible.
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  // Every CTA of this grid is resident once all have passed here, so the
+  // next kernel (when launched as a programmatic dependent) may take the
+  // SMs' spare room now: its own L2 prefetches overlap this kernel's tail,
+  // and its griddepcontrol.wait still waits for this grid to finish.
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 
   auto load_stage = [&](int slot, int kb) {
     const uint32_t sw = sbase + uint32_t(slot * C::kStageBytes);
@@ -231,9 +253,6 @@ __global__ void __launch_bounds__(C::kThreads) skinny_gemm_kernel(const __grid_c
     }
   }
   cp_async_wait<0>();
-  // The next kernel (when launched as a programmatic dependent) may start its
-  // CTAs now; its griddepcontrol.wait still waits for this grid to finish.
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
   __syncthreads();  // the pipeline's shared memory becomes the output tile
 
   // C fragment: c0, c1 = (weight row lane/4, input rows 2(lane%4), +1), c2, c3 = weight row + 8.
@@ -290,7 +309,16 @@ using Cfg6 = Tile<2, 8, 2, 2, 4>;  // 64 x 128,  128, 96 KB
 using Cfg7 = Tile<2, 8, 4, 2, 4>;  // 128 x 128, 256, 128 KB
 using Cfg8 = Tile<2, 8, 4, 4, 4>;  // 128 x 256, 512, 192 KB
 using Cfg9 = Tile<2, 8, 2, 4, 4>;  // 64 x 256,  256, 160 KB
-constexpr int kConfigs = 10;
+// Two or more CTAs per SM for 32 to 256 rows: one CTA's barriers and
+// epilogue overlap the other's loads and products.
+using Cfg10 = Tile<2, 8, 4, 1, 4>;  // 128 x 64,  128, 96 KB
+using Cfg11 = Tile<2, 8, 4, 2, 3>;  // 128 x 128, 256, 96 KB
+using Cfg12 = Tile<2, 8, 2, 2, 3>;  // 64 x 128,  128, 72 KB
+using Cfg13 = Tile<2, 8, 2, 4, 2>;  // 64 x 256,  256, 80 KB
+using Cfg14 = Tile<2, 8, 4, 4, 3>;  // 128 x 256, 512, 144 KB
+using Cfg15 = Tile<2, 4, 4, 1, 5>;  // 128 x 32,  128, 100 KB
+using Cfg16 = Tile<2, 4, 4, 2, 4>;  // 128 x 64,  256, 96 KB
+constexpr int kConfigs = 17;
 
 template <class F>
 void with_config(int id, F&& f) {
@@ -305,6 +333,13 @@ void with_config(int id, F&& f) {
     case 7: return f(Cfg7{});
     case 8: return f(Cfg8{});
     case 9: return f(Cfg9{});
+    case 10: return f(Cfg10{});
+    case 11: return f(Cfg11{});
+    case 12: return f(Cfg12{});
+    case 13: return f(Cfg13{});
+    case 14: return f(Cfg14{});
+    case 15: return f(Cfg15{});
+    case 16: return f(Cfg16{});
     default: DAPO_FAIL("skinny GEMM: no configuration ", id);
   }
 }
@@ -459,36 +494,47 @@ bool linear_multi_skinny_supported(const Tensor& in, std::span<const LinearSegme
   return total_cols(segs) < (int64_t(1) << 30);
 }
 
-// Measured on an H100 SXM, 50 calls in a CUDA graph, weights rotating
+// Measured on an H100 SXM, 30-50 calls in a CUDA graph, weights rotating
 // through 960 MB (cold L2): PlanSweepPerf and DecodeProjectionsPerf of
-// tests/gpu/test_linear_multi_gpu.cpp. Where the kernel loses is where
-// cuBLASLt's wgmma kernels out-compute our mma.sync ones (M >= 32 on large
-// matrices); where it wins is launches saved (fused q/k/v, gate/up), few
-// rows, and long K split over a cluster.
-// - M <= 8: every Qwen2.5 0.5B/1.5B projection wins or ties (1 row: q 3.7
-//   against 4.1 us, down 6.2 against 7.6, the LM head 94 against 98, q/k/v
-//   fused 4.1 against 11.2) except gate or up alone (0.5B: 6.2 against 5.4).
-// - q/k/v fused (3+ segments, up to 16 MB of weights), any M <= 256: one
-//   launch instead of three (0.5B, 128 rows: 6.1 us against 11.9).
-// - M <= 32: two fused segments up to 24 MB (0.5B gate+up: 10.7 against
-//   10.8 us), and long-K products of 0.5 to 16 MB (0.5B down: 7.2 against 7.8).
+// tests/gpu/test_linear_multi_gpu.cpp, Qwen2.5 0.5B, 1.5B, 7B and 7B tp-2
+// shards. cuBLASLt's wgmma kernels read large matrices at 2.0-2.6 TB/s from
+// 32 rows up and out-compute mma.sync from 64 rows (at 256 rows the skinny
+// kernel tops out near 330 TFLOPS: half their speed). The kernel wins on
+// launches saved (q/k/v fused: one launch against three), few rows, and
+// small or long-K matrices at up to 32 rows.
+// - M <= 8: all but single matrices of 10 to 64 MB (1.5B down: 15.3 against
+//   13.7 us; 7B o: 11.8 against 11.3) and gate or up alone (0.5B: 6.2
+//   against 5.4).
+// - q/k/v fused (3+ segments), M <= 128, and M <= 256 up to 20 MB (0.5B, 128
+//   rows: 6.2 us against 12.2; 7B, 256 rows: 36 against 31, so cuBLASLt).
+// - M <= 32: up to 10 MB (0.5B down: 7.1 against 7.9 us), and two fused
+//   segments up to 24 MB (0.5B gate+up: 10.5 against 11.0).
 bool linear_multi_skinny_preferred(int64_t M, int64_t K, std::span<const LinearSegment> segs) {
   if (M < 1 || M > 256) return false;
   const int64_t rows = total_cols(segs);
   const double bytes = 2.0 * double(rows) * double(K);
-  if (M <= 8) return !(segs.size() == 1 && rows >= 4096 && bytes <= 64e6);
-  if (segs.size() >= 3 && bytes <= 16e6) return true;
+  if (segs.size() >= 3 && (M <= 128 || bytes <= 20e6)) return true;
+  if (M <= 8)
+    return !(segs.size() == 1 && ((bytes > 10e6 && bytes <= 64e6) || (rows >= 4096 && bytes <= 64e6)));
   if (M > 32) return false;
-  return (segs.size() == 2 && bytes <= 24e6) || (K >= 4 * rows && bytes >= 0.5e6 && bytes <= 16e6);
+  return bytes <= 10e6 || (segs.size() == 2 && bytes <= 24e6);
 }
 
 SkinnyPlan skinny_plan(int64_t M, int64_t K, std::span<const LinearSegment> segs) {
   SkinnyPlan p;
-  // Tiles of 64 weight rows x (M rounded up, at most 64) rows; for more rows
-  // the large warp tiles on large matrices, where arithmetic starts to count.
+  // Tiles from the H100 sweep (PlanSweepPerf): 8, 16, 32 or 64 input rows
+  // by 64 weight rows for up to 64 rows on small matrices; 128 weight rows,
+  // two CTAs an SM, on large ones (at least 3584 weight rows and 16 MB)
+  // and for more than 64 rows (128 x 128 tiles, two m-tiles at 256 rows:
+  // ahead of 256-row tiles, whose CTAs hold an SM alone).
   const int64_t rows = total_cols(segs);
   const bool small = rows <= 2048 && rows * K <= (int64_t(8) << 20);
-  p.config = M <= 8 ? 0 : M <= 16 ? 1 : M <= 32 ? 2 : M <= 64 || small ? 3 : M <= 128 ? 7 : 8;
+  const bool large = rows >= 3584 && 2 * rows * K >= int64_t(16e6);
+  if (M <= 8) p.config = large ? 5 : 0;
+  else if (M <= 16) p.config = 1;
+  else if (M <= 32) p.config = large ? 15 : 2;
+  else if (M <= 64) p.config = large ? 16 : 3;
+  else p.config = M <= 128 && small ? 3 : 11;
   const ConfigInfo c = config_info(p.config);
   const int64_t tiles = weight_tiles(segs, c.bn) * ceil_div(M, c.bm);
   const int64_t k_blocks = ceil_div(K, kBK);
@@ -496,9 +542,9 @@ SkinnyPlan skinny_plan(int64_t M, int64_t K, std::span<const LinearSegment> segs
   // tenth to spare: a second wave of clusters costs more than the split
   // saves (an H100 ran 0.5B q/k/v at 128 rows in 10.7 us with 7 splits,
   // whose 36 clusters did not all fit, and 6.1 us with 5). Splits of 2 or
-  // more k-blocks, at most 6 but for long K (8: down_proj); 5 and 7 happen
-  // when a split count does not divide the k-blocks evenly.
-  const int64_t most = std::min<int64_t>(k_blocks >= 64 ? kMaxSplits : 6, k_blocks / kMinKBlocksPerSplit);
+  // more k-blocks, at most 6 but for long K (8: down_proj, 7B o_proj); 5
+  // and 7 happen when a split count does not divide the k-blocks evenly.
+  const int64_t most = std::min<int64_t>(k_blocks >= 48 ? kMaxSplits : 6, k_blocks / kMinKBlocksPerSplit);
   int64_t s = 1;
   for (const int64_t want : {2, 3, 4, 6, 8}) {
     if (want > most) break;
@@ -506,10 +552,20 @@ SkinnyPlan skinny_plan(int64_t M, int64_t K, std::span<const LinearSegment> segs
     if (double(tiles) > 0.9 * double(resident_clusters(p.config, int(splits)))) break;
     s = splits;
   }
+  // Where even that leaves few splits (many tiles: several waves anyway),
+  // up to 4 splits of at least 5 k-blocks still pay (1.5B gate/up at 128
+  // rows: 42.6 us with 4 against 55 with 1): twice the CTAs keep both of an
+  // SM's slots busy.
+  for (const int64_t want : {2, 3, 4})
+    if (want > s && k_blocks >= 5 * want) s = ceil_div(k_blocks, k_blocks_per_split(k_blocks, want));
   p.splits = int(s);
-  // One stream per CTA over many k-blocks: asking L2 for 256-byte blocks
-  // helps there (the LM head: 3-5%), nowhere else measurably.
-  p.l2_prefetch = p.splits == 1 && M <= 64;
+  const bool one_wave = tiles <= resident_clusters(p.config, p.splits);
+  // Asking L2 for 256-byte blocks pays on one long stream per CTA (the LM
+  // head: 3-5%, down_proj's K of 9000 and more: 2-5%) at up to 64 rows.
+  p.l2_prefetch = M <= 64 && (p.splits == 1 || K >= 9000);
+  // The early L2 prefetch pays where the whole grid starts at once (small
+  // matrices: 0.2-0.3 us of 3-5); later waves start after the wait anyway.
+  p.lookahead = one_wave ? 4 : 0;
   return p;
 }
 
@@ -557,6 +613,7 @@ void linear_forward_multi_skinny(const Ctx& ctx, Tensor in, std::span<const Line
   a.kb_per_split = int32_t(per_split);
   a.k_blocks = int32_t(k_blocks);
   a.l2_prefetch = p.l2_prefetch;
+  a.lookahead = int32_t(std::clamp(p.lookahead, 0, 64));
 
   with_config(p.config, [&](auto t) {
     using C = decltype(t);

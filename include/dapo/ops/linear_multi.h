@@ -69,6 +69,8 @@ struct SkinnyPlan {
   int splits = 1;
   bool l2_prefetch = false;  // weight loads ask L2 for 256-byte blocks
   bool pdl = true;           // programmatic dependent launch
+  int lookahead = 0;         // > 0: the first (pipeline depth + this) k-blocks of weights
+                             // are prefetched into L2 before the dependency wait (0..64)
 };
 // The configurations' tiles (for tests and tuning): weight rows x input rows per CTA.
 int skinny_config_count();
