@@ -309,16 +309,13 @@ using Cfg6 = Tile<2, 8, 2, 2, 4>;  // 64 x 128,  128, 96 KB
 using Cfg7 = Tile<2, 8, 4, 2, 4>;  // 128 x 128, 256, 128 KB
 using Cfg8 = Tile<2, 8, 4, 4, 4>;  // 128 x 256, 512, 192 KB
 using Cfg9 = Tile<2, 8, 2, 4, 4>;  // 64 x 256,  256, 160 KB
-// Two or more CTAs per SM for 32 to 256 rows: one CTA's barriers and
-// epilogue overlap the other's loads and products.
-using Cfg10 = Tile<2, 8, 4, 1, 4>;  // 128 x 64,  128, 96 KB
-using Cfg11 = Tile<2, 8, 4, 2, 3>;  // 128 x 128, 256, 96 KB
-using Cfg12 = Tile<2, 8, 2, 2, 3>;  // 64 x 128,  128, 72 KB
-using Cfg13 = Tile<2, 8, 2, 4, 2>;  // 64 x 256,  256, 80 KB
-using Cfg14 = Tile<2, 8, 4, 4, 3>;  // 128 x 256, 512, 144 KB
-using Cfg15 = Tile<2, 4, 4, 1, 5>;  // 128 x 32,  128, 100 KB
-using Cfg16 = Tile<2, 4, 4, 2, 4>;  // 128 x 64,  256, 96 KB
-constexpr int kConfigs = 17;
+// Two CTAs of 8 warps per SM for 65 to 256 rows: one CTA's barriers and
+// epilogue overlap the other's loads and products (the sweep also tried
+// 128 x 32, 128 x 64 of 4 warps, 64 x 128, 64 x 256 and 128 x 256 tiles of
+// 2-3 stages: none was needed).
+using Cfg10 = Tile<2, 8, 4, 2, 3>;  // 128 x 128, 256, 96 KB
+using Cfg11 = Tile<2, 4, 4, 2, 4>;  // 128 x 64,  256, 96 KB
+constexpr int kConfigs = 12;
 
 template <class F>
 void with_config(int id, F&& f) {
@@ -335,11 +332,6 @@ void with_config(int id, F&& f) {
     case 9: return f(Cfg9{});
     case 10: return f(Cfg10{});
     case 11: return f(Cfg11{});
-    case 12: return f(Cfg12{});
-    case 13: return f(Cfg13{});
-    case 14: return f(Cfg14{});
-    case 15: return f(Cfg15{});
-    case 16: return f(Cfg16{});
     default: DAPO_FAIL("skinny GEMM: no configuration ", id);
   }
 }
@@ -499,42 +491,39 @@ bool linear_multi_skinny_supported(const Tensor& in, std::span<const LinearSegme
 // tests/gpu/test_linear_multi_gpu.cpp, Qwen2.5 0.5B, 1.5B, 7B and 7B tp-2
 // shards. cuBLASLt's wgmma kernels read large matrices at 2.0-2.6 TB/s from
 // 32 rows up and out-compute mma.sync from 64 rows (at 256 rows the skinny
-// kernel tops out near 330 TFLOPS: half their speed). The kernel wins on
+// kernel tops out near 330 TFLOPS, half their speed). The kernel wins on
 // launches saved (q/k/v fused: one launch against three), few rows, and
 // small or long-K matrices at up to 32 rows.
-// - M <= 8: all but single matrices of 10 to 64 MB (1.5B down: 15.3 against
-//   13.7 us; 7B o: 11.8 against 11.3) and gate or up alone (0.5B: 6.2
+// - q/k/v fused (3+ segments), M <= 128, and M <= 256 up to 8 MB (0.5B, 128
+//   rows: 6.1 us against 11.9; 7B, 128 rows: 25 against 27.7; 7B tp-2, 256
+//   rows: 23.7 against 24.1, so cuBLASLt).
+// - M <= 8: all but single matrices of 10 to 64 MB (1.5B down: 14.4 against
+//   13.7 us; 7B o: 12.2 against 11.3) and gate or up alone (0.5B: 6.2
 //   against 5.4).
-// - q/k/v fused (3+ segments), M <= 128, and M <= 256 up to 20 MB (0.5B, 128
-//   rows: 6.2 us against 12.2; 7B, 256 rows: 36 against 31, so cuBLASLt).
-// - M <= 32: up to 10 MB (0.5B down: 7.1 against 7.9 us), and two fused
-//   segments up to 24 MB (0.5B gate+up: 10.5 against 11.0).
+// - M <= 32: two fused segments up to 24 MB (0.5B gate+up: 10.3 against
+//   11.0 us), and long-K products of 0.5 to 16 MB (0.5B down: 7.3 against
+//   7.9).
 bool linear_multi_skinny_preferred(int64_t M, int64_t K, std::span<const LinearSegment> segs) {
   if (M < 1 || M > 256) return false;
   const int64_t rows = total_cols(segs);
   const double bytes = 2.0 * double(rows) * double(K);
-  if (segs.size() >= 3 && (M <= 128 || bytes <= 20e6)) return true;
+  if (segs.size() >= 3 && (M <= 128 || bytes <= 8e6)) return true;
   if (M <= 8)
     return !(segs.size() == 1 && ((bytes > 10e6 && bytes <= 64e6) || (rows >= 4096 && bytes <= 64e6)));
   if (M > 32) return false;
-  return bytes <= 10e6 || (segs.size() == 2 && bytes <= 24e6);
+  return (segs.size() == 2 && bytes <= 24e6) || (K >= 4 * rows && bytes >= 0.5e6 && bytes <= 16e6);
 }
 
 SkinnyPlan skinny_plan(int64_t M, int64_t K, std::span<const LinearSegment> segs) {
   SkinnyPlan p;
-  // Tiles from the H100 sweep (PlanSweepPerf): 8, 16, 32 or 64 input rows
-  // by 64 weight rows for up to 64 rows on small matrices; 128 weight rows,
-  // two CTAs an SM, on large ones (at least 3584 weight rows and 16 MB)
-  // and for more than 64 rows (128 x 128 tiles, two m-tiles at 256 rows:
-  // ahead of 256-row tiles, whose CTAs hold an SM alone).
+  // Tiles of 64 weight rows x (M rounded up, at most 64) rows; for more rows
+  // 128 x 128 tiles with two CTAs an SM (two m-tiles at 256 rows), or, on
+  // small matrices, 64 x 64 (up to 128 rows) and 128 x 64 tiles. From the
+  // H100 sweep (PlanSweepPerf): 128-row tiles also beat these on large
+  // matrices at 32-64 rows, but cuBLASLt beats both there.
   const int64_t rows = total_cols(segs);
   const bool small = rows <= 2048 && rows * K <= (int64_t(8) << 20);
-  const bool large = rows >= 3584 && 2 * rows * K >= int64_t(16e6);
-  if (M <= 8) p.config = large ? 5 : 0;
-  else if (M <= 16) p.config = 1;
-  else if (M <= 32) p.config = large ? 15 : 2;
-  else if (M <= 64) p.config = large ? 16 : 3;
-  else p.config = M <= 128 && small ? 3 : 11;
+  p.config = M <= 8 ? 0 : M <= 16 ? 1 : M <= 32 ? 2 : M <= 64 || (small && M <= 128) ? 3 : small ? 11 : 10;
   const ConfigInfo c = config_info(p.config);
   const int64_t tiles = weight_tiles(segs, c.bn) * ceil_div(M, c.bm);
   const int64_t k_blocks = ceil_div(K, kBK);
@@ -542,9 +531,9 @@ SkinnyPlan skinny_plan(int64_t M, int64_t K, std::span<const LinearSegment> segs
   // tenth to spare: a second wave of clusters costs more than the split
   // saves (an H100 ran 0.5B q/k/v at 128 rows in 10.7 us with 7 splits,
   // whose 36 clusters did not all fit, and 6.1 us with 5). Splits of 2 or
-  // more k-blocks, at most 6 but for long K (8: down_proj, 7B o_proj); 5
-  // and 7 happen when a split count does not divide the k-blocks evenly.
-  const int64_t most = std::min<int64_t>(k_blocks >= 48 ? kMaxSplits : 6, k_blocks / kMinKBlocksPerSplit);
+  // more k-blocks, at most 6 but for long K (8: down_proj); 5 and 7 happen
+  // when a split count does not divide the k-blocks evenly.
+  const int64_t most = std::min<int64_t>(k_blocks >= 64 ? kMaxSplits : 6, k_blocks / kMinKBlocksPerSplit);
   int64_t s = 1;
   for (const int64_t want : {2, 3, 4, 6, 8}) {
     if (want > most) break;
@@ -552,20 +541,15 @@ SkinnyPlan skinny_plan(int64_t M, int64_t K, std::span<const LinearSegment> segs
     if (double(tiles) > 0.9 * double(resident_clusters(p.config, int(splits)))) break;
     s = splits;
   }
-  // Where even that leaves few splits (many tiles: several waves anyway),
-  // up to 4 splits of at least 5 k-blocks still pay (1.5B gate/up at 128
-  // rows: 42.6 us with 4 against 55 with 1): twice the CTAs keep both of an
-  // SM's slots busy.
-  for (const int64_t want : {2, 3, 4})
-    if (want > s && k_blocks >= 5 * want) s = ceil_div(k_blocks, k_blocks_per_split(k_blocks, want));
   p.splits = int(s);
+  // One stream per CTA over many k-blocks: asking L2 for 256-byte blocks
+  // helps there (the LM head: 3-5%), nowhere else measurably.
+  p.l2_prefetch = p.splits == 1 && M <= 64;
+  // The early L2 prefetch pays where the whole grid starts at once and each
+  // CTA has few k-blocks (0.5B o or q/k/v: 3.2 us against 3.5); with 10 or
+  // more it cost 5% (0.5B down, 1 row: 6.7 us against 6.2).
   const bool one_wave = tiles <= resident_clusters(p.config, p.splits);
-  // Asking L2 for 256-byte blocks pays on one long stream per CTA (the LM
-  // head: 3-5%, down_proj's K of 9000 and more: 2-5%) at up to 64 rows.
-  p.l2_prefetch = M <= 64 && (p.splits == 1 || K >= 9000);
-  // The early L2 prefetch pays where the whole grid starts at once (small
-  // matrices: 0.2-0.3 us of 3-5); later waves start after the wait anyway.
-  p.lookahead = one_wave ? 4 : 0;
+  p.lookahead = one_wave && k_blocks_per_split(k_blocks, p.splits) <= 8 ? 4 : 0;
   return p;
 }
 
