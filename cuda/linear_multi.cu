@@ -494,12 +494,13 @@ bool linear_multi_skinny_supported(const Tensor& in, std::span<const LinearSegme
 // kernel tops out near 330 TFLOPS, half their speed). The kernel wins on
 // launches saved (q/k/v fused: one launch against three), few rows, and
 // small or long-K matrices at up to 32 rows.
-// - q/k/v fused (3+ segments), M <= 128, and M <= 256 up to 8 MB (0.5B, 128
-//   rows: 6.1 us against 11.9; 7B, 128 rows: 25 against 27.7; 7B tp-2, 256
-//   rows: 23.7 against 24.1, so cuBLASLt).
-// - M <= 8: all but single matrices of 10 to 64 MB (1.5B down: 14.4 against
-//   13.7 us; 7B o: 12.2 against 11.3) and gate or up alone (0.5B: 6.2
-//   against 5.4).
+// - q/k/v fused (3+ segments): M <= 64, M <= 128 up to 20 MB, M <= 256 up
+//   to 8 MB (0.5B, 128 rows: 6.1 us against 11.9; 7B, 64 rows: 21.0
+//   against 27.0; 7B, 128 rows: 29.7 against 27.7, so cuBLASLt).
+// - M <= 8: all but single matrices of 10 to 200 MB (1.5B down: 15.4
+//   against 13.7 us; 7B o: 13.4 against 11.2; 7B down: 57.5 against 52.5;
+//   the LM heads stay: 0.5B 94 against 98.5) and gate or up alone (0.5B:
+//   6.2 against 5.4).
 // - M <= 32: two fused segments up to 24 MB (0.5B gate+up: 10.3 against
 //   11.0 us), and long-K products of 0.5 to 16 MB (0.5B down: 7.3 against
 //   7.9).
@@ -507,9 +508,9 @@ bool linear_multi_skinny_preferred(int64_t M, int64_t K, std::span<const LinearS
   if (M < 1 || M > 256) return false;
   const int64_t rows = total_cols(segs);
   const double bytes = 2.0 * double(rows) * double(K);
-  if (segs.size() >= 3 && (M <= 128 || bytes <= 8e6)) return true;
+  if (segs.size() >= 3 && (M <= 64 || bytes <= (M <= 128 ? 20e6 : 8e6))) return true;
   if (M <= 8)
-    return !(segs.size() == 1 && ((bytes > 10e6 && bytes <= 64e6) || (rows >= 4096 && bytes <= 64e6)));
+    return !(segs.size() == 1 && ((bytes > 10e6 && bytes <= 200e6) || (rows >= 4096 && bytes <= 64e6)));
   if (M > 32) return false;
   return (segs.size() == 2 && bytes <= 24e6) || (K >= 4 * rows && bytes >= 0.5e6 && bytes <= 16e6);
 }
