@@ -63,6 +63,7 @@ struct SkinnyArgs {
   SegmentArgs seg[kMaxLinearSegments];
   const bf16_t* in;
   int32_t num_segments, M, K, m_tiles, splits, kb_per_split, k_blocks;
+  int32_t lookahead;   // k-blocks past the pipeline's first ones asked of L2 before the wait
   int8_t l2_prefetch;  // weight loads prefetch 256-byte blocks into L2
 };
 
@@ -126,6 +127,9 @@ struct Tile {
   static constexpr int kLd = BN + 4;       // floats per row of the staged output tile
   static constexpr int kSmem =
       STAGES * kStageBytes > BM * kLd * 4 ? STAGES * kStageBytes : BM * kLd * 4;
+  // Two CTAs of 256 threads per SM when their shared memory allows: the
+  // register cap that keeps them resident together (128 a thread).
+  static constexpr int kMinBlocks = kThreads == 256 && kSmem <= 112 * 1024 ? 2 : 1;
   static_assert(NT == 1 || NT % 2 == 0, "B fragments load two n-blocks at a time");
 };
 
@@ -147,7 +151,7 @@ __device__ __forceinline__ void load_rows(uint32_t s, const bf16_t* g, int64_t K
 }
 
 template <class C>
-__global__ void __launch_bounds__(C::kThreads) skinny_gemm_kernel(const __grid_constant__ SkinnyArgs a) {
+__global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) skinny_gemm_kernel(const __grid_constant__ SkinnyArgs a) {
   extern __shared__ __align__(128) unsigned char smem[];
   const uint32_t sbase = smem_u32(smem);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -166,9 +170,27 @@ __global__ void __launch_bounds__(C::kThreads) skinny_gemm_kernel(const __grid_c
   const int64_t K = a.K;
   const bf16_t* wg = sg.weight + int64_t(n0) * K;
   const bf16_t* xg = a.in + int64_t(m0) * K;
+  // The weights do not come from the previous kernel: ask L2 for this
+  // CTA's first k-blocks (what the pipeline loads first, and `lookahead`
+  // more) before griddepcontrol.wait, so that their fetch overlaps that
+  // kernel's drain. A hint only: no weight byte reaches this CTA before the
+  // wait. (Prefetching ahead of the pipeline all along, 128 bytes a row per
+  // k-block, cost up to 30% on large matrices on an H100: not done.)
+  if (a.lookahead > 0) {
+    const int kb_hi = min(nkb, C::STAGES - 1 + a.lookahead);
+    const int k_lo = kb0 * kBK, k_hi = min(a.K, (kb0 + kb_hi) * kBK);
+    if (k_hi > k_lo)
+      for (int r = tid; r < rows; r += C::kThreads)
+        prefetch_l2_bulk(wg + int64_t(r) * K + k_lo, uint32_t(k_hi - k_lo) * 2u);
+  }
   // Programmatic dependent launch: this CTA may start while the previous
   // kernel drains; nothing is read before that kernel's writes are visible.
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  // Every CTA of this grid is resident once all have passed here, so the
+  // next kernel (when launched as a programmatic dependent) may take the
+  // SMs' spare room now: its own L2 prefetches overlap this kernel's tail,
+  // and its griddepcontrol.wait still waits for this grid to finish.
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 
   auto load_stage = [&](int slot, int kb) {
     const uint32_t sw = sbase + uint32_t(slot * C::kStageBytes);
@@ -231,9 +253,6 @@ __global__ void __launch_bounds__(C::kThreads) skinny_gemm_kernel(const __grid_c
     }
   }
   cp_async_wait<0>();
-  // The next kernel (when launched as a programmatic dependent) may start its
-  // CTAs now; its griddepcontrol.wait still waits for this grid to finish.
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
   __syncthreads();  // the pipeline's shared memory becomes the output tile
 
   // C fragment: c0, c1 = (weight row lane/4, input rows 2(lane%4), +1), c2, c3 = weight row + 8.
@@ -290,7 +309,13 @@ using Cfg6 = Tile<2, 8, 2, 2, 4>;  // 64 x 128,  128, 96 KB
 using Cfg7 = Tile<2, 8, 4, 2, 4>;  // 128 x 128, 256, 128 KB
 using Cfg8 = Tile<2, 8, 4, 4, 4>;  // 128 x 256, 512, 192 KB
 using Cfg9 = Tile<2, 8, 2, 4, 4>;  // 64 x 256,  256, 160 KB
-constexpr int kConfigs = 10;
+// Two CTAs of 8 warps per SM for 65 to 256 rows: one CTA's barriers and
+// epilogue overlap the other's loads and products (the sweep also tried
+// 128 x 32, 128 x 64 of 4 warps, 64 x 128, 64 x 256 and 128 x 256 tiles of
+// 2-3 stages: none was needed).
+using Cfg10 = Tile<2, 8, 4, 2, 3>;  // 128 x 128, 256, 96 KB
+using Cfg11 = Tile<2, 4, 4, 2, 4>;  // 128 x 64,  256, 96 KB
+constexpr int kConfigs = 12;
 
 template <class F>
 void with_config(int id, F&& f) {
@@ -305,6 +330,8 @@ void with_config(int id, F&& f) {
     case 7: return f(Cfg7{});
     case 8: return f(Cfg8{});
     case 9: return f(Cfg9{});
+    case 10: return f(Cfg10{});
+    case 11: return f(Cfg11{});
     default: DAPO_FAIL("skinny GEMM: no configuration ", id);
   }
 }
@@ -459,25 +486,31 @@ bool linear_multi_skinny_supported(const Tensor& in, std::span<const LinearSegme
   return total_cols(segs) < (int64_t(1) << 30);
 }
 
-// Measured on an H100 SXM, 50 calls in a CUDA graph, weights rotating
+// Measured on an H100 SXM, 30-50 calls in a CUDA graph, weights rotating
 // through 960 MB (cold L2): PlanSweepPerf and DecodeProjectionsPerf of
-// tests/gpu/test_linear_multi_gpu.cpp. Where the kernel loses is where
-// cuBLASLt's wgmma kernels out-compute our mma.sync ones (M >= 32 on large
-// matrices); where it wins is launches saved (fused q/k/v, gate/up), few
-// rows, and long K split over a cluster.
-// - M <= 8: every Qwen2.5 0.5B/1.5B projection wins or ties (1 row: q 3.7
-//   against 4.1 us, down 6.2 against 7.6, the LM head 94 against 98, q/k/v
-//   fused 4.1 against 11.2) except gate or up alone (0.5B: 6.2 against 5.4).
-// - q/k/v fused (3+ segments, up to 16 MB of weights), any M <= 256: one
-//   launch instead of three (0.5B, 128 rows: 6.1 us against 11.9).
-// - M <= 32: two fused segments up to 24 MB (0.5B gate+up: 10.7 against
-//   10.8 us), and long-K products of 0.5 to 16 MB (0.5B down: 7.2 against 7.8).
+// tests/gpu/test_linear_multi_gpu.cpp, Qwen2.5 0.5B, 1.5B, 7B and 7B tp-2
+// shards. cuBLASLt's wgmma kernels read large matrices at 2.0-2.6 TB/s from
+// 32 rows up and out-compute mma.sync from 64 rows (at 256 rows the skinny
+// kernel tops out near 330 TFLOPS, half their speed). The kernel wins on
+// launches saved (q/k/v fused: one launch against three), few rows, and
+// small or long-K matrices at up to 32 rows.
+// - q/k/v fused (3+ segments): M <= 64, M <= 128 up to 20 MB, M <= 256 up
+//   to 8 MB (0.5B, 128 rows: 6.1 us against 11.9; 7B, 64 rows: 21.0
+//   against 27.0; 7B, 128 rows: 29.7 against 27.7, so cuBLASLt).
+// - M <= 8: all but single matrices of 10 to 200 MB (1.5B down: 15.4
+//   against 13.7 us; 7B o: 13.4 against 11.2; 7B down: 57.5 against 52.5;
+//   the LM heads stay: 0.5B 94 against 98.5) and gate or up alone (0.5B:
+//   6.2 against 5.4).
+// - M <= 32: two fused segments up to 24 MB (0.5B gate+up: 10.3 against
+//   11.0 us), and long-K products of 0.5 to 16 MB (0.5B down: 7.3 against
+//   7.9).
 bool linear_multi_skinny_preferred(int64_t M, int64_t K, std::span<const LinearSegment> segs) {
   if (M < 1 || M > 256) return false;
   const int64_t rows = total_cols(segs);
   const double bytes = 2.0 * double(rows) * double(K);
-  if (M <= 8) return !(segs.size() == 1 && rows >= 4096 && bytes <= 64e6);
-  if (segs.size() >= 3 && bytes <= 16e6) return true;
+  if (segs.size() >= 3 && (M <= 64 || bytes <= (M <= 128 ? 20e6 : 8e6))) return true;
+  if (M <= 8)
+    return !(segs.size() == 1 && ((bytes > 10e6 && bytes <= 200e6) || (rows >= 4096 && bytes <= 64e6)));
   if (M > 32) return false;
   return (segs.size() == 2 && bytes <= 24e6) || (K >= 4 * rows && bytes >= 0.5e6 && bytes <= 16e6);
 }
@@ -485,10 +518,13 @@ bool linear_multi_skinny_preferred(int64_t M, int64_t K, std::span<const LinearS
 SkinnyPlan skinny_plan(int64_t M, int64_t K, std::span<const LinearSegment> segs) {
   SkinnyPlan p;
   // Tiles of 64 weight rows x (M rounded up, at most 64) rows; for more rows
-  // the large warp tiles on large matrices, where arithmetic starts to count.
+  // 128 x 128 tiles with two CTAs an SM (two m-tiles at 256 rows), or, on
+  // small matrices, 64 x 64 (up to 128 rows) and 128 x 64 tiles. From the
+  // H100 sweep (PlanSweepPerf): 128-row tiles also beat these on large
+  // matrices at 32-64 rows, but cuBLASLt beats both there.
   const int64_t rows = total_cols(segs);
   const bool small = rows <= 2048 && rows * K <= (int64_t(8) << 20);
-  p.config = M <= 8 ? 0 : M <= 16 ? 1 : M <= 32 ? 2 : M <= 64 || small ? 3 : M <= 128 ? 7 : 8;
+  p.config = M <= 8 ? 0 : M <= 16 ? 1 : M <= 32 ? 2 : M <= 64 || (small && M <= 128) ? 3 : small ? 11 : 10;
   const ConfigInfo c = config_info(p.config);
   const int64_t tiles = weight_tiles(segs, c.bn) * ceil_div(M, c.bm);
   const int64_t k_blocks = ceil_div(K, kBK);
@@ -510,6 +546,11 @@ SkinnyPlan skinny_plan(int64_t M, int64_t K, std::span<const LinearSegment> segs
   // One stream per CTA over many k-blocks: asking L2 for 256-byte blocks
   // helps there (the LM head: 3-5%), nowhere else measurably.
   p.l2_prefetch = p.splits == 1 && M <= 64;
+  // The early L2 prefetch pays where the whole grid starts at once and each
+  // CTA has few k-blocks (0.5B o or q/k/v: 3.2 us against 3.5); with 10 or
+  // more it cost 5% (0.5B down, 1 row: 6.7 us against 6.2).
+  const bool one_wave = tiles <= resident_clusters(p.config, p.splits);
+  p.lookahead = one_wave && k_blocks_per_split(k_blocks, p.splits) <= 8 ? 4 : 0;
   return p;
 }
 
@@ -557,6 +598,7 @@ void linear_forward_multi_skinny(const Ctx& ctx, Tensor in, std::span<const Line
   a.kb_per_split = int32_t(per_split);
   a.k_blocks = int32_t(k_blocks);
   a.l2_prefetch = p.l2_prefetch;
+  a.lookahead = int32_t(std::clamp(p.lookahead, 0, 64));
 
   with_config(p.config, [&](auto t) {
     using C = decltype(t);

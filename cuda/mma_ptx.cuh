@@ -27,6 +27,13 @@ __device__ __forceinline__ void cp_async_16_pf(uint32_t dst, const void* src, bo
 __device__ __forceinline__ void cp_async_4(uint32_t dst, const void* src, bool valid) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0));
 }
+// Asks L2 to fetch [src, src + bytes) (16-byte aligned, bytes % 16 == 0)
+// through the copy engine; nothing lands in shared memory or registers. A
+// hint: L2 is the GPU's point of coherence, so a line fetched early is never
+// stale, which makes it safe before griddepcontrol.wait.
+__device__ __forceinline__ void prefetch_l2_bulk(const void* src, uint32_t bytes) {
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(src), "r"(bytes) : "memory");
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {

@@ -148,6 +148,24 @@ class LinearMultiGpu : public GpuTest {
     }
   }
 
+  // The skinny kernel (with `plan`, or its own plan when null) on fresh
+  // guarded outputs, against the CPU.
+  void check_skinny(const Case& c, const detail::SkinnyPlan* plan = nullptr) {
+    auto segs = outputs(c);
+    detail::linear_forward_multi_skinny(gpu(), c.gin, segs, plan);
+    expect_matches(c, segs, plan != nullptr ? "forced plan" : "skinny");
+  }
+  // The op as routed (the kernel or cuBLASLt) on fresh guarded outputs.
+  void check_routed(const Case& c) {
+    auto segs = outputs(c);
+    ops::linear_forward_multi(gpu(), c.gin, segs);
+    expect_matches(c, segs, "routed", true);
+  }
+  void check_skinny_and_routed(const Case& c) {
+    check_skinny(c);
+    check_routed(c);
+  }
+
   std::vector<unsigned char> bits(const Tensor& t) {
     std::vector<unsigned char> out(t.nbytes());
     if (out.empty()) return out;
@@ -183,13 +201,8 @@ TEST_F(LinearMultiGpu, QwenShapesMatchCpu) {
                                       << " bias " << bias_mode);
       const size_t am = arena_->mark(), bm = big_->mark();
       const Case c = make_case(M, s.K, s.N, out_dt, bias_mode, seed += 100);
-      auto segs = outputs(c);
-      ASSERT_TRUE(detail::linear_multi_skinny_supported(c.gin, segs));
-      detail::linear_forward_multi_skinny(gpu(), c.gin, segs);
-      expect_matches(c, segs, "skinny");
-      auto routed = outputs(c);
-      ops::linear_forward_multi(gpu(), c.gin, routed);
-      expect_matches(c, routed, "routed", true);
+      ASSERT_TRUE(detail::linear_multi_skinny_supported(c.gin, outputs(c)));
+      check_skinny_and_routed(c);
       release(am, bm);
       if (HasFailure()) return;
     }
@@ -201,20 +214,15 @@ TEST_F(LinearMultiGpu, LmHeadMatchesCpu) {
     SCOPED_TRACE(testing::Message() << "M " << M);
     const size_t am = arena_->mark(), bm = big_->mark();
     const Case c = make_case(M, 896, {151936}, DType::f32, 0, 77 + uint32_t(M));
-    auto segs = outputs(c);
-    detail::linear_forward_multi_skinny(gpu(), c.gin, segs);
-    expect_matches(c, segs, "skinny");
-    auto routed = outputs(c);
-    ops::linear_forward_multi(gpu(), c.gin, routed);
-    expect_matches(c, routed, "routed", true);
+    check_skinny_and_routed(c);
     release(am, bm);
     if (HasFailure()) return;
   }
 }
 
-// Every tile configuration, unsplit and split (3 and 8 ways), on tails in
-// every dimension: M not a multiple of any tile, N below and above a tile, K
-// not a multiple of 64.
+// Every tile configuration, unsplit and split (3 and 8 ways), with and
+// without L2 lookahead, on tails in every dimension: M not a multiple of any
+// tile, N below and above a tile, K not a multiple of 64.
 TEST_F(LinearMultiGpu, EveryPlanMatchesCpu) {
   struct Odd {
     int64_t K;
@@ -223,17 +231,15 @@ TEST_F(LinearMultiGpu, EveryPlanMatchesCpu) {
   const Odd odds[] = {{904, {200, 8, 72}}, {24, {5}}, {40, {5, 3, 130, 1}}, {1160, {260}}};
   uint32_t seed = 5000;
   for (const Odd& o : odds)
-    for (const int64_t M : {int64_t(1), int64_t(17), int64_t(200)}) {
+    for (const int64_t M : {int64_t(1), int64_t(17), int64_t(200), int64_t(300)}) {
       const size_t am = arena_->mark(), bm = big_->mark();
       const Case c = make_case(M, o.K, o.N, M == 17 ? DType::f32 : DType::bf16, int(M % 3), seed += 100);
       for (int config = 0; config < detail::skinny_config_count(); ++config)
         for (const int splits : {1, 3, 8}) {
           SCOPED_TRACE(testing::Message() << "K " << o.K << " M " << M << " config " << config << " splits "
                                           << splits);
-          const detail::SkinnyPlan plan{config, splits, splits == 3, splits != 8};
-          auto segs = outputs(c);
-          detail::linear_forward_multi_skinny(gpu(), c.gin, segs, &plan);
-          expect_matches(c, segs, "forced plan");
+          const detail::SkinnyPlan plan{config, splits, splits == 3, splits != 8, 2 * ((config + splits) % 3)};
+          check_skinny(c, &plan);
           if (HasFailure()) return;
         }
       release(am, bm);
@@ -254,9 +260,7 @@ TEST_F(LinearMultiGpu, OddShapesThroughTheOp) {
         SCOPED_TRACE(testing::Message() << "K " << o.K << " M " << M << " mode " << mode);
         const size_t am = arena_->mark(), bm = big_->mark();
         const Case c = make_case(M, o.K, o.N, mode ? DType::f32 : DType::bf16, mode ? 2 : 1, seed += 100);
-        auto segs = outputs(c);
-        ops::linear_forward_multi(gpu(), c.gin, segs);
-        expect_matches(c, segs, "op", true);
+        check_routed(c);
         release(am, bm);
         if (HasFailure()) return;
       }
@@ -430,26 +434,54 @@ class LinearMultiGpuPerf : public LinearMultiGpu {
     return b;
   }
 
-  static std::vector<Shape> perf_shapes() {
+  // The decode projections of one model (a tensor-parallel shard for tp 2):
+  // q, k, gate alone (the unfused path cuBLASLt ran), o, down, the LM head
+  // (vocab 151936, when it fits the pool), and the fused q/k/v and gate/up.
+  struct Model {
+    const char* name;
+    int64_t C, q, kv, I, o_in, layers;
+    bool lm_head;
+  };
+  static const std::vector<Model>& perf_models() {
+    static const std::vector<Model> models = {
+        {"qwen2.5-0.5b", 896, 896, 128, 4864, 896, 24, true},
+        {"qwen2.5-1.5b", 1536, 1536, 256, 8960, 1536, 28, true},
+        {"qwen2.5-7b", 3584, 3584, 512, 18944, 3584, 28, false},
+        {"qwen2.5-7b-tp2", 3584, 1792, 256, 9472, 1792, 28, false},
+    };
+    return models;
+  }
+  static std::vector<Shape> perf_shapes(bool unfused) {
     std::vector<Shape> v;
-    for (const char* model : {"qwen2.5-0.5b", "qwen2.5-1.5b"}) {
-      const bool small = std::string(model) == "qwen2.5-0.5b";
-      const int64_t C = small ? 896 : 1536, kv = small ? 128 : 256, I = small ? 4864 : 8960;
-      v.push_back({model, "q", C, {C}, true});
-      v.push_back({model, "k", C, {kv}, true});
-      v.push_back({model, "o", C, {C}, false});
-      v.push_back({model, "gate", C, {I}, false});
-      v.push_back({model, "down", I, {C}, false});
-      v.push_back({model, "lm_head", C, {151936}, false});
-      v.push_back({model, "qkv", C, {C, kv, kv}, true});
-      v.push_back({model, "gate_up", C, {I, I}, false});
+    for (const Model& m : perf_models()) {
+      if (unfused) {
+        v.push_back({m.name, "q", m.C, {m.q}, true});
+        v.push_back({m.name, "k", m.C, {m.kv}, true});
+        v.push_back({m.name, "gate", m.C, {m.I}, false});
+      }
+      v.push_back({m.name, "o", m.o_in, {m.C}, false});
+      v.push_back({m.name, "down", m.I, {m.C}, false});
+      if (m.lm_head) v.push_back({m.name, "lm_head", m.C, {151936}, false});
+      v.push_back({m.name, "qkv", m.C, {m.q, m.kv, m.kv}, true});
+      v.push_back({m.name, "gate_up", m.C, {m.I, m.I}, false});
     }
     return v;
   }
 };
 
 std::string plan_name(const detail::SkinnyPlan& p) {
-  return "c" + std::to_string(p.config) + "s" + std::to_string(p.splits) + (p.l2_prefetch ? "p" : "");
+  return "c" + std::to_string(p.config) + "s" + std::to_string(p.splits) + (p.l2_prefetch ? "p" : "") + "l" +
+         std::to_string(p.lookahead);
+}
+
+void skinny_call(const ops::Ctx& ctx, const Tensor& in, const std::vector<LinearSegment>& s) {
+  detail::linear_forward_multi_skinny(ctx, in, s);
+}
+void cublaslt_call(const ops::Ctx& ctx, const Tensor& in, const std::vector<LinearSegment>& s) {
+  detail::linear_forward_multi_cublaslt(ctx, in, s);
+}
+void routed_call(const ops::Ctx& ctx, const Tensor& in, const std::vector<LinearSegment>& s) {
+  ops::linear_forward_multi(ctx, in, s);
 }
 
 TEST_F(LinearMultiGpuPerf, DecodeProjectionsPerf) {
@@ -458,48 +490,46 @@ TEST_F(LinearMultiGpuPerf, DecodeProjectionsPerf) {
   Arena arena(size_t(3) << 30, Device::cuda, "linear-multi-perf");
   const Tensor pool = arena.alloc(DType::bf16, {kPoolElems});
   fill_random(*device_, pool, 3);
-  const auto skinny = [](const ops::Ctx& ctx, const Tensor& in, const std::vector<LinearSegment>& s) {
-    detail::linear_forward_multi_skinny(ctx, in, s);
-  };
-  const auto cublaslt = [](const ops::Ctx& ctx, const Tensor& in, const std::vector<LinearSegment>& s) {
-    detail::linear_forward_multi_cublaslt(ctx, in, s);
-  };
-  const auto routed = [](const ops::Ctx& ctx, const Tensor& in, const std::vector<LinearSegment>& s) {
-    ops::linear_forward_multi(ctx, in, s);
-  };
   for (const int64_t M : {int64_t(1), int64_t(32), int64_t(64), int64_t(128), int64_t(256)}) {
-    // One decode step's GEMMs per model: 24 (0.5B) or 28 (1.5B) layers of
-    // qkv, o, gate_up, down, then the LM head; unfused q, k, v, gate, up for
-    // the old path.
+    // One decode step's GEMMs per model: every layer's qkv, o, gate_up,
+    // down, then the LM head; unfused q, k, v, gate, up for the old path.
     struct Step {
-      double lt = 0, fused = 0, routed = 0;
+      double lt = 0, fused = 0, routed = 0, bytes = 0;
     };
-    Step step[2];
-    for (const Shape& s : perf_shapes()) {
+    std::vector<Step> step(perf_models().size());
+    for (const Shape& s : perf_shapes(true)) {
       ArenaScope scope(arena);
       const bool lm = std::string(s.layer) == "lm_head";
       const Bench b = make_bench(arena, pool, M, s, lm ? DType::f32 : DType::bf16);
-      const double us_skinny = time_us(b, M, skinny), us_lt = time_us(b, M, cublaslt), us_routed = time_us(b, M, routed);
+      const double wb = weight_bytes(s);
+      const int calls = wb > 64e6 ? 10 : 50;
+      const double us_skinny = time_us(b, M, skinny_call, calls), us_lt = time_us(b, M, cublaslt_call, calls),
+                   us_routed = time_us(b, M, routed_call, calls);
       const auto segs = segments(b, M, 0);
       const detail::SkinnyPlan plan = detail::skinny_plan(M, s.K, segs);
       detail::SkinnyPlan pf_plan = plan;
       pf_plan.pdl = !plan.pdl;
-      const double us_pf = time_us(b, M, [&](const ops::Ctx& ctx, const Tensor& in, const std::vector<LinearSegment>& sg) {
-        detail::linear_forward_multi_skinny(ctx, in, sg, &pf_plan);
-      });
-      const Tensor in(b.in.data, DType::bf16, {M, s.K}, Device::cuda);
+      const double us_pf = time_us(
+          b, M,
+          [&](const ops::Ctx& ctx, const Tensor& in, const std::vector<LinearSegment>& sg) {
+            detail::linear_forward_multi_skinny(ctx, in, sg, &pf_plan);
+          },
+          calls);
       const bool prefer = detail::linear_multi_skinny_preferred(M, s.K, segs);
-      const double wb = weight_bytes(s);
       const double target = 1.5 * (wb / 3.0e6 + 2.0);
       std::printf(
           "{\"op\":\"linear_multi\",\"model\":\"%s\",\"layer\":\"%s\",\"M\":%lld,\"K\":%lld,\"segments\":%zu,"
           "\"weight_mb\":%.2f,\"skinny_us\":%.2f,\"skinny_gbps\":%.0f,\"cublaslt_us\":%.2f,\"cublaslt_gbps\":%.0f,"
-          "\"routed_us\":%.2f,\"routed\":\"%s\",\"plan\":\"%s\",\"target_us\":%.2f,\"other_pdl_us\":%.2f}\n",
+          "\"routed_us\":%.2f,\"routed_gbps\":%.0f,\"routed\":\"%s\",\"plan\":\"%s\",\"target_us\":%.2f,"
+          "\"other_pdl_us\":%.2f}\n",
           s.model, s.layer, (long long)M, (long long)s.K, s.N.size(), wb / 1e6, us_skinny, wb / (us_skinny * 1e3),
-          us_lt, wb / (us_lt * 1e3), us_routed, prefer ? "skinny" : "cublaslt", plan_name(plan).c_str(), target, us_pf);
+          us_lt, wb / (us_lt * 1e3), us_routed, wb / (us_routed * 1e3), prefer ? "skinny" : "cublaslt",
+          plan_name(plan).c_str(), target, us_pf);
       std::fflush(stdout);
-      Step& st = step[std::string(s.model) == "qwen2.5-0.5b" ? 0 : 1];
-      const double layers = std::string(s.model) == "qwen2.5-0.5b" ? 24 : 28;
+      size_t mi = 0;
+      while (std::string(perf_models()[mi].name) != s.model) ++mi;
+      Step& st = step[mi];
+      const double layers = double(perf_models()[mi].layers);
       const std::string l = s.layer;
       if (l == "q" || l == "o" || l == "down") st.lt += layers * us_lt;
       if (l == "k") st.lt += 2 * layers * us_lt;
@@ -507,54 +537,93 @@ TEST_F(LinearMultiGpuPerf, DecodeProjectionsPerf) {
       if (l == "qkv" || l == "o" || l == "gate_up" || l == "down") {
         st.fused += layers * us_skinny;
         st.routed += layers * us_routed;
+        st.bytes += layers * wb;
       }
       if (lm) {
         st.lt += us_lt;
         st.fused += us_skinny;
         st.routed += us_routed;
+        st.bytes += wb;
       }
     }
-    for (int m = 0; m < 2; ++m)
-      std::printf("{\"op\":\"decode_step_gemms\",\"model\":\"%s\",\"M\":%lld,\"cublaslt_unfused_us\":%.1f,"
-                  "\"skinny_fused_us\":%.1f,\"routed_fused_us\":%.1f}\n",
-                  m == 0 ? "qwen2.5-0.5b" : "qwen2.5-1.5b", (long long)M, step[m].lt, step[m].fused, step[m].routed);
+    for (size_t m = 0; m < step.size(); ++m)
+      std::printf("{\"op\":\"decode_step_gemms\",\"model\":\"%s\",\"M\":%lld,\"weight_mb\":%.0f,"
+                  "\"cublaslt_unfused_us\":%.1f,\"skinny_fused_us\":%.1f,\"routed_fused_us\":%.1f,"
+                  "\"routed_gbps\":%.0f}\n",
+                  perf_models()[m].name, (long long)M, step[m].bytes / 1e6, step[m].lt, step[m].fused,
+                  step[m].routed, step[m].bytes / (step[m].routed * 1e3));
     std::fflush(stdout);
   }
 }
 
-// Every plan of every shape (DAPO_SKINNY_SWEEP=1): the data the plan rule
-// and the routing rule are fitted to.
+// Every plan of every fused or single projection (DAPO_SKINNY_SWEEP=1): the
+// data the plan rule and the routing rule are fitted to. One line per plan,
+// then per shape a summary: cuBLASLt, the default plan, the best plan found
+// (tile and split first, then its L2 options).
 TEST_F(LinearMultiGpuPerf, PlanSweepPerf) {
   if (!gpu_perf_enabled() || std::getenv("DAPO_SKINNY_SWEEP") == nullptr) GTEST_SKIP() << "set DAPO_SKINNY_SWEEP=1";
   Arena arena(size_t(3) << 30, Device::cuda, "linear-multi-sweep");
   const Tensor pool = arena.alloc(DType::bf16, {kPoolElems});
   fill_random(*device_, pool, 3);
   for (const int64_t M : {int64_t(1), int64_t(32), int64_t(64), int64_t(128), int64_t(256)})
-    for (const Shape& s : perf_shapes()) {
+    for (const Shape& s : perf_shapes(false)) {
       ArenaScope scope(arena);
       const bool lm = std::string(s.layer) == "lm_head";
       const Bench b = make_bench(arena, pool, M, s, lm ? DType::f32 : DType::bf16);
+      const double wb = weight_bytes(s);
+      const int calls = wb > 64e6 ? 6 : 30;
       const int64_t k_blocks = (s.K + 63) / 64;
+      auto time_plan = [&](const detail::SkinnyPlan& plan) {
+        const double us = time_us(
+            b, M,
+            [&](const ops::Ctx& ctx, const Tensor& in, const std::vector<LinearSegment>& sg) {
+              detail::linear_forward_multi_skinny(ctx, in, sg, &plan);
+            },
+            calls, 2);
+        std::printf("{\"sweep\":1,\"model\":\"%s\",\"layer\":\"%s\",\"M\":%lld,\"plan\":\"%s\",\"us\":%.2f}\n", s.model,
+                    s.layer, (long long)M, plan_name(plan).c_str(), us);
+        return us;
+      };
+      const double lt = time_us(b, M, cublaslt_call, calls, 2);
+      const detail::SkinnyPlan def = detail::skinny_plan(M, s.K, segments(b, M, 0));
+      const double def_us = time_plan(def);
+      detail::SkinnyPlan best = def;
+      double best_us = def_us;
       for (int config = 0; config < detail::skinny_config_count(); ++config) {
         int bn = 0, bm = 0;
         detail::skinny_config_tile(config, bn, bm);
-        if (bm < M && bm < 64) continue;       // tiny tiles re-read the weights
-        if (bm >= 2 * M && bm > 8) continue;   // mostly empty tiles
-        for (const int splits : {1, 2, 3, 4, 6, 8})
-          for (const bool pf : {false, true}) {
-            if (splits > 1 && (lm || pf || splits > k_blocks)) continue;
-            const detail::SkinnyPlan plan{config, splits, pf};
-            const double us = time_us(
-                b, M,
-                [&](const ops::Ctx& ctx, const Tensor& in, const std::vector<LinearSegment>& sg) {
-                  detail::linear_forward_multi_skinny(ctx, in, sg, &plan);
-                },
-                lm ? 10 : 30, 2);
-            std::printf("{\"sweep\":1,\"model\":\"%s\",\"layer\":\"%s\",\"M\":%lld,\"config\":%d,\"bn\":%d,\"bm\":%d,"
-                        "\"splits\":%d,\"pf\":%d,\"us\":%.2f}\n",
-                        s.model, s.layer, (long long)M, config, bn, bm, splits, int(pf), us);
-          }
+        if (bm < M && bm < 64) continue;      // tiny tiles re-read the weights
+        if (bm >= 2 * M && bm > 8) continue;  // mostly empty tiles
+        int64_t last = 0;
+        for (const int splits : {1, 2, 3, 4, 6, 8}) {
+          if (splits > k_blocks || (lm && splits > 1)) continue;
+          const int64_t per = (k_blocks + splits - 1) / splits, actual = (k_blocks + per - 1) / per;
+          if (actual == last) continue;
+          last = actual;
+          const detail::SkinnyPlan plan{config, int(actual), false, true, 4};
+          const double us = time_plan(plan);
+          if (us < best_us) best = plan, best_us = us;
+        }
       }
+      const detail::SkinnyPlan grid = best;
+      for (const int la : {0, 2, 8})
+        for (const bool pf : {false, true}) {
+          detail::SkinnyPlan plan = grid;
+          plan.lookahead = la, plan.l2_prefetch = pf;
+          const double us = time_plan(plan);
+          if (us < best_us) best = plan, best_us = us;
+        }
+      {
+        detail::SkinnyPlan plan = grid;
+        plan.l2_prefetch = true;
+        const double us = time_plan(plan);
+        if (us < best_us) best = plan, best_us = us;
+      }
+      std::printf("{\"sweep_best\":1,\"model\":\"%s\",\"layer\":\"%s\",\"M\":%lld,\"weight_mb\":%.2f,"
+                  "\"cublaslt_us\":%.2f,\"default\":\"%s\",\"default_us\":%.2f,\"best\":\"%s\",\"best_us\":%.2f,"
+                  "\"best_gbps\":%.0f,\"cublaslt_gbps\":%.0f}\n",
+                  s.model, s.layer, (long long)M, wb / 1e6, lt, plan_name(def).c_str(), def_us,
+                  plan_name(best).c_str(), best_us, wb / (best_us * 1e3), wb / (lt * 1e3));
       std::fflush(stdout);
     }
 }

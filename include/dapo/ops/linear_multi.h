@@ -53,8 +53,10 @@ void linear_forward_multi(const Ctx& ctx, Tensor in, std::span<const LinearSegme
 // layers called one by one may split differently (the grid holds every
 // segment's tiles), so their bits may differ by fp32 summation order.
 // CUDA-graph capturable (no host sync, no allocation); launched as a
-// programmatic dependent of the previous kernel (it reads nothing before
-// that kernel has finished). Shapes or pointers the kernel cannot take
+// programmatic dependent of the previous kernel: it reads nothing before
+// that kernel has finished (it may ask L2 to prefetch weight rows before,
+// a hint that never yields stale data), and lets the next kernel launch as
+// soon as all of its CTAs are running. Shapes or pointers the kernel cannot take
 // (K % 8 != 0, in or a weight not 16-byte aligned) go to cuBLASLt like the
 // rest.
 namespace cuda {
@@ -69,6 +71,8 @@ struct SkinnyPlan {
   int splits = 1;
   bool l2_prefetch = false;  // weight loads ask L2 for 256-byte blocks
   bool pdl = true;           // programmatic dependent launch
+  int lookahead = 0;         // > 0: the first (pipeline depth + this) k-blocks of weights
+                             // are prefetched into L2 before the dependency wait (0..64)
 };
 // The configurations' tiles (for tests and tuning): weight rows x input rows per CTA.
 int skinny_config_count();
