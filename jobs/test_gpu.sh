@@ -16,8 +16,9 @@
 #      `dapo eval`, `dapo generate` of the trained model): DAPO learns on
 #      the GPU as it does on the CPU;
 #   6. (2+ GPUs) the demo's DAPO run on 2 GPUs as dp = 2 (sharded optimizer)
-#      and as tp = 2: both learn, and their first step's accuracy is the
-#      1-GPU run's within sampling noise; 2 steps + restart + 2 steps on 2
+#      and as tp = 2, and (4+ GPUs) on 4 as tp = 2 x dp = 2: all learn,
+#      and their first step's accuracy is the 1-GPU run's within sampling
+#      noise; 2 steps + restart + 2 steps on 2
 #      GPUs give the 4-step run's metrics exactly.
 #   7. SIGUSR1 (Slurm's warning before preemption) during the demo's
 #      `dapo train` on one GPU and (2+ GPUs) at dp = 2 under mpirun: the run
@@ -129,25 +130,32 @@ head -5 inputs/demo/val.jsonl > "$tmp/prompts.jsonl"
 [ "$(wc -l < "$tmp/gen.jsonl")" -eq 10 ] ||
   { echo "test_gpu.sh: dapo generate wrote $(wc -l < "$tmp/gen.jsonl") lines, not 10 (5 prompts x 2 samples)"; exit 1; }
 if [ "$gpus" -ge 2 ]; then
-  echo "== 6. the demo's DAPO run on 2 GPUs: dp = 2 and tp = 2; restart on 2 GPUs"
-  for layout in "dp2 1" "tp2 2"; do
+  # Layouts: name, tp, ranks; with 4 GPUs also tp = 2 x dp = 2.
+  layouts=("dp2 1 2" "tp2 2 2")
+  [ "$gpus" -ge 4 ] && layouts+=("tp2dp2 2 4")
+  echo "== 6. the demo's DAPO run on 2 GPUs (dp = 2, tp = 2)$([ "$gpus" -ge 4 ] && echo " and 4 GPUs (tp = 2 x dp = 2)"); restart on 2 GPUs"
+  runs=()
+  for layout in "${layouts[@]}"; do
     set -- $layout
     # shellcheck disable=SC2086
-    mpirun --bind-to none -np 2 "$dapo" train --config inputs/demo.ini --parallel.backend=cuda --parallel.tp="$2" $demo \
+    mpirun --bind-to none -np "$3" "$dapo" train --config inputs/demo.ini --parallel.backend=cuda --parallel.tp="$2" $demo \
       --log.dir="$tmp/$1" --checkpoint.dir="$tmp/$1/ckpt" --dump.every=0 > "$tmp/$1.log" 2>&1 ||
-      { tail -30 "$tmp/$1.log"; echo "test_gpu.sh: dapo train on 2 GPUs ($1) failed"; exit 1; }
+      { tail -30 "$tmp/$1.log"; echo "test_gpu.sh: dapo train on $3 GPUs ($1) failed"; exit 1; }
+    runs+=("$1=$tmp/$1/metrics.jsonl")
   done
-  python3 - "$tmp/train/metrics.jsonl" "$tmp/dp2/metrics.jsonl" "$tmp/tp2/metrics.jsonl" <<'PY'
+  python3 - "$tmp/train/metrics.jsonl" "${runs[@]}" <<'PY'
 import json, sys
 def load(p):
     rows = [json.loads(l) for l in open(p)]
     val = [v for r in rows for k, v in r.items() if k.startswith("val-core/") and "/acc/mean" in k]
     first = next(r["gen/acc/mean"] for r in rows if r["step"] == 1)
     return val, first
-(v1, f1), (vd, fd), (vt, ft) = (load(p) for p in sys.argv[1:4])
-for name, (v, f) in (("dp=2", (vd, fd)), ("tp=2", (vt, ft))):
+v1, f1 = load(sys.argv[1])
+for arg in sys.argv[2:]:
+    name, path = arg.split("=", 1)
+    v, f = load(path)
     print(f"{name}: validation accuracy {v[0]:.3f} -> {v[-1]:.3f}; step 1 sampled accuracy {f:.3f} (1 GPU: {f1:.3f})")
-    assert v[-1] > v[0] + 0.1, f"DAPO on 2 GPUs ({name}) did not raise the validation accuracy"
+    assert v[-1] > v[0] + 0.1, f"DAPO on several GPUs ({name}) did not raise the validation accuracy"
     assert abs(f - f1) < 0.1, f"{name}: step 1 left the 1-GPU run's accuracy"
 PY
   base="--config inputs/demo.ini --parallel.backend=cuda $demo --dump.every=0 --train.val_every=0 --train.val_before_train=false"
