@@ -163,6 +163,44 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   return u;
 }
 
+// One key step of the online softmax, for the two query rows a lane holds:
+// s (scaled logits, -inf where masked) becomes exp2(s - new row max), and l
+// and acc are rescaled to that max. The max of a row is warp-uniform
+// (butterfly over the 8 lanes that share it), the sums stay per lane until
+// the end.
+template <int KT, int KS>
+__device__ __forceinline__ void online_softmax_step(float (&s)[KT][4], float (&m)[2], float (&l)[2],
+                                                    float (&acc)[KS][4]) {
+  float alpha[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float mx = -INFINITY;
+#pragma unroll
+    for (int kt = 0; kt < KT; ++kt) mx = fmaxf(mx, fmaxf(s[kt][r], s[kt][r + 2]));
+#pragma unroll
+    for (int o = 4; o < 32; o *= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    const float m_new = fmaxf(m[r], mx);
+    const float m_use = m_new == -INFINITY ? 0.0f : m_new;  // no key yet: weights 0, no NaN
+    alpha[r] = exp2f(m[r] - m_use);
+    m[r] = m_new;
+    float sum = 0.0f;
+#pragma unroll
+    for (int kt = 0; kt < KT; ++kt) {
+      s[kt][r] = exp2f(s[kt][r] - m_use);
+      s[kt][r + 2] = exp2f(s[kt][r + 2] - m_use);
+      sum += s[kt][r] + s[kt][r + 2];
+    }
+    l[r] = l[r] * alpha[r] + sum;
+  }
+#pragma unroll
+  for (int t2 = 0; t2 < KS; ++t2) {
+    acc[t2][0] *= alpha[0];
+    acc[t2][1] *= alpha[1];
+    acc[t2][2] *= alpha[0];
+    acc[t2][3] *= alpha[1];
+  }
+}
+
 // The end of a row tile: the merge group's CTAs (a cluster when csize > 1)
 // combine their warps' softmax states (s_m, s_l, s_acc, written by every
 // warp) in (CTA, warp) order, each CTA a share of the outputs, reading the
@@ -387,36 +425,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D>) paged_attention_kerne
         }
       }
       if (more) load_k(slot);
-      // Online softmax; the max of a row is warp-uniform (butterfly over the
-      // 8 lanes that share it), the sums stay per lane until the end.
-      float alpha[2];
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        float mx = -INFINITY;
-#pragma unroll
-        for (int kt = 0; kt < G::KT; ++kt) mx = fmaxf(mx, fmaxf(s[kt][r], s[kt][r + 2]));
-#pragma unroll
-        for (int o = 4; o < 32; o *= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-        const float m_new = fmaxf(m[r], mx);
-        const float m_use = m_new == -INFINITY ? 0.0f : m_new;  // no key yet: weights 0, no NaN
-        alpha[r] = exp2f(m[r] - m_use);
-        m[r] = m_new;
-        float sum = 0.0f;
-#pragma unroll
-        for (int kt = 0; kt < G::KT; ++kt) {
-          s[kt][r] = exp2f(s[kt][r] - m_use);
-          s[kt][r + 2] = exp2f(s[kt][r + 2] - m_use);
-          sum += s[kt][r] + s[kt][r + 2];
-        }
-        l[r] = l[r] * alpha[r] + sum;
-      }
-#pragma unroll
-      for (int t2 = 0; t2 < G::KS; ++t2) {
-        acc[t2][0] *= alpha[0];
-        acc[t2][1] *= alpha[1];
-        acc[t2][2] *= alpha[0];
-        acc[t2][3] *= alpha[1];
-      }
+      online_softmax_step<G::KT, G::KS>(s, m, l, acc);
       // O^T += V^T P^T.
 #pragma unroll
       for (int kt = 0; kt < G::KT; ++kt) {
@@ -607,34 +616,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_smem_kernel(const Pa
           s[kt][e] = (kv && base + kk <= pos[e % 2]) ? (c4[e] + d4[e]) * a.scale_log2 : -INFINITY;
         }
       }
-      float alpha[2];
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        float mx = -INFINITY;
-#pragma unroll
-        for (int kt = 0; kt < G::KT; ++kt) mx = fmaxf(mx, fmaxf(s[kt][r], s[kt][r + 2]));
-#pragma unroll
-        for (int o = 4; o < 32; o *= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-        const float m_new = fmaxf(m[r], mx);
-        const float m_use = m_new == -INFINITY ? 0.0f : m_new;
-        alpha[r] = exp2f(m[r] - m_use);
-        m[r] = m_new;
-        float sum = 0.0f;
-#pragma unroll
-        for (int kt = 0; kt < G::KT; ++kt) {
-          s[kt][r] = exp2f(s[kt][r] - m_use);
-          s[kt][r + 2] = exp2f(s[kt][r + 2] - m_use);
-          sum += s[kt][r] + s[kt][r + 2];
-        }
-        l[r] = l[r] * alpha[r] + sum;
-      }
-#pragma unroll
-      for (int t2 = 0; t2 < G::KS; ++t2) {
-        acc[t2][0] *= alpha[0];
-        acc[t2][1] *= alpha[1];
-        acc[t2][2] *= alpha[0];
-        acc[t2][3] *= alpha[1];
-      }
+      online_softmax_step<G::KT, G::KS>(s, m, l, acc);
 #pragma unroll
       for (int kt = 0; kt < G::KT; ++kt) {
         const uint32_t b0 = transpose8x8(pack_bf16(s[kt][0], s[kt][1]));
