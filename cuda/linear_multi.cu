@@ -25,6 +25,7 @@
 #include "dapo/ops/linear_multi.h"
 #include "dapo/ops/matmul.h"
 #include "mma_ptx.cuh"
+#include "pdl.cuh"
 
 namespace dapo::ops::cuda {
 namespace {
@@ -185,12 +186,12 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) skinny_gemm_kernel
   }
   // Programmatic dependent launch: this CTA may start while the previous
   // kernel drains; nothing is read before that kernel's writes are visible.
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  pdl_wait();
   // Every CTA of this grid is resident once all have passed here, so the
   // next kernel (when launched as a programmatic dependent) may take the
   // SMs' spare room now: its own L2 prefetches overlap this kernel's tail,
   // and its griddepcontrol.wait still waits for this grid to finish.
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+  pdl_launch_dependents();
 
   auto load_stage = [&](int slot, int kb) {
     const uint32_t sw = sbase + uint32_t(slot * C::kStageBytes);

@@ -47,6 +47,7 @@
 
 #include "common.cuh"
 #include "mma_ptx.cuh"
+#include "pdl.cuh"
 #include "dapo/core/arena.h"
 #include "dapo/ops/kv_cache.h"
 
@@ -268,7 +269,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D>) paged_attention_kerne
   // The next kernel (the merge, or the next op's when launched as a
   // programmatic dependent) may be set up now; it waits for this grid's
   // completion before reading anything this grid writes.
-  asm volatile("griddepcontrol.launch_dependents;\n");
+  pdl_launch_dependents();
   const int part = blockIdx.x, b = blockIdx.z;
   const int g = blockIdx.y / a.qsplit, qs = blockIdx.y % a.qsplit;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, lg = lane / 4, lc = lane % 4;
@@ -307,7 +308,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D>) paged_attention_kerne
   // done before the previous kernel started; q and the new keys and values
   // may come from that kernel (this grid may be its programmatic
   // dependent): wait for it before reading them or writing anything.
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  pdl_wait();
   if (!ok) return;
   // A merge group (cluster) wholly past the sequence's end has nothing to
   // do (the merge reads only the groups that hold keys); the CTAs of a
@@ -497,7 +498,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_smem_kernel(const Pa
   __shared__ uint32_t s_valid[kWarps][S];  // keys of a stage with a slot (bit i: key i of the step)
   auto s_acc = reinterpret_cast<float(*)[kRows][D + 2]>(smem);
 
-  asm volatile("griddepcontrol.launch_dependents;\n");
+  pdl_launch_dependents();
   const int part = blockIdx.x, b = blockIdx.z;
   const int g = blockIdx.y / a.qsplit, qs = blockIdx.y % a.qsplit;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, lg = lane / 4, lc = lane % 4;
@@ -509,7 +510,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_smem_kernel(const Pa
   const int rows_total = nq * a.group;
   // Exits are cluster-uniform (a cluster spans partitions only).
   if (!ok || (part / cs) * cs * a.part_len >= len || qs * kRows >= rows_total) {
-    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    pdl_wait();
     return;
   }
   const int e0 = min(s0 + a.part_len, len);
@@ -562,7 +563,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_smem_kernel(const Pa
     int sl[S];
 #pragma unroll
     for (int st = 0; st < S; ++st) sl[st] = fetch(w0 + st * kStep, kend);
-    if (t == qs) asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    if (t == qs) pdl_wait();
 #pragma unroll
     for (int st = 0; st < S; ++st) issue(st, sl[st]);
     int next = fetch(w0 + S * kStep, kend);
@@ -669,8 +670,8 @@ __global__ void __launch_bounds__(kThreads) paged_attention_merge_kernel(const P
   // Launched as a programmatic dependent of the main kernel: wait for its
   // completion and the visibility of its partials (and let the next
   // kernel's CTAs set up meanwhile).
-  asm volatile("griddepcontrol.launch_dependents;\n");
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  pdl_launch_dependents();
+  pdl_wait();
   const int64_t orow = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (orow >= a.N * a.Hq) return;
@@ -904,17 +905,8 @@ void launch_paged(const PagedArgs& a, bool pdl, int64_t stages, cudaStream_t str
     // A programmatic dependent launch: the merge grid is set up while the
     // main grid's last CTAs run and waits (griddepcontrol.wait) for its
     // results, instead of paying a full launch gap after it.
-    cudaLaunchConfig_t mcfg{};
-    mcfg.gridDim = dim3(unsigned((a.N * a.Hq + kWarps - 1) / kWarps));
-    mcfg.blockDim = dim3(kThreads);
-    mcfg.dynamicSmemBytes = 0;
-    mcfg.stream = stream;
-    cudaLaunchAttribute mattr[1];
-    mattr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    mattr[0].val.programmaticStreamSerializationAllowed = 1;
-    mcfg.attrs = mattr;
-    mcfg.numAttrs = 1;
-    DAPO_CUDA_CHECK(cudaLaunchKernelEx(&mcfg, paged_attention_merge_kernel<D>, a));
+    DAPO_CUDA_CHECK(launch_pdl(paged_attention_merge_kernel<D>, dim3(unsigned((a.N * a.Hq + kWarps - 1) / kWarps)),
+                               dim3(kThreads), 0, stream, a));
   }
 }
 
