@@ -31,8 +31,16 @@ int main(int argc, char** argv) {
   int iters = 20;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--dtype" && i + 1 < argc) dtype = std::string(argv[++i]) == "f32" ? DType::f32 : DType::bf16;
-    else if (a == "--iters" && i + 1 < argc) iters = std::max(1, std::stoi(argv[++i]));
+    if (a == "--dtype" && i + 1 < argc) {
+      const std::string d = argv[++i];
+      if (d != "bf16" && d != "f32") {
+        std::fprintf(stderr, "bench_allreduce_gpu: --dtype bf16 or f32, not '%s'\n", d.c_str());
+        return 2;
+      }
+      dtype = d == "f32" ? DType::f32 : DType::bf16;
+    } else if (a == "--iters" && i + 1 < argc) {
+      iters = std::max(1, std::stoi(argv[++i]));
+    }
   }
   const parallel::Comm world = parallel::Comm::world();
   const int64_t short_of_gpus =
