@@ -9,7 +9,8 @@
 # else is the recipe's: clip-higher, token-level loss, overlong shaping, AdamW
 # with the sharded optimizer, activation recompute, the memory check before
 # loading, the final checkpoint. The batch and the response length are cut
-# so that a few steps take minutes, not hours.
+# so that a few steps take minutes, not hours, and only the newest
+# checkpoint is kept (the 7B one is ~91 GB).
 # It runs the steps, then resumes from the final checkpoint for one more step
 # (checkpoint.resume = auto, as a requeued Slurm job does), and prints each
 # step's phase times.
@@ -64,7 +65,7 @@ args=(train --config "inputs/dapo_base.ini,inputs/dapo_$size.ini"
   --rollout.gen_batch_size="$prompts" --train.train_batch_size="$prompts"
   --train.ppo_mini_batch_size="$(((prompts + 1) / 2))"
   --rollout.max_response_length="$response" --algorithm.overlong_buffer_len="$((response / 4))"
-  --checkpoint.dir="$dir/ckpt" --checkpoint.save_every=0 --dump.dir="$dir/rollouts" --log.dir="$dir/log")
+  --checkpoint.dir="$dir/ckpt" --checkpoint.save_every=0 --checkpoint.keep_last=1 --dump.dir="$dir/rollouts" --log.dir="$dir/log")
 launch=()
 [ "$ranks" -gt 1 ] && launch=(mpirun --bind-to none -np "$ranks")
 echo "recipe_smoke_gpu.sh: $size on $ranks GPU(s) as tp $tp x dp $((ranks / tp)): $steps steps of $prompts prompts x 16 answers of up to $response tokens, then a resume"

@@ -30,7 +30,9 @@
 #   bash jobs/build.sh; or a gpu-bundle's bin/ after sourcing its env.sh).
 # DAPO_GPU_PERF=1 also prints each op's perf lines (JSON) from test_gpu.
 # DAPO_TEST_GPU_FROM=N starts at part N (re-running the later parts only;
-# 6 re-runs 3-5 first, which make its model; 7 alone makes its own).
+# 6 re-runs 3-5 first, which make its model; 7 alone makes its own), and
+# DAPO_TEST_GPU_TO=N stops after part N (parts 3-6 run as one: 3, 4 or 5
+# stops after 6).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${1:-build}
@@ -46,14 +48,15 @@ echo "test_gpu.sh: $gpus GPU(s): $(nvidia-smi --query-gpu=name --format=csv,nohe
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_NVLS_ENABLE=0
 
 from=${DAPO_TEST_GPU_FROM:-1}
-if [ "$from" -le 1 ]; then
+to=${DAPO_TEST_GPU_TO:-7}
+if [ "$from" -le 1 ] && [ "$to" -ge 1 ]; then
   echo "== 1. test_gpu"
   test_gpu=$(find_bin test_gpu)
   "$test_gpu"
 fi
 
 for np in 2 4; do
-  [ "$from" -le 2 ] || break
+  [ "$from" -le 2 ] && [ "$to" -ge 2 ] || break
   if [ "$gpus" -ge "$np" ]; then
     echo "== 2. test_mpi Nccl* on $np GPUs"
     # A hung collective must fail the script, not stall it.
@@ -66,7 +69,7 @@ done
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-if [ "$from" -le 6 ]; then
+if [ "$from" -le 6 ] && [ "$to" -ge 3 ]; then
 if [ "$from" -gt 5 ]; then
   echo "test_gpu.sh: DAPO_TEST_GPU_FROM=$from: parts 3-5 make the model part 6 needs; starting at 3" >&2
 fi
@@ -183,6 +186,10 @@ PY
 fi
 fi  # parts 3-6
 
+if [ "$to" -lt 7 ]; then
+  echo "test_gpu.sh: parts $from-$to passed (DAPO_TEST_GPU_TO=$to)"
+  exit 0
+fi
 # ---- 7. SIGUSR1 on GPUs: checkpoint, exit 4, resume, the straight run's metrics ----
 echo "== 7. SIGUSR1 during dapo train on GPUs: checkpoint, exit 4, resume; every step as in a straight run"
 warm=$tmp/cuda/sft_final.h5
