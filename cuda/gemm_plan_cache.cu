@@ -4,6 +4,7 @@
 // of microseconds on the host); the model runs a few dozen distinct shapes,
 // so after the first step every GEMM is a map lookup.
 #include <map>
+#include <utility>
 
 #include "gemm_plan_cache.cuh"
 
@@ -61,6 +62,22 @@ void build_plan(GemmPlan& p, cublasLtHandle_t lt, const GemmKey& key, size_t wor
   DAPO_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, key.ab_type, a_rows, a_cols, int64_t(a_rows)));
   DAPO_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, key.ab_type, b_rows, b_cols, int64_t(b_rows)));
   DAPO_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, key.cd_type, uint64_t(key.m), uint64_t(key.n), key.m));
+  if (key.batch > 1) {
+    DAPO_CHECK(key.stride_a >= 0 && key.stride_b >= 0 && key.stride_c >= 0 && key.stride_bias >= 0,
+               "cuBLASLt batch strides must not be negative: A ", key.stride_a, " B ", key.stride_b, " C ",
+               key.stride_c, " bias ", key.stride_bias);
+    const std::pair<cublasLtMatrixLayout_t, int64_t> layouts[] = {
+        {p.a, key.stride_a}, {p.b, key.stride_b}, {p.c, key.stride_c}};
+    for (const auto& [layout, stride] : layouts) {
+      DAPO_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &key.batch,
+                                                         sizeof(key.batch)));
+      DAPO_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                         &stride, sizeof(stride)));
+    }
+    if (key.bias_epilogue)
+      DAPO_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE,
+                                                       &key.stride_bias, sizeof(key.stride_bias)));
+  }
 
   Preference pref;
   pref.set(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, uint64_t(workspace_bytes));

@@ -8,6 +8,13 @@
 // key because the heuristic picks kernels by it (a row slice of a view may be
 // only 2-byte aligned).
 //
+// A strided batch (batch > 1) runs `batch` such products: matrix i of A, B
+// and C/D starts stride_x elements after matrix i - 1, and so does bias i
+// (a stride may be 0: one matrix, or bias, shared by every product). The
+// strides are part of the layouts, so of the key; they are never negative
+// (cuBLASLt documents no negative batch stride, and Hopper's TMA descriptors
+// take unsigned strides).
+//
 // Determinism: the first algorithm the heuristic returns for a key is kept
 // for the life of the device, so one shape always runs one kernel.
 #pragma once
@@ -30,10 +37,12 @@ struct GemmKey {
   // 256-byte aligned buffer and a 16-byte aligned view of the same shape on
   // the same algorithm, so their bits agree.
   uint8_t align_a = 16, align_b = 16, align_c = 16, align_bias = 16;
+  int32_t batch = 1;
+  int64_t stride_a = 0, stride_b = 0, stride_c = 0, stride_bias = 0;  // elements; used when batch > 1
 
   auto tie() const {
     return std::tuple(m, n, k, trans_a, trans_b, int(ab_type), int(cd_type), bias_epilogue, align_a, align_b,
-                      align_c, align_bias);
+                      align_c, align_bias, batch, stride_a, stride_b, stride_c, stride_bias);
   }
   bool operator<(const GemmKey& o) const { return tie() < o.tie(); }
 };

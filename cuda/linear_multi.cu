@@ -461,6 +461,23 @@ void check_args(const Ctx& ctx, const Tensor& in, std::span<const LinearSegment>
   }
 }
 
+// The cuBLASLt path over checked arguments: a strided batch for each run of
+// segments that allows one, one call for each other segment; returns the
+// number of groups run.
+int cublaslt_groups(const Ctx& ctx, const Tensor& in, std::span<const LinearSegment> segs) {
+  int groups = 0;
+  for (size_t i = 0; i < segs.size(); ++groups) {
+    const int batched = detail::linear_forward_cublaslt_batched(ctx, in, segs.subspan(i));
+    if (batched > 0) {
+      i += size_t(batched);
+    } else {
+      const LinearSegment& s = segs[i++];
+      detail::linear_forward_cublaslt(ctx, s.out, in, s.weight, s.bias);
+    }
+  }
+  return groups;
+}
+
 }  // namespace
 
 namespace detail {
@@ -623,9 +640,9 @@ void linear_forward_multi_skinny(const Ctx& ctx, Tensor in, std::span<const Line
   });
 }
 
-void linear_forward_multi_cublaslt(const Ctx& ctx, Tensor in, std::span<const LinearSegment> segments) {
+int linear_forward_multi_cublaslt(const Ctx& ctx, Tensor in, std::span<const LinearSegment> segments) {
   check_args(ctx, in, segments);
-  for (const LinearSegment& s : segments) linear_forward_cublaslt(ctx, s.out, in, s.weight, s.bias);
+  return cublaslt_groups(ctx, in, segments);
 }
 
 }  // namespace detail
@@ -636,7 +653,7 @@ void linear_forward_multi(const Ctx& ctx, Tensor in, std::span<const LinearSegme
   if (M == 0) return;
   if (detail::linear_multi_skinny_supported(in, segments) && detail::linear_multi_skinny_preferred(M, K, segments))
     return detail::linear_forward_multi_skinny(ctx, in, segments, nullptr);
-  for (const LinearSegment& s : segments) detail::linear_forward_cublaslt(ctx, s.out, in, s.weight, s.bias);
+  cublaslt_groups(ctx, in, segments);
 }
 
 }  // namespace dapo::ops::cuda

@@ -4,8 +4,11 @@
 // (M x N) is column-major C^T (N x M) = op(B)^T op(A)^T, so cuBLASLt's A is
 // our b and its B our a. Besides the GEMM: a fixed-order two-stage column
 // sum for the bias gradient, and two elementwise kernels for the cases the
-// GEMM cannot take (K == 0, a bias the epilogue cannot add).
+// GEMM cannot take (K == 0, a bias the epilogue cannot add). Segments of a
+// linear_forward_multi call that share a shape (gate and up, k and v) run as
+// one strided-batched product over the shared input.
 #include <cstdint>
+#include <span>
 
 #include "dapo/ops/linear_multi.h"
 #include "dapo/ops/matmul.h"
@@ -199,11 +202,19 @@ void broadcast_rows(const Ctx& ctx, const Tensor& out, const Tensor& bias) {
     DAPO_CUDA_CHECK(launch_broadcast_rows(bf16_ptr(out), bf16_ptr(bias), rows, cols, s));
 }
 
-// c (M, N) = alpha * op(a) @ op(b) + beta * c [+ bias (N) on every row], all
-// row-major and dense, M, N, K > 0. Returns false only when a bias was asked
-// for and cuBLASLt has no algorithm with the bias epilogue for this case.
-bool gemm(const Ctx& ctx, const Tensor& c, const Tensor& a, const Tensor& b, int64_t M, int64_t N, int64_t K,
-          bool trans_a, bool trans_b, float alpha, float beta, const void* bias) {
+// A strided batch of `count` products of one shape: product i reads the
+// matrices i * a and i * b elements past a's and b's data and the bias i *
+// bias elements past the bias, and writes c's data + i * c elements. No
+// stride is negative; 0 shares one matrix or bias among the products.
+struct GemmBatch {
+  int count = 1;
+  int64_t a = 0, b = 0, c = 0, bias = 0;
+};
+
+// The plan for c (M, N) = alpha * op(a) @ op(b) + beta * c [+ bias (N) on
+// every row], all row-major and dense, M, N, K > 0, `batch.count` times.
+const GemmPlan* gemm_plan(const Ctx& ctx, const Tensor& c, const Tensor& a, const Tensor& b, int64_t M, int64_t N,
+                          int64_t K, bool trans_a, bool trans_b, const void* bias, const GemmBatch& batch) {
   GemmKey key;
   key.m = N;
   key.n = M;
@@ -217,21 +228,40 @@ bool gemm(const Ctx& ctx, const Tensor& c, const Tensor& a, const Tensor& b, int
   key.align_b = alignment(a.data);
   key.align_c = alignment(c.data);
   key.align_bias = bias != nullptr ? alignment(bias) : 16;
-  const auto lt = static_cast<cublasLtHandle_t>(ctx.cublaslt);
-  const GemmPlan* plan =
-      gemm_plan_get(static_cast<GemmPlanCache*>(ctx.gemm_plans), lt, key, ctx.workspace_bytes, bias);
+  if (batch.count > 1) {
+    key.batch = batch.count;
+    key.stride_a = batch.b;
+    key.stride_b = batch.a;
+    key.stride_c = batch.c;
+    key.stride_bias = bias != nullptr ? batch.bias : 0;
+  }
+  return gemm_plan_get(static_cast<GemmPlanCache*>(ctx.gemm_plans), static_cast<cublasLtHandle_t>(ctx.cublaslt), key,
+                       ctx.workspace_bytes, bias);
+}
+
+void gemm_run(const Ctx& ctx, const GemmPlan* plan, const Tensor& c, const Tensor& a, const Tensor& b, float alpha,
+              float beta, const void* bias) {
+  if (bias != nullptr)
+    DAPO_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+  DAPO_CUBLAS_CHECK(cublasLtMatmul(static_cast<cublasLtHandle_t>(ctx.cublaslt), plan->desc, &alpha, b.data, plan->a,
+                                   a.data, plan->b, &beta, c.data, plan->c, c.data, plan->c, &plan->algo,
+                                   ctx.workspace, ctx.workspace_bytes, stream_of(ctx)));
+}
+
+// One product as gemm_plan describes it (no batch). Returns false only when a
+// bias was asked for and cuBLASLt has no algorithm with the bias epilogue for
+// this case.
+bool gemm(const Ctx& ctx, const Tensor& c, const Tensor& a, const Tensor& b, int64_t M, int64_t N, int64_t K,
+          bool trans_a, bool trans_b, float alpha, float beta, const void* bias) {
+  const GemmPlan* plan = gemm_plan(ctx, c, a, b, M, N, K, trans_a, trans_b, bias, GemmBatch{});
   if (!plan->found) {
     DAPO_CHECK(bias != nullptr, "cuBLASLt has no algorithm for a ", dtype_name(a.dtype), " GEMM into ",
                dtype_name(c.dtype), ", M ", M, " N ", N, " K ", K, " trans ", trans_a, trans_b,
                " (heuristic status ", int(plan->status), ")");
     return false;
   }
-  if (bias != nullptr)
-    DAPO_CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
-  DAPO_CUBLAS_CHECK(cublasLtMatmul(lt, plan->desc, &alpha, b.data, plan->a, a.data, plan->b, &beta, c.data, plan->c,
-                                   c.data, plan->c, &plan->algo, ctx.workspace, ctx.workspace_bytes,
-                                   stream_of(ctx)));
+  gemm_run(ctx, plan, c, a, b, alpha, beta, bias);
   return true;
 }
 
@@ -325,6 +355,85 @@ void detail::linear_forward_cublaslt(const Ctx& ctx, Tensor out, Tensor in, Tens
     return;
   if (has_bias) broadcast_rows(ctx, out, bias);
   gemm(ctx, out, in, weight, N, O, I, false, true, 1.0f, has_bias ? 1.0f : 0.0f, nullptr);
+}
+
+namespace {
+
+// The step from p to q in whole elements of `elem` bytes; false when q - p
+// is not a multiple of elem.
+bool element_step(const void* p, const void* q, size_t elem, int64_t& step) {
+  const int64_t d = int64_t(reinterpret_cast<uintptr_t>(q) - reinterpret_cast<uintptr_t>(p));
+  if (d % int64_t(elem) != 0) return false;
+  step = d / int64_t(elem);
+  return true;
+}
+
+// Whether s can share a strided batch with s0: the same weight shape and
+// dtypes, a bias in both or neither, and each pointer as aligned as s0's
+// (so one key's alignment holds for every product of the batch).
+bool batch_compatible(const LinearSegment& s0, const LinearSegment& s) {
+  if (s.weight.ndim != 2 || s.weight.shape[0] != s0.weight.shape[0] || s.weight.shape[1] != s0.weight.shape[1])
+    return false;
+  if (s.weight.dtype != s0.weight.dtype || s.out.dtype != s0.out.dtype) return false;
+  if (s.bias.defined() != s0.bias.defined()) return false;
+  if (alignment(s.weight.data) != alignment(s0.weight.data) || alignment(s.out.data) != alignment(s0.out.data))
+    return false;
+  return !s0.bias.defined() || (s.bias.dtype == s0.bias.dtype && alignment(s.bias.data) == alignment(s0.bias.data));
+}
+
+}  // namespace
+
+int detail::linear_forward_cublaslt_batched(const Ctx& ctx, Tensor in, std::span<const LinearSegment> segments) {
+  if (segments.size() < 2 || in.ndim != 2) return 0;
+  const LinearSegment& s0 = segments[0];
+  if (s0.weight.ndim != 2) return 0;
+  const int64_t M = in.shape[0], K = in.shape[1], N = s0.weight.shape[0];
+  if (M == 0 || N == 0 || K == 0) return 0;  // no product to run: linear_forward_cublaslt's job
+  const bool has_bias = s0.bias.defined();
+  const size_t w_elem = dtype_size(s0.weight.dtype), o_elem = dtype_size(s0.out.dtype);
+  const size_t b_elem = has_bias ? dtype_size(s0.bias.dtype) : 1;
+  // The longest run of segments from the first that match it and step
+  // through memory by one weight, one output and one bias stride.
+  GemmBatch step;  // step.a stays 0: every product reads the one input
+  size_t n = 1;
+  for (; n < segments.size(); ++n) {
+    const LinearSegment &prev = segments[n - 1], &s = segments[n];
+    if (!batch_compatible(s0, s)) break;
+    GemmBatch d;
+    if (!element_step(prev.weight.data, s.weight.data, w_elem, d.b) ||
+        !element_step(prev.out.data, s.out.data, o_elem, d.c) ||
+        (has_bias && !element_step(prev.bias.data, s.bias.data, b_elem, d.bias)))
+      break;
+    if (n > 1 && (d.b != step.b || d.c != step.c || d.bias != step.bias)) break;
+    step = d;
+  }
+  if (n < 2) return 0;
+  const std::span<const LinearSegment> run = segments.first(n);
+  for (const LinearSegment& s : run) check_linear_forward(ctx, s.out, in, s.weight, s.bias);
+  // Outputs do not overlap, so their stride is not 0; run the batch in the
+  // order in which the outputs ascend, and only if the weights and biases
+  // ascend (or repeat) in that order too: no negative strides (gemm_plan_cache.cuh).
+  const bool reversed = step.c < 0;
+  if (reversed) step.b = -step.b, step.c = -step.c, step.bias = -step.bias;
+  if (step.b < 0 || step.bias < 0) return 0;
+  step.count = int(n);
+  const LinearSegment& first = reversed ? run.back() : run.front();
+  // As linear_forward_cublaslt: a bias of out's dtype in the epilogue, else
+  // (or when cuBLASLt has no such kernel) the bias broadcast into each output
+  // and the products accumulated onto it.
+  if (has_bias && first.bias.dtype == first.out.dtype) {
+    const GemmPlan* plan = gemm_plan(ctx, first.out, in, first.weight, M, N, K, false, true, first.bias.data, step);
+    if (plan->found) {
+      gemm_run(ctx, plan, first.out, in, first.weight, 1.0f, 0.0f, first.bias.data);
+      return int(n);
+    }
+  }
+  const GemmPlan* plan = gemm_plan(ctx, first.out, in, first.weight, M, N, K, false, true, nullptr, step);
+  if (!plan->found) return 0;
+  if (has_bias)
+    for (const LinearSegment& s : run) broadcast_rows(ctx, s.out, s.bias);
+  gemm_run(ctx, plan, first.out, in, first.weight, 1.0f, has_bias ? 1.0f : 0.0f, nullptr);
+  return int(n);
 }
 
 void linear_backward(const Ctx& ctx, Tensor din, Tensor dweight, Tensor dbias, Tensor dout, Tensor in,

@@ -3,8 +3,10 @@
 // on Qwen2.5-0.5B/1.5B decode shapes and odd ones, every out/bias dtype,
 // fused segments against separate calls, bit-identical reruns, a CUDA-graph
 // replay, unaligned and unsupported views (the cuBLASLt fallback), guarded
-// outputs; and (DAPO_GPU_PERF=1) the decode projections timed against
-// cuBLASLt, (DAPO_SKINNY_SWEEP=1) every plan of every shape timed.
+// outputs; the cuBLASLt path's strided batch of equal-shape segments (weights
+// placed adjacent, apart, backwards) and its fallbacks; and (DAPO_GPU_PERF=1)
+// the decode projections timed against cuBLASLt (gate/up batched and one by
+// one), (DAPO_SKINNY_SWEEP=1) every plan of every shape timed.
 #include "dapo/ops/linear_multi.h"
 
 #include <cuda_runtime.h>
@@ -349,6 +351,175 @@ TEST_F(LinearMultiGpu, LinearForwardRoutes) {
   }
 }
 
+// ---- the cuBLASLt path's strided batch -------------------------------------------
+
+// Copies of a case's weights at element offsets `at` of one buffer, and of
+// its biases in one more buffer in the same order (bias i at about at[i] / K,
+// rounded up to 8 elements).
+struct Placed {
+  std::vector<Tensor> w, b;
+};
+
+class LinearMultiBatchGpu : public LinearMultiGpu {
+ protected:
+  Placed place(const Case& c, const std::vector<int64_t>& at) {
+    Placed p;
+    const cudaStream_t stream = static_cast<cudaStream_t>(gpu().stream);
+    int64_t w_end = 0, b_end = 0;
+    std::vector<int64_t> b_at;
+    for (size_t i = 0; i < c.N.size(); ++i) {
+      w_end = std::max(w_end, at[i] + c.N[i] * c.K);
+      b_at.push_back((at[i] / c.K + 7) / 8 * 8);
+      b_end = std::max(b_end, b_at[i] + c.N[i]);
+    }
+    const Tensor wbuf = big_->alloc(DType::bf16, {w_end});
+    const DType bdt = c.gb[0].defined() ? c.gb[0].dtype : DType::f32;
+    const Tensor bbuf = big_->alloc(bdt, {b_end});
+    for (size_t i = 0; i < c.N.size(); ++i) {
+      p.w.push_back(Tensor(static_cast<char*>(wbuf.data) + at[i] * 2, DType::bf16, {c.N[i], c.K}, Device::cuda));
+      EXPECT_EQ(cudaSuccess, cudaMemcpyAsync(p.w[i].data, c.gw[i].data, p.w[i].nbytes(), cudaMemcpyDeviceToDevice,
+                                             stream));
+      if (!c.gb[i].defined()) {
+        p.b.emplace_back();
+        continue;
+      }
+      p.b.push_back(
+          Tensor(static_cast<char*>(bbuf.data) + b_at[i] * int64_t(dtype_size(bdt)), bdt, {c.N[i]}, Device::cuda));
+      EXPECT_EQ(cudaSuccess, cudaMemcpyAsync(p.b[i].data, c.gb[i].data, p.b[i].nbytes(), cudaMemcpyDeviceToDevice,
+                                             stream));
+    }
+    device_->synchronize();
+    return p;
+  }
+
+  // The cuBLASLt path on fresh guarded outputs over placed weights, the
+  // outputs allocated last to first when outs_reversed; `groups` is what
+  // linear_forward_multi_cublaslt reports.
+  std::vector<LinearSegment> run_cublaslt(const Case& c, const Placed& p, bool outs_reversed, int& groups) {
+    const size_t n = c.N.size();
+    std::vector<Tensor> outs(n);
+    for (size_t k = 0; k < n; ++k) {
+      const size_t i = outs_reversed ? n - 1 - k : k;
+      outs[i] = guarded(c.out_dt[i], {c.M, c.N[i]});
+    }
+    std::vector<LinearSegment> segs;
+    for (size_t i = 0; i < n; ++i) segs.push_back({outs[i], p.w[i], p.b[i]});
+    groups = detail::linear_forward_multi_cublaslt(gpu(), c.gin, segs);
+    return segs;
+  }
+
+  // Two runs: both match the CPU, with the same bits, in `want_groups` groups.
+  void check_twice(const Case& c, const Placed& p, bool outs_reversed, int want_groups) {
+    int g1 = 0, g2 = 0;
+    const auto a = run_cublaslt(c, p, outs_reversed, g1);
+    const auto b = run_cublaslt(c, p, outs_reversed, g2);
+    device_->synchronize();
+    EXPECT_EQ(g1, want_groups) << "cuBLASLt groups (a batch counts once)";
+    EXPECT_EQ(g2, g1);
+    expect_matches(c, a, "first run", true);
+    expect_matches(c, b, "second run", true);
+    for (size_t i = 0; i < a.size(); ++i)
+      EXPECT_TRUE(bits(a[i].out) == bits(b[i].out)) << "segment " << i << " differs between two runs";
+  }
+};
+
+// Two segments of one shape (0.5B gate/up at 128 rows, and an odd one),
+// every out/bias dtype pairing (the bias in the epilogue, or broadcast
+// first), the weights adjacent (gate and up in one buffer), 40 MB apart, or
+// the second before the first: one batched product, but for weights that go
+// backwards while the outputs go forwards (no negative batch strides: one
+// product per segment). Weights, biases and outputs all backwards batch again.
+TEST_F(LinearMultiBatchGpu, TwoEqualSegmentsMatchCpu) {
+  struct Dims {
+    int64_t M, K, N;
+  };
+  struct Dt {
+    DType out;
+    int bias_mode;  // 0 none, 1 bf16, 2 f32
+  };
+  const Dims dims[] = {{128, 896, 4864}, {37, 264, 200}};
+  const Dt dts[] = {{DType::bf16, 0}, {DType::bf16, 1}, {DType::f32, 2}, {DType::bf16, 2}, {DType::f32, 0},
+                    {DType::f32, 1}};
+  uint32_t seed = 13000;
+  for (const Dims& d : dims)
+    for (const Dt& dt : dts) {
+      const size_t am = arena_->mark(), bm = big_->mark();
+      const Case c = make_case(d.M, d.K, {d.N, d.N}, dt.out, dt.bias_mode, seed += 100);
+      const int64_t n = d.N * d.K;
+      for (int mode = 0; mode < 4; ++mode) {
+        const char* names[] = {"adjacent", "40 MB apart", "second weight first", "everything second first"};
+        SCOPED_TRACE(testing::Message() << "M " << d.M << " K " << d.K << " N " << d.N << " out "
+                                        << dtype_name(dt.out) << " bias " << dt.bias_mode << " " << names[mode]);
+        const std::vector<int64_t> at = mode == 0   ? std::vector<int64_t>{0, n}
+                                        : mode == 1 ? std::vector<int64_t>{0, n + (int64_t(20) << 20)}
+                                                    : std::vector<int64_t>{n + 64, 0};
+        const Placed p = place(c, at);
+        check_twice(c, p, mode == 3, mode == 2 ? 2 : 1);
+        if (HasFailure()) return;
+      }
+      release(am, bm);
+    }
+}
+
+// Three and more segments need one step between every pair; the longest
+// run from the first that has it is batched. And the calls that cannot batch.
+TEST_F(LinearMultiBatchGpu, RunsAndFallbacks) {
+  const int64_t M = 64, K = 256, N = 200, n = N * K;
+  uint32_t seed = 14000;
+  struct Run {
+    const char* name;
+    std::vector<int64_t> N;
+    std::vector<int64_t> at;  // weight offsets, elements
+    int groups;
+  };
+  const Run runs[] = {
+      {"three evenly spaced", {N, N, N}, {0, n, 2 * n}, 1},
+      {"four evenly spaced", {N, N, N, N}, {0, n + 64, 2 * n + 128, 3 * n + 192}, 1},
+      {"three, the third off the step", {N, N, N}, {0, n, 2 * n + 64}, 2},
+      {"three, the first of another shape", {136, N, N}, {0, n, 2 * n}, 2},
+      {"unequal shapes", {N, 136}, {0, n}, 2},
+      {"second weight 2 bytes off 16-byte alignment", {N, N}, {0, n + 1}, 2},
+      {"one segment", {N}, {0}, 1},
+  };
+  for (const Run& r : runs)
+    for (const int bias_mode : {0, 1}) {
+      SCOPED_TRACE(testing::Message() << r.name << " bias " << bias_mode);
+      const size_t am = arena_->mark(), bm = big_->mark();
+      const Case c = make_case(M, K, r.N, DType::bf16, bias_mode, seed += 100);
+      check_twice(c, place(c, r.at), false, r.groups);
+      release(am, bm);
+      if (HasFailure()) return;
+    }
+  // Outputs of different dtypes, and a bias on one segment only: no batch.
+  for (int what = 0; what < 2; ++what) {
+    SCOPED_TRACE(what == 0 ? "bf16 and f32 outputs" : "one bias");
+    const size_t am = arena_->mark(), bm = big_->mark();
+    Case c = make_case(M, K, {N, N}, DType::bf16, 1, seed += 100);
+    if (what == 0) c.out_dt[1] = DType::f32;
+    Placed p = place(c, {0, n});
+    if (what == 1) {
+      // Segment 1 without its bias, on both sides.
+      p.b[1] = Tensor{};
+      c.b[1].clear();
+      const LinearSegment seg{tensor_f32(c.want[1].data(), {M, N}), tensor_f32(c.w[1].data(), {N, K}), Tensor{}};
+      ops::linear_forward_multi(cpu(), tensor_f32(c.in.data(), {M, K}), std::span<const LinearSegment>(&seg, 1));
+    }
+    check_twice(c, p, false, 2);
+    release(am, bm);
+    if (HasFailure()) return;
+  }
+  // The Qwen q/k/v shapes through the cuBLASLt path: q alone, k and v batched.
+  for (const Shape& s : qwen_shapes()) {
+    if (std::string(s.layer) != "qkv") continue;
+    SCOPED_TRACE(s.model);
+    const size_t am = arena_->mark(), bm = big_->mark();
+    const Case c = make_case(128, s.K, s.N, DType::bf16, 1, seed += 100);
+    check_twice(c, Placed{c.gw, c.gb}, false, 2);
+    release(am, bm);
+    if (HasFailure()) return;
+  }
+}
+
 // ---- perf --------------------------------------------------------------------------
 
 // Weights rotate through a pool larger than L2 (50 MB on an H100), as a
@@ -434,6 +605,24 @@ class LinearMultiGpuPerf : public LinearMultiGpu {
     return b;
   }
 
+  // cuBLASLt's strided batch of gate and up (one launch, timed as us_batched)
+  // against one cuBLASLt call per segment: one JSON line.
+  void print_batch_vs_per_segment(const Bench& b, int64_t M, const Shape& s, double us_batched, int calls) {
+    const double us_one_by_one = time_us(
+        b, M,
+        [](const ops::Ctx& ctx, const Tensor& in, const std::vector<LinearSegment>& sg) {
+          for (const LinearSegment& seg : sg) detail::linear_forward_cublaslt(ctx, seg.out, in, seg.weight, seg.bias);
+        },
+        calls);
+    const double wb = weight_bytes(s), flop = 2.0 * double(M) * wb / 2.0;
+    std::printf("{\"op\":\"linear_multi_cublaslt_batch\",\"model\":\"%s\",\"layer\":\"%s\",\"M\":%lld,"
+                "\"weight_mb\":%.2f,\"batched_us\":%.2f,\"per_segment_us\":%.2f,\"batched_gbps\":%.0f,"
+                "\"per_segment_gbps\":%.0f,\"batched_tflops\":%.1f,\"per_segment_tflops\":%.1f}\n",
+                s.model, s.layer, (long long)M, wb / 1e6, us_batched, us_one_by_one, wb / (us_batched * 1e3),
+                wb / (us_one_by_one * 1e3), flop / (us_batched * 1e6), flop / (us_one_by_one * 1e6));
+    std::fflush(stdout);
+  }
+
   // The decode projections of one model (a tensor-parallel shard for tp 2):
   // q, k, gate alone (the unfused path cuBLASLt ran), o, down, the LM head
   // (vocab 151936, when it fits the pool), and the fused q/k/v and gate/up.
@@ -516,6 +705,7 @@ TEST_F(LinearMultiGpuPerf, DecodeProjectionsPerf) {
           },
           calls);
       const bool prefer = detail::linear_multi_skinny_preferred(M, s.K, segs);
+      if (std::string(s.layer) == "gate_up") print_batch_vs_per_segment(b, M, s, us_lt, calls);
       const double target = 1.5 * (wb / 3.0e6 + 2.0);
       std::printf(
           "{\"op\":\"linear_multi\",\"model\":\"%s\",\"layer\":\"%s\",\"M\":%lld,\"K\":%lld,\"segments\":%zu,"
@@ -554,6 +744,15 @@ TEST_F(LinearMultiGpuPerf, DecodeProjectionsPerf) {
                   step[m].routed, step[m].bytes / (step[m].routed * 1e3));
     std::fflush(stdout);
   }
+  // The strided batch also takes the prefill and training products (many
+  // rows, compute-bound): it must not lose to two calls there either.
+  for (const int64_t M : {int64_t(4096), int64_t(16384)})
+    for (const Shape& s : perf_shapes(false)) {
+      if (std::string(s.layer) != "gate_up" || std::string(s.model).rfind("qwen2.5-7b", 0) == 0) continue;
+      ArenaScope scope(arena);
+      const Bench b = make_bench(arena, pool, M, s, DType::bf16);
+      print_batch_vs_per_segment(b, M, s, time_us(b, M, cublaslt_call, 6), 6);
+    }
 }
 
 // Every plan of every fused or single projection (DAPO_SKINNY_SWEEP=1): the

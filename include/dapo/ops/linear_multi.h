@@ -41,7 +41,7 @@ void linear_forward_multi(const Ctx& ctx, Tensor in, std::span<const LinearSegme
 // CUDA builds only. Dtypes as cuda::linear_forward (matmul.h): in and every
 // weight bf16 with each out bf16 or f32 (segments may differ; the LM head
 // writes f32 logits), each bias Tensor{}, bf16 or f32; or all f32 (then
-// cuBLASLt, one call per segment).
+// cuBLASLt).
 // The skinny path (detail::linear_multi_skinny_preferred says when: bf16 in,
 // few rows) runs every segment in one launch: fp32 accumulation on tensor
 // cores, the bias added in fp32, the output rounded once. Split over K, the
@@ -59,6 +59,20 @@ void linear_forward_multi(const Ctx& ctx, Tensor in, std::span<const LinearSegme
 // soon as all of its CTAs are running. Shapes or pointers the kernel cannot take
 // (K % 8 != 0, in or a weight not 16-byte aligned) go to cuBLASLt like the
 // rest.
+// The cuBLASLt path (everything else) runs consecutive segments of one
+// weight shape (gate and up; k and v) as ONE strided-batched cuBLASLt
+// product when they also share the out dtype, bias presence and dtype, each
+// pointer's alignment (up to 16 bytes), and step through memory evenly:
+// weights, outputs and biases each a whole number of elements apart, the
+// same step between every pair, and none going backwards when the outputs
+// go forwards (the batch runs in the order of ascending outputs: cuBLASLt
+// documents no negative batch stride, so none is passed). Biases are added
+// as by linear_forward (in the epilogue, or broadcast into the outputs
+// first). Otherwise, or when cuBLASLt has no algorithm for the batch, one
+// call per segment. The batch is one key of the plan cache,
+// so one algorithm: the same call on the same GPU gives the same bits, but
+// they may differ from the same segments called one by one (another
+// algorithm, possibly another summation order or split).
 namespace cuda {
 void linear_forward_multi(const Ctx& ctx, Tensor in, std::span<const LinearSegment> segments);
 
@@ -90,8 +104,16 @@ SkinnyPlan skinny_plan(int64_t M, int64_t K, std::span<const LinearSegment> segm
 // null, skinny_plan's; tests and the tuning sweep call it directly.
 void linear_forward_multi_skinny(const Ctx& ctx, Tensor in, std::span<const LinearSegment> segments,
                                  const SkinnyPlan* plan = nullptr);
-// One cuBLASLt call per segment (cuda::linear_forward's GEMM path).
-void linear_forward_multi_cublaslt(const Ctx& ctx, Tensor in, std::span<const LinearSegment> segments);
+// The cuBLASLt path alone: cuda::linear_forward's GEMM per segment, or per
+// run of segments that can share a strided batch (see above). Returns the
+// number of groups run (a batch or a single segment), so that tests can tell
+// a batch from a fallback.
+int linear_forward_multi_cublaslt(const Ctx& ctx, Tensor in, std::span<const LinearSegment> segments);
+// One strided-batched cuBLASLt product for the longest run of segments from
+// segments[0] that can share one (at least 2); returns the run's length, or 0
+// when it launched nothing (no such run, a size of 0, a backward stride, or
+// no cuBLASLt algorithm). Defined in matmul.cu, next to the GEMM it extends.
+int linear_forward_cublaslt_batched(const Ctx& ctx, Tensor in, std::span<const LinearSegment> segments);
 }  // namespace detail
 }  // namespace cuda
 
