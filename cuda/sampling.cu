@@ -16,6 +16,10 @@
 // prefix sum in double, chunk by chunk. w is recomputed from the logits in
 // every row pass instead of being stored (no global scratch).
 //
+// Without top-k or top-p (untruncated_kernel) one pass folds each warp's
+// contiguous id range into (max, sum of exp); the draw picks its range from
+// those and only that range is walked.
+//
 // The same block-level pieces make the per-shard ops of tp sampling (one
 // CTA per row each, no compaction), so a shard makes the same decisions.
 #include <cfloat>
@@ -56,6 +60,16 @@ struct Smem {
   int32_t found;
   int32_t last;
   int32_t imin;
+  // The one-pass path without truncation: each warp's id range (its part)
+  // as (max z, sum of exp(z - max)), then the row's m, total and the part
+  // the draw falls in.
+  float part_max[kWarps];
+  double part_sum[kWarps];
+  float row_m;
+  int32_t walk_part;
+  double row_total;
+  double walk_target;
+  double walk_before;
 };
 
 // z and w exactly as the CPU op rounds them: no fused multiply-add.
@@ -113,7 +127,7 @@ __device__ __forceinline__ void visit_row(const T* row, int32_t V, F&& f) {
 // x[0..8) = row[v0 .. v0+8), -inf past V.
 template <class T>
 __device__ __forceinline__ void load8(const T* row, int32_t V, int32_t v0, float (&x)[kPerThread]) {
-  if (v0 + kPerThread <= V && aligned16(row)) {
+  if (v0 + kPerThread <= V && aligned16(row + v0)) {
     const uint4* p = reinterpret_cast<const uint4*>(row + v0);
     if constexpr (sizeof(T) == 4) {
       float a[4], b[4];
@@ -408,36 +422,41 @@ __device__ double row_kept_mass(const T* row, int32_t V, float inv_t, float m, c
   return block_sum(s, sm);
 }
 
-// The walk in id order: the first kept id whose cumulative weight exceeds
-// target; the last kept id with w > 0 when rounding leaves the walk short
-// (-1 if the row keeps none).
-template <class T>
-__device__ int32_t row_walk(const T* row, int32_t V, float inv_t, float m, const Select& sel, double target,
-                            Smem& sm) {
+// The walk in id order over [begin, end) (begin a multiple of kPerThread),
+// its cumulative weight starting at `before` (advanced by every chunk that
+// does not hit): the first kept id whose cumulative weight exceeds target
+// goes to sm.found (atomicMin) and the last kept id with w > 0 seen to
+// sm.last (atomicMax); walk_start resets both. Returns whether it hit (the
+// same in every thread).
+__device__ void walk_start(Smem& sm) {
   if (threadIdx.x == 0) {
     sm.found = INT_MAX;
     sm.last = -1;
   }
   __syncthreads();
-  double before = 0;
+}
+template <class T>
+__device__ bool walk_span(const T* row, int32_t begin, int32_t end, float inv_t, float m, const Select& sel,
+                          double target, double& before, Smem& sm) {
   const float lo = kept_lo(sel);
   int32_t last = -1;
+  bool hit_any = false;
   // The next chunk's logits are loaded before this chunk's scan and its
   // barriers, so that the loads overlap them.
   float next[kPerThread];
-  load8(row, V, int32_t(threadIdx.x) * kPerThread, next);
-  for (int32_t c0 = 0; c0 < V; c0 += kChunk) {
+  load8(row, end, begin + int32_t(threadIdx.x) * kPerThread, next);
+  for (int32_t c0 = begin; c0 < end; c0 += kChunk) {
     const int32_t v0 = c0 + int32_t(threadIdx.x) * kPerThread;
     float x[kPerThread], w[kPerThread];
 #pragma unroll
     for (int j = 0; j < kPerThread; ++j) x[j] = next[j];
-    if (c0 + kChunk < V) load8(row, V, v0 + kChunk, next);
+    if (c0 + kChunk < end) load8(row, end, v0 + kChunk, next);
     double local = 0;
 #pragma unroll
     for (int j = 0; j < kPerThread; ++j) {
       const int32_t v = v0 + j;
       w[j] = 0.0f;
-      const float d = v < V ? dz_of(x[j], inv_t, m) : -INFINITY;
+      const float d = v < end ? dz_of(x[j], inv_t, m) : -INFINITY;
       if (d >= lo) {
         const float e = expf(d);
         if (kept(sel, __float_as_uint(e), v)) w[j] = e;
@@ -455,13 +474,31 @@ __device__ int32_t row_walk(const T* row, int32_t V, float inv_t, float m, const
     }
     if (hit != INT_MAX) atomicMin(&sm.found, hit);  // integer: any order gives the same minimum
     before += chunk_total;
-    if (__syncthreads_or(hit != INT_MAX)) break;
+    if (__syncthreads_or(hit != INT_MAX)) {
+      hit_any = true;
+      break;
+    }
   }
   if (last >= 0) atomicMax(&sm.last, last);
   __syncthreads();
+  return hit_any;
+}
+// The walk's pick: the hit, or the last kept id with w > 0 when rounding
+// left the walk short (-1 if it saw none).
+__device__ int32_t walk_pick(Smem& sm) {
   const int32_t chosen = sm.found != INT_MAX ? sm.found : sm.last;
   __syncthreads();
   return chosen;
+}
+
+// The whole kept set walked in id order (-1 if the row keeps none).
+template <class T>
+__device__ int32_t row_walk(const T* row, int32_t V, float inv_t, float m, const Select& sel, double target,
+                            Smem& sm) {
+  walk_start(sm);
+  double before = 0;
+  walk_span(row, 0, V, inv_t, m, sel, target, before, sm);
+  return walk_pick(sm);
 }
 
 // Greedy in one pass: the max of the raw logits and its lowest id (each
@@ -486,25 +523,188 @@ __device__ float row_argmax(const T* row, int32_t V, Smem& sm, int32_t& id) {
   return bx;
 }
 
-// Without truncation, in one pass: m = max z and the sum of exp(z - m),
-// each thread rescaling its running sum when its max grows (in double; the
-// sum differs from the sum of expf(z - m) by float rounding only, which the
-// walk absorbs: see row_walk's fallback).
-template <class T>
-__device__ void row_max_sum(const T* row, int32_t V, float inv_t, Smem& sm, float& m, double& total) {
-  float mt = -INFINITY;
-  double st = 0;
-  visit_row(row, V, [&](int32_t, float x) {
-    const float z = __fmul_rn(x, inv_t);
-    if (z > mt) {
-      if (st != 0) st *= exp(double(mt) - double(z));
-      mt = z;
+// ---- without truncation: one pass, then a walk of one part -----------------
+// Each warp folds one part of the row, a contiguous id range, into (max z,
+// sum of exp(z - max)) with kPartLoads 16-byte loads per lane in flight.
+// The parts' masses, rescaled to the row max in double and summed in part
+// (= id) order, give the total and the part where the cumulative mass first
+// exceeds the target; the walk then reads that part only (and what follows
+// when rounding leaves it short), about 1/32 of the row, instead of half.
+constexpr int kPartLoads = 4;
+
+// Part w holds ids [w * S, (w + 1) * S) clipped to V: S is V / kWarps rounded
+// up to a multiple of kPerThread, so that a 16-byte aligned row has aligned
+// parts and the walk (kPerThread ids per thread) can start at a part.
+__device__ __forceinline__ int32_t part_size(int32_t V) {
+  return ((V + kWarps - 1) / kWarps + kPerThread - 1) / kPerThread * kPerThread;
+}
+
+// s * exp(mi - m): a sum relative to its max mi moved to a max m >= mi.
+__device__ __forceinline__ double rescale(double s, float mi, float m) {
+  return (s == 0 || mi == m) ? s : s * exp(double(mi) - double(m));
+}
+
+// Folds the z of N ids into a lane's (mt, st): one rescale at most, then
+// exp(z - mt) summed in float by fours (one f32 -> f64 conversion per four:
+// conversions are a slow pipe) and in double across them.
+template <int N>
+__device__ __forceinline__ void fold(const float (&z)[N], float& mt, double& st) {
+  float bm = z[0];
+#pragma unroll
+  for (int i = 1; i < N; ++i) bm = fmaxf(bm, z[i]);  // a NaN is left to exp below
+  if (bm > mt) {
+    st = rescale(st, mt, bm);
+    mt = bm;
+  }
+  if constexpr (N == 1) {
+    st += double(expf(__fsub_rn(z[0], mt)));
+  } else {
+    static_assert(N % 4 == 0);
+    double s = 0;
+#pragma unroll
+    for (int g = 0; g < N; g += 4) {
+      const float e = __fadd_rn(__fadd_rn(expf(__fsub_rn(z[g], mt)), expf(__fsub_rn(z[g + 1], mt))),
+                                __fadd_rn(expf(__fsub_rn(z[g + 2], mt)), expf(__fsub_rn(z[g + 3], mt))));
+      s += double(e);
     }
-    st += double(expf(__fsub_rn(z, mt)));
-  });
-  m = block_max(mt, sm);
-  const double scaled = st == 0 ? 0.0 : (mt == m ? st : st * exp(double(mt) - double(m)));
-  total = block_sum(scaled, sm);
+    st += s;
+  }
+}
+
+// Every lane of the warp gets the part [begin, end)'s (max z, sum of
+// exp(z - max)), the same bits in every lane. Ids before the first 16-byte
+// boundary and after the last one are read one per lane (fewer than 8 each).
+template <class T>
+__device__ void warp_part(const T* row, int32_t begin, int32_t end, float inv_t, float& mt, double& st) {
+  constexpr int kVec = 16 / int(sizeof(T));
+  const int32_t lane = int32_t(threadIdx.x & 31);
+  // Not -inf: a -inf logit then adds exp(-inf) = 0, not exp(-inf - -inf) =
+  // NaN (the CPU op gives it weight 0 too).
+  mt = -FLT_MAX;
+  st = 0;
+  auto one = [&](int32_t v) {
+    const float z[1] = {__fmul_rn(load_f32(row, v), inv_t)};
+    fold(z, mt, st);
+  };
+  const int32_t head =
+      min(int32_t((16 - (reinterpret_cast<uintptr_t>(row + begin) & 15u)) & 15u) / int32_t(sizeof(T)), end - begin);
+  if (lane < head) one(begin + lane);
+  const int32_t a = begin + head, nvec = (end - a) / kVec;
+  const uint4* p = reinterpret_cast<const uint4*>(row + a);
+  // Past the part: -inf logits (weight 0), in either dtype's bits.
+  const uint32_t ninf = sizeof(T) == 4 ? 0xff800000u : 0xff80ff80u;
+  for (int32_t i0 = 0; i0 < nvec; i0 += 32 * kPartLoads) {
+    uint4 q[kPartLoads];
+#pragma unroll
+    for (int j = 0; j < kPartLoads; ++j) {
+      const int32_t i = i0 + j * 32 + lane;
+      q[j] = i < nvec ? __ldg(p + i) : make_uint4(ninf, ninf, ninf, ninf);
+    }
+    // Folded 16 ids at a time (the registers for 32 bf16 would spill).
+    constexpr int kFoldVecs = 16 / kVec;
+#pragma unroll
+    for (int g = 0; g < kPartLoads; g += kFoldVecs) {
+      float z[16];
+#pragma unroll
+      for (int j = 0; j < kFoldVecs; ++j) {
+        float x[kVec];
+        unpack(q[g + j], x);
+#pragma unroll
+        for (int k = 0; k < kVec; ++k) z[j * kVec + k] = __fmul_rn(x[k], inv_t);
+      }
+      fold(z, mt, st);
+    }
+  }
+  if (a + nvec * kVec + lane < end) one(a + nvec * kVec + lane);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const float mo = __shfl_xor_sync(0xffffffffu, mt, o);
+    const double so = __shfl_xor_sync(0xffffffffu, st, o);
+    const float mn = fmaxf(mt, mo);
+    st = rescale(st, mt, mn) + rescale(so, mo, mn);  // a + b == b + a: both lanes get the same bits
+    mt = mn;
+  }
+}
+
+// The one pass and the choice of the part: sm.row_m (max z), sm.row_total
+// (the parts' masses summed in part order), sm.walk_target (u * total),
+// sm.walk_part (the first part whose inclusive cumulative mass exceeds the
+// target; it has a mass > 0) and sm.walk_before (the mass before it).
+template <class T>
+__device__ void row_parts(const T* row, int32_t V, float inv_t, double u, Smem& sm) {
+  const int32_t S = part_size(V), w = int32_t(threadIdx.x >> 5), lane = int32_t(threadIdx.x & 31);
+  const int32_t begin = min(w * S, V);
+  float mt;
+  double st;
+  warp_part(row, begin, min(begin + S, V), inv_t, mt, st);
+  if (lane == 0) {
+    sm.part_max[w] = mt;
+    sm.part_sum[w] = st;
+  }
+  __syncthreads();
+  if (w == 0) {
+    const float mw = sm.part_max[lane];
+    float m = mw;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    sm.part_sum[lane] = rescale(sm.part_sum[lane], mw, m);
+    __syncwarp();
+    if (lane == 0) {
+      double total = 0;
+      for (int i = 0; i < kWarps; ++i) total += sm.part_sum[i];
+      // u < 1 has 24 bits, so u * total < total: some part is reached
+      // whenever total is finite and > 0 (otherwise the row is flagged).
+      const double target = u * total;
+      double before = 0;
+      int32_t part = kWarps - 1;
+      for (int i = 0; i < kWarps; ++i) {
+        if (before + sm.part_sum[i] > target) {
+          part = i;
+          break;
+        }
+        before += sm.part_sum[i];
+      }
+      sm.row_m = m;
+      sm.row_total = total;
+      sm.walk_target = target;
+      sm.walk_part = part;
+      sm.walk_before = before;
+    }
+  }
+  __syncthreads();
+}
+
+// Without truncation: the token (its part's walk, started from the mass
+// before the part) and m, total. The parts' masses and the walk's weights
+// round differently (exp(z - part max) rescaled vs expf(z - m)), so the
+// walk may end its part short of the target: it then goes on into the next
+// parts, and if even the row's end is short (the target within rounding of
+// the total), takes the last id with w > 0, as the CPU op does.
+template <class T>
+__device__ int32_t sample_untruncated(const T* row, int32_t V, float inv_t, double u, Smem& sm, float& m,
+                                      double& total) {
+  row_parts(row, V, inv_t, u, sm);
+  m = sm.row_m;
+  total = sm.row_total;
+  if (!(isfinite(total) && total > 0)) return -1;  // the same in every thread
+  const Select all = select_none();
+  const int32_t S = part_size(V), begin = sm.walk_part * S, end = min(begin + S, V);
+  const double target = sm.walk_target;
+  double before = sm.walk_before;
+  walk_start(sm);
+  if (!walk_span(row, begin, end, inv_t, m, all, target, before, sm) &&
+      !walk_span(row, end, V, inv_t, m, all, target, before, sm)) {
+    const bool none = sm.last < 0;  // read after walk_span's last barrier
+    __syncthreads();
+    if (none) {
+      // No w > 0 from the part on (it cannot happen with the part's mass
+      // > 0 unless that mass is below the float weights' range): the last
+      // one before it.
+      double b0 = 0;
+      walk_span(row, 0, begin, inv_t, m, all, INFINITY, b0, sm);
+    }
+  }
+  return walk_pick(sm);
 }
 
 // ---- the search on candidates compacted to shared memory -------------------
@@ -694,39 +894,34 @@ __global__ void __launch_bounds__(kThreads)
     return;
   }
 
+  // Top-k and/or top-p (the launcher sends the rows without either to
+  // untruncated_kernel).
   const float inv_t = 1.0f / temperature;  // the CPU op's z
   const bool use_k = top_k > 0 && top_k < V, use_p = top_p < 1.0f;
-  float m;
-  double total;
   int32_t ncand = -1;
-  if (use_k || use_p) {
-    m = __fmul_rn(row_max(row, V, sm), inv_t);  // max z: x -> x * inv_t is monotonic
-    if (threadIdx.x == 0) {
-      sm.sel = select_none();
-      if (use_k) start_top_k(sm.sel, top_k);
-      else start_top_p(sm.sel, false, top_p);
-    }
+  const float m = __fmul_rn(row_max(row, V, sm), inv_t);  // max z: x -> x * inv_t is monotonic
+  if (threadIdx.x == 0) {
+    sm.sel = select_none();
+    if (use_k) start_top_k(sm.sel, top_k);
+    else start_top_p(sm.sel, false, top_p);
+  }
+  __syncthreads();
+  double total;
+  row_search(row, V, inv_t, m, top_p, sm, &total, cand, &ncand);
+  if (use_k && use_p) {
+    // Top-p searches inside the top-k cut: compact that when not yet done.
+    if (ncand < 0 && top_k <= kCap) ncand = row_compact(row, V, inv_t, m, sm.sel.cut, cut_all(), cand, sm);
+    if (threadIdx.x == 0) start_top_p(sm.sel, true, top_p);
     __syncthreads();
-    row_search(row, V, inv_t, m, top_p, sm, &total, cand, &ncand);
-    if (use_k && use_p) {
-      // Top-p searches inside the top-k cut: compact that when not yet done.
-      if (ncand < 0 && top_k <= kCap) ncand = row_compact(row, V, inv_t, m, sm.sel.cut, cut_all(), cand, sm);
-      if (threadIdx.x == 0) start_top_p(sm.sel, true, top_p);
-      __syncthreads();
-      row_search(row, V, inv_t, m, top_p, sm, nullptr, cand, &ncand);
-    }
-  } else {
-    if (threadIdx.x == 0) sm.sel = select_none();
-    row_max_sum(row, V, inv_t, sm, m, total);  // its barriers publish sm.sel
+    row_search(row, V, inv_t, m, top_p, sm, nullptr, cand, &ncand);
   }
   if (!(isfinite(total) && total > 0)) {
     if (threadIdx.x == 0) flag_non_finite(flags, FlagSite::sampling, r);
     return write_bad_row(tokens, logprobs, r);
   }
   const Select sel = sm.sel;
-  const double mass = (use_k || use_p) ? sel.kept_mass : total;
   const U32x4 d = philox_draw(seed, uint64_t(streams[r]), uint64_t(counters[r]));
-  const double target = double(uniform_float(d.v[0])) * mass;
+  const double target = double(uniform_float(d.v[0])) * sel.kept_mass;
   const int32_t chosen =
       ncand >= 0 ? cand_walk(cand, ncand, sel, target, sm) : row_walk(row, V, inv_t, m, sel, target, sm);
   if (threadIdx.x == 0) {
@@ -734,6 +929,36 @@ __global__ void __launch_bounds__(kThreads)
     tokens[r] = c;
     const float zc = dz_of(load_f32(row, c), inv_t, m);
     logprobs[r] = float(double(zc) - log(total));
+  }
+}
+
+// Temperature > 0 without top-k or top-p (the DAPO recipe's sampling): its
+// own kernel, so that the one pass gets the registers it needs and no
+// candidate buffer.
+template <class T>
+__global__ void __launch_bounds__(kThreads)
+    untruncated_kernel(int32_t* __restrict__ tokens, float* __restrict__ logprobs, const T* __restrict__ logits,
+                       int64_t B, int32_t V, const int32_t* __restrict__ logit_rows,
+                       const int64_t* __restrict__ streams, const int64_t* __restrict__ counters, uint64_t seed,
+                       float temperature, DeviceFlags* flags) {
+  __shared__ Smem sm;
+  const int64_t r = blockIdx.x;
+  const int64_t lr = logit_row_of(logit_rows, r, B, flags);
+  if (lr < 0) return write_bad_row(tokens, logprobs, r);
+  const T* row = logits + lr * int64_t(V);
+  const float inv_t = 1.0f / temperature;  // the CPU op's z
+  const U32x4 d = philox_draw(seed, uint64_t(streams[r]), uint64_t(counters[r]));
+  float m;
+  double total;
+  const int32_t chosen = sample_untruncated(row, V, inv_t, double(uniform_float(d.v[0])), sm, m, total);
+  if (!(isfinite(total) && total > 0)) {
+    if (threadIdx.x == 0) flag_non_finite(flags, FlagSite::sampling, r);
+    return write_bad_row(tokens, logprobs, r);
+  }
+  if (threadIdx.x == 0) {
+    const int32_t c = chosen < 0 ? 0 : chosen;
+    tokens[r] = c;
+    logprobs[r] = float(double(dz_of(load_f32(row, c), inv_t, m)) - log(total));
   }
 }
 
@@ -974,8 +1199,15 @@ void sample_tokens(const Ctx& ctx, Tensor tokens, Tensor logprobs, Tensor logits
   DAPO_CHECK(p.top_p > 0.0f, "top_p ", p.top_p, " must be > 0 (>= 1 disables it)");
   if (R == 0) return;
   const ShardArgs a = shard_args(ctx, logits, logit_rows, p.temperature);
+  const bool untruncated = p.temperature > 0.0f && !(p.top_k > 0 && p.top_k < a.V) && !(p.top_p < 1.0f);
   by_dtype(logits, [&](auto* x) {
     using T = std::remove_const_t<std::remove_pointer_t<decltype(x)>>;
+    if (untruncated) {
+      untruncated_kernel<<<unsigned(R), kThreads, 0, stream_of(ctx)>>>(
+          tokens.ptr<int32_t>(), logprobs.ptr<float>(), x, a.B, a.V, a.rows, rng_streams.ptr<int64_t>(),
+          rng_counters.ptr<int64_t>(), p.seed, p.temperature, ctx.flags);
+      return;
+    }
     DAPO_CUDA_CHECK(
         cudaFuncSetAttribute(sample_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kCandBytes)));
     sample_kernel<<<unsigned(R), kThreads, kCandBytes, stream_of(ctx)>>>(

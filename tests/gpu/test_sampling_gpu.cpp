@@ -1,9 +1,10 @@
 // Token sampling on the GPU against the CPU reference: the device Philox
 // draw has the host's bits, the same tokens and log-probs for many rows and
 // parameter sets (f32 and bf16-exact logits, rows with ties), logit_rows,
-// bit-identical reruns, guarded outputs, a 200k-draw chi-square test against
-// the (truncated) softmax, the non-finite flag, the tp shard ops (composed
-// on one GPU) against the unsharded op, and the perf case.
+// bit-identical reruns, guarded outputs, rows that put the untruncated draw
+// at the ends of the row or of its id ranges, a 200k-draw chi-square test
+// against the (truncated) softmax, the non-finite flag, the tp shard ops
+// (composed on one GPU) against the unsharded op, and the perf case.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -96,7 +97,7 @@ TEST_F(SamplingGpu, MatchesCpuOnManyRows) {
     int64_t B, V;
   };
   int64_t sampled_rows = 0, disagreements = 0;
-  for (const Shape sh : {Shape{256, 1000}, Shape{48, 151936}, Shape{7, 3}}) {
+  for (const Shape sh : {Shape{256, 1000}, Shape{128, 151936}, Shape{7, 3}}) {
     const int64_t B = sh.B, V = sh.V;
     // bf16-exact logits in [-4, 4), each row scaled by 1, 2 or 4 (still
     // bf16-exact): flat to peaked rows. bf16 values give many exact ties;
@@ -160,6 +161,131 @@ TEST_F(SamplingGpu, MatchesCpuOnManyRows) {
   EXPECT_LE(disagreements, 1 + sampled_rows / 1000);
 }
 
+// Without top-k/top-p the CUDA op reads the row once in 32 contiguous id
+// ranges (sampling.h) and walks only the range the draw falls in. Rows that
+// put the draw at the ends: one huge logit at id 0 or V - 1, the mass in the
+// last ids, only the last id finite, -inf logits (weight 0, no flag: at id
+// 0, scattered, and trailing, so that the walk ends on zero weights), a
+// second half whose weights underflow in float (-200) or only in double
+// (-120, nonzero range masses of float-zero weights), huge logits on both
+// sides of every range boundary; draws u picked near 0 and near 1 for half
+// of the rows. Odd V gives rows at every alignment. The rows with one huge
+// or one finite logit must agree with the CPU op; the others up to the
+// rounding slivers.
+TEST_F(SamplingGpu, UntruncatedRowEdgesMatchCpu) {
+  int64_t sampled_rows = 0, disagreements = 0;
+  for (const int64_t V : {int64_t(151936), int64_t(4753), int64_t(33)}) {
+    const int64_t B = 128;
+    ArenaScope scope(*arena_);
+    const int64_t S = ((V + 31) / 32 + 7) / 8 * 8;  // sampling.cu's range size
+    const float ninf = -std::numeric_limits<float>::infinity();
+    std::vector<float> logits = random_bf16_exact(size_t(B * V), 17 + uint32_t(V), -4, 4);
+    std::vector<int> kind(B);
+    for (int64_t b = 0; b < B; ++b) {
+      float* row = logits.data() + b * V;
+      kind[size_t(b)] = int(b % 12);
+      switch (kind[size_t(b)]) {
+        case 1: row[0] = 40; break;
+        case 2: row[V - 1] = 40; break;
+        case 3:
+          for (int64_t v = std::max<int64_t>(0, V - 8); v < V; ++v) row[v] = 12;
+          break;
+        case 4:
+          for (int64_t v = std::max<int64_t>(0, V - 3); v < V; ++v) row[v] = 30;
+          break;
+        case 5:
+          for (int64_t v = 0; v < V - 1; ++v) row[v] = ninf;
+          row[V - 1] = 0;
+          break;
+        case 6:
+          for (int64_t v = 0; v < V; v += 97) row[v] = ninf;
+          for (int64_t v = std::max<int64_t>(1, V - 5); v < V; ++v) row[v] = ninf;
+          break;
+        case 7: std::fill(row, row + V, 0.0f); break;
+        case 8:
+          for (int64_t k = 1; k * S <= V; ++k) {
+            row[k * S - 1] = 20;
+            if (k * S < V) row[k * S] = 20;
+          }
+          break;
+        case 9:
+          for (int64_t v = V / 2; v < V; ++v) row[v] = -200;
+          break;
+        case 10:
+          for (int64_t v = 0; v < V / 2; ++v) row[v] = -120;
+          break;
+        case 11:
+          for (int64_t v = 0; v < V; ++v) row[v] *= 8;
+          break;
+        default: break;
+      }
+    }
+    // Keys: rows b % 4 == 0 get the largest u of 2^16 counters, b % 4 == 1
+    // the smallest; the others random.
+    const ops::SamplingParams base = params(1.0f, 0, 1.0f, 991);
+    std::vector<int64_t> streams, counters;
+    make_keys(B, 29 + uint32_t(V), streams, counters);
+    for (int64_t b = 0; b < B; b += 4)
+      for (const int64_t bb : {b, b + 1}) {
+        int64_t best = 0;
+        float best_u = bb == b ? -1.0f : 2.0f;
+        for (int64_t c = 0; c < (int64_t(1) << 16); ++c) {
+          const float u = uniform_float(philox_draw(base.seed, uint64_t(streams[bb]), uint64_t(c)).v[0]);
+          if (bb == b ? u > best_u : u < best_u) {
+            best_u = u;
+            best = c;
+          }
+        }
+        counters[bb] = best;
+      }
+    Tensor ds = upload_raw(streams, {B}), dc = upload_raw(counters, {B});
+    for (const DType dt : {DType::f32, DType::bf16}) {
+      Tensor dl = upload(logits, {B, V}, dt);
+      for (const float temp : {1.0f, 0.7f, 0.0f}) {
+        const auto p = params(temp, 0, 1.0f, base.seed);
+        SCOPED_TRACE(testing::Message() << "V " << V << " " << dtype_name(dt) << " T " << temp);
+        std::vector<int32_t> want(B);
+        std::vector<float> want_lp(B);
+        ops::sample_tokens(cpu(), tensor_i32(want.data(), {B}), tensor_f32(want_lp.data(), {B}),
+                           tensor_f32(logits.data(), {B, V}), Tensor{}, tensor_i64(streams.data(), {B}),
+                           tensor_i64(counters.data(), {B}), p);
+        device_->clear_flags();
+        std::vector<int32_t> got, got2;
+        std::vector<float> lp, lp2;
+        run_gpu(dl, ds, dc, p, got, lp);
+        run_gpu(dl, ds, dc, p, got2, lp2);
+        EXPECT_EQ(device_->read_flags().non_finite_count, 0) << "-inf logits are weights of 0, not non-finite";
+        ASSERT_EQ(got, got2) << "tokens differ between two runs";
+        ASSERT_EQ(std::memcmp(lp.data(), lp2.data(), lp.size() * sizeof(float)), 0)
+            << "log-probs differ between two runs";
+        int64_t bad = 0;
+        for (int64_t b = 0; b < B; ++b) {
+          ASSERT_GE(got[b], 0);
+          ASSERT_LT(got[b], V);
+          ASSERT_TRUE(std::isfinite(lp[b])) << "row " << b;
+          const int k = kind[size_t(b)];
+          if (temp == 0.0f || k == 1 || k == 2 || k == 5) {
+            ASSERT_EQ(got[b], want[b]) << "row " << b << " (kind " << k << ")";
+          }
+          if (got[b] != want[b]) {
+            ++bad;
+            continue;
+          }
+          EXPECT_NEAR(lp[b], want_lp[b], 1e-5 + 1e-6 * std::fabs(want_lp[b])) << "row " << b;
+        }
+        if (temp != 0.0f) {
+          sampled_rows += B;
+          disagreements += bad;
+        }
+      }
+      check_guards();
+    }
+  }
+  std::printf("untruncated edge rows: %lld of %lld sampled rows differ from the CPU\n", (long long)disagreements,
+              (long long)sampled_rows);
+  EXPECT_LE(disagreements, 1 + sampled_rows / 1000);
+}
+
 TEST_F(SamplingGpu, ZeroRowsAndNonFiniteFlag) {
   ops::sample_tokens(gpu(), device_empty(DType::i32, {0}), device_empty(DType::f32, {0}),
                      device_empty(DType::f32, {0, 10}), Tensor{}, device_empty(DType::i64, {0}),
@@ -171,16 +297,18 @@ TEST_F(SamplingGpu, ZeroRowsAndNonFiniteFlag) {
   logits[1 * V + 42] = std::numeric_limits<float>::quiet_NaN();
   std::vector<int64_t> streams, counters;
   make_keys(B, 1, streams, counters);
-  for (const float temp : {0.0f, 1.0f}) {
+  // Greedy, top-p, and neither (the one-pass kernel).
+  for (const auto& p : {params(0.0f, 0, 0.9f), params(1.0f, 0, 0.9f), params(1.0f, 0, 1.0f)}) {
+    SCOPED_TRACE(testing::Message() << "T " << p.temperature << " top_p " << p.top_p);
     device_->clear_flags();
     std::vector<int32_t> tok;
     std::vector<float> lp;
-    run_gpu(upload(logits, {B, V}), upload_raw(streams, {B}), upload_raw(counters, {B}), params(temp, 0, 0.9f),
-            tok, lp);
+    run_gpu(upload(logits, {B, V}), upload_raw(streams, {B}), upload_raw(counters, {B}), p, tok, lp);
     const ops::DeviceFlags f = device_->read_flags();
     EXPECT_EQ(f.non_finite_count, 1);
     EXPECT_EQ(f.non_finite_row, 1);
     EXPECT_EQ(tok[1], 0);
+    EXPECT_TRUE(std::isnan(lp[1]));
     EXPECT_TRUE(std::isfinite(lp[0]) && std::isfinite(lp[2]));
   }
   device_->clear_flags();

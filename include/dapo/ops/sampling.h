@@ -62,14 +62,23 @@ struct SamplingParams {
 //   where u falls within float rounding of a CDF boundary, or the top-p mass
 //   within rounding of top_p (the two backends round exp differently, and
 //   the CUDA op sums the top-p masses per exponent bin, exactly, instead of
-//   in sorted order); greedy always equals. Non-finite logits raise the
+//   in sorted order); greedy always equals. NaN and +inf logits raise the
 //   device flag (site sampling) and give token 0, log-prob NaN for that
-//   row; so does a logit_rows value outside [0, B) (bad-id flag). V (the
-//   row, or the shard for the shard ops) at most 2^20. Without top-k/top-p
-//   the normaliser is summed online with the max (one pass), so it differs
-//   from the walk's sum by float rounding; the walk then falls back to the
-//   last token with a non-zero weight, as on the CPU. Dynamic shared
-//   memory: 128 KiB per CTA (the compacted candidates).
+//   row (a -inf logit is a weight of 0, as on the CPU; a row of only -inf
+//   is flagged); so does a logit_rows value outside [0, B) (bad-id flag).
+//   V (the row, or the shard for the shard ops) at most 2^20. Without
+//   top-k/top-p (temperature > 0) the row is read about once: one pass
+//   gives, for each of 32 contiguous id ranges (V / 32 ids rounded up to
+//   a multiple of 8), its max z and its sum of exp(z - that max); rescaled
+//   to the row max in double and summed in id order they give the
+//   normaliser and the range where the cumulative mass exceeds u * total,
+//   and the walk (in id order, as above) reads from that range on,
+//   starting from the mass before it. Those masses differ from the walk's
+//   sums of exp(z - m) by float rounding: the walk goes on into the next
+//   ranges if its range ends short of the target, and falls back to the
+//   last token with a non-zero weight if even the row's end is short, as
+//   on the CPU. Dynamic shared memory: 128 KiB per CTA with top-k or top-p
+//   (the compacted candidates), none otherwise.
 void sample_tokens(const Ctx& ctx, Tensor tokens, Tensor logprobs, Tensor logits, Tensor logit_rows,
                    Tensor rng_streams, Tensor rng_counters, const SamplingParams& p);
 
