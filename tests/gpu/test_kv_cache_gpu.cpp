@@ -6,10 +6,12 @@
 // ragged batches up to 20k positions; reruns are bit-identical.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <numeric>
 #include <random>
+#include <string>
 
 #include "dapo/ops/kv_cache.h"
 #include "dapo/ops/kv_copy.h"
@@ -119,6 +121,12 @@ TEST_F(KvCacheGpu, DecodeQwenShapesMatchCpu) {
   for (int& len : lens) len = 1 + int(gen() % 6000);
   run_attention({14, 2, 64, 16, lens, ones, true}, 35);
   run_attention({28, 4, 128, 24, {3001, 3001, 50, 777}, {1, 1, 1, 1}, true}, 36);
+  // The tail of a round: at most 4 (sequence, KV head) items at 4k+
+  // positions, planned as clusters of 8 CTAs (one of them past the shorter
+  // sequence's end).
+  run_attention({12, 2, 128, 16, {8192}, {1}, true}, 37);
+  run_attention({14, 2, 64, 16, {20000, 4097}, {1, 1}, true}, 38);
+  run_attention({28, 4, 128, 16, {5000}, {1}, true}, 39);
 }
 
 TEST_F(KvCacheGpu, ChunkedPrefillMatchesCpu) {
@@ -386,12 +394,24 @@ TEST_F(KvCacheGpu, PagedAttentionSplitSweepPerf) {
   const std::vector<Variant> long_vs = {{0, 8, 1},  {0, 16, 1}, {3, 2, 1}, {3, 4, 1}, {3, 8, 1}, {3, 16, 1},
                                         {3, 32, 1}, {3, 1, 4},  {3, 2, 4}, {3, 4, 4}, {2, 4, 1}, {2, 8, 1},
                                         {2, 16, 1}};
+  // The tail of a generation round: a few long sequences (DAPO's longest
+  // answers), where every KV head's context must be spread over many CTAs.
+  // DAPO_SWEEP_TAIL=1 runs this part alone.
+  const std::vector<Variant> tail_vs = {{3, 8, 1},   {3, 16, 1}, {3, 32, 1}, {3, 64, 1}, {3, 128, 1},
+                                        {3, 256, 1}, {2, 64, 1}, {2, 128, 1}, {0, 64, 1}, {3, 4, 8},
+                                        {3, 8, 8},   {3, 16, 8}, {3, 32, 4}};
+  const char* tail_only = std::getenv("DAPO_SWEEP_TAIL");
+  const bool tail = tail_only != nullptr && std::string(tail_only) == "1";
   for (const PerfModel& m : kPerfModels) {
-    for (const int64_t B : {64, 128, 256})
-      for (const int64_t len : {256, 512, 1024, 2048}) sweep(m, B, len, short_vs);
-    for (const auto& [B, len] : {std::pair<int64_t, int64_t>{8, 4096}, {8, 16384}, {8, 32768}, {32, 8192},
-                                 {32, 32768}, {128, 4096}, {128, 16384}})
-      sweep(m, B, len, long_vs);
+    if (!tail) {
+      for (const int64_t B : {64, 128, 256})
+        for (const int64_t len : {256, 512, 1024, 2048}) sweep(m, B, len, short_vs);
+      for (const auto& [B, len] : {std::pair<int64_t, int64_t>{8, 4096}, {8, 16384}, {8, 32768}, {32, 8192},
+                                   {32, 32768}, {128, 4096}, {128, 16384}})
+        sweep(m, B, len, long_vs);
+    }
+    for (const int64_t B : {1, 2, 4})
+      for (const int64_t len : {4096, 8192, 20480}) sweep(m, B, len, tail_vs);
   }
 }
 
