@@ -61,6 +61,37 @@ class SamplingGpu : public GpuTest {
     tok = download_i32(t);
     lp = download(l);
   }
+  // The CPU op on host logits (B, V) f32 into want, and the GPU op on dl
+  // (the same values) into got, twice: both runs must give the same bits,
+  // every token must be an id in [0, V) with a finite log-prob, and where
+  // the tokens agree so must the log-probs. bad: the rows whose token
+  // differs from the CPU's. Call it through ASSERT_NO_FATAL_FAILURE.
+  void run_against_cpu(std::vector<float>& logits, int64_t B, int64_t V, Tensor dl, std::vector<int64_t>& streams,
+                       std::vector<int64_t>& counters, Tensor ds, Tensor dc, const ops::SamplingParams& p,
+                       std::vector<int32_t>& want, std::vector<int32_t>& got, int64_t& bad) {
+    want.assign(size_t(B), 0);
+    std::vector<float> want_lp(static_cast<size_t>(B));
+    ops::sample_tokens(cpu(), tensor_i32(want.data(), {B}), tensor_f32(want_lp.data(), {B}),
+                       tensor_f32(logits.data(), {B, V}), Tensor{}, tensor_i64(streams.data(), {B}),
+                       tensor_i64(counters.data(), {B}), p);
+    std::vector<int32_t> got2;
+    std::vector<float> lp, lp2;
+    run_gpu(dl, ds, dc, p, got, lp);
+    run_gpu(dl, ds, dc, p, got2, lp2);
+    ASSERT_EQ(got, got2) << "tokens differ between two runs";
+    ASSERT_EQ(std::memcmp(lp.data(), lp2.data(), lp.size() * sizeof(float)), 0) << "log-probs differ between two runs";
+    bad = 0;
+    for (int64_t b = 0; b < B; ++b) {
+      ASSERT_GE(got[b], 0);
+      ASSERT_LT(got[b], V);
+      ASSERT_TRUE(std::isfinite(lp[b])) << "row " << b;
+      if (got[b] != want[b]) {
+        ++bad;
+        continue;
+      }
+      EXPECT_NEAR(lp[b], want_lp[b], 1e-5 + 1e-6 * std::fabs(want_lp[b])) << "row " << b;
+    }
+  }
 };
 
 // Random i64 stream ids and counters (as stream_id and positions would be).
@@ -124,29 +155,9 @@ TEST_F(SamplingGpu, MatchesCpuOnManyRows) {
             const auto p = params(temp, k, top_p);
             SCOPED_TRACE(testing::Message() << "B " << B << " V " << V << " " << dtype_name(dt) << " T " << temp
                                             << " top_k " << k << " top_p " << top_p);
-            std::vector<int32_t> want(B);
-            std::vector<float> want_lp(B);
-            ops::sample_tokens(cpu(), tensor_i32(want.data(), {B}), tensor_f32(want_lp.data(), {B}),
-                               tensor_f32(logits.data(), {B, V}), Tensor{}, tensor_i64(streams.data(), {B}),
-                               tensor_i64(counters.data(), {B}), p);
-            std::vector<int32_t> got, got2;
-            std::vector<float> lp, lp2;
-            run_gpu(dl, ds, dc, p, got, lp);
-            run_gpu(dl, ds, dc, p, got2, lp2);
-            ASSERT_EQ(got, got2) << "tokens differ between two runs";
-            ASSERT_EQ(std::memcmp(lp.data(), lp2.data(), lp.size() * sizeof(float)), 0)
-                << "log-probs differ between two runs";
+            std::vector<int32_t> want, got;
             int64_t bad = 0;
-            for (int64_t b = 0; b < B; ++b) {
-              ASSERT_GE(got[b], 0);
-              ASSERT_LT(got[b], V);
-              ASSERT_TRUE(std::isfinite(lp[b])) << "row " << b;
-              if (got[b] != want[b]) {
-                ++bad;
-                continue;
-              }
-              EXPECT_NEAR(lp[b], want_lp[b], 1e-5 + 1e-6 * std::fabs(want_lp[b])) << "row " << b;
-            }
+            ASSERT_NO_FATAL_FAILURE(run_against_cpu(logits, B, V, dl, streams, counters, ds, dc, p, want, got, bad));
             if (temp == 0.0f || k == 1) EXPECT_EQ(bad, 0) << "greedy (or top-1) rows must agree";
             if (temp != 0.0f) {
               sampled_rows += B;
@@ -244,34 +255,16 @@ TEST_F(SamplingGpu, UntruncatedRowEdgesMatchCpu) {
       for (const float temp : {1.0f, 0.7f, 0.0f}) {
         const auto p = params(temp, 0, 1.0f, base.seed);
         SCOPED_TRACE(testing::Message() << "V " << V << " " << dtype_name(dt) << " T " << temp);
-        std::vector<int32_t> want(B);
-        std::vector<float> want_lp(B);
-        ops::sample_tokens(cpu(), tensor_i32(want.data(), {B}), tensor_f32(want_lp.data(), {B}),
-                           tensor_f32(logits.data(), {B, V}), Tensor{}, tensor_i64(streams.data(), {B}),
-                           tensor_i64(counters.data(), {B}), p);
         device_->clear_flags();
-        std::vector<int32_t> got, got2;
-        std::vector<float> lp, lp2;
-        run_gpu(dl, ds, dc, p, got, lp);
-        run_gpu(dl, ds, dc, p, got2, lp2);
-        EXPECT_EQ(device_->read_flags().non_finite_count, 0) << "-inf logits are weights of 0, not non-finite";
-        ASSERT_EQ(got, got2) << "tokens differ between two runs";
-        ASSERT_EQ(std::memcmp(lp.data(), lp2.data(), lp.size() * sizeof(float)), 0)
-            << "log-probs differ between two runs";
+        std::vector<int32_t> want, got;
         int64_t bad = 0;
+        ASSERT_NO_FATAL_FAILURE(run_against_cpu(logits, B, V, dl, streams, counters, ds, dc, p, want, got, bad));
+        EXPECT_EQ(device_->read_flags().non_finite_count, 0) << "-inf logits are weights of 0, not non-finite";
         for (int64_t b = 0; b < B; ++b) {
-          ASSERT_GE(got[b], 0);
-          ASSERT_LT(got[b], V);
-          ASSERT_TRUE(std::isfinite(lp[b])) << "row " << b;
           const int k = kind[size_t(b)];
           if (temp == 0.0f || k == 1 || k == 2 || k == 5) {
             ASSERT_EQ(got[b], want[b]) << "row " << b << " (kind " << k << ")";
           }
-          if (got[b] != want[b]) {
-            ++bad;
-            continue;
-          }
-          EXPECT_NEAR(lp[b], want_lp[b], 1e-5 + 1e-6 * std::fabs(want_lp[b])) << "row " << b;
         }
         if (temp != 0.0f) {
           sampled_rows += B;
