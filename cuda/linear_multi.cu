@@ -26,6 +26,7 @@
 #include "dapo/ops/matmul.h"
 #include "mma_ptx.cuh"
 #include "pdl.cuh"
+#include "wgmma_ptx.cuh"
 
 namespace dapo::ops::cuda {
 namespace {
@@ -117,10 +118,14 @@ __device__ __forceinline__ void store_out(const SegmentArgs& s, int64_t row, int
 // ---- the GEMM kernel --------------------------------------------------------------
 
 // A CTA configuration: warps of 16*MT weight rows x 8*NT input rows, WN x WM
-// of them, STAGES k-blocks in flight.
-template <int MT_, int NT_, int WN_, int WM_, int STAGES_>
+// of them, STAGES k-blocks in flight. WGMMA: the products are Hopper's
+// warpgroup MMA instead of mma.sync, each warpgroup (4 warps) 64 weight rows
+// x all BM input rows (MT 1, WM 1, BM 64, 128 or 256); its accumulators have
+// mma.sync's layout per warp, so the epilogue is shared.
+template <int MT_, int NT_, int WN_, int WM_, int STAGES_, bool WGMMA_ = false>
 struct Tile {
   static constexpr int MT = MT_, NT = NT_, WN = WN_, WM = WM_, STAGES = STAGES_;
+  static constexpr bool kWgmma = WGMMA_;
   static constexpr int kThreads = 32 * WN * WM;
   static constexpr int BN = 16 * MT * WN;  // weight rows per CTA
   static constexpr int BM = 8 * NT * WM;   // input rows per CTA
@@ -132,6 +137,8 @@ struct Tile {
   // register cap that keeps them resident together (128 a thread).
   static constexpr int kMinBlocks = kThreads == 256 && kSmem <= 112 * 1024 ? 2 : 1;
   static_assert(NT == 1 || NT % 2 == 0, "B fragments load two n-blocks at a time");
+  static_assert(!kWgmma || (MT == 1 && WM == 1 && WN % 4 == 0 && (BM == 64 || BM == 128 || BM == 256)),
+                "a wgmma tile is warpgroups of 64 weight rows x 64, 128 or 256 input rows");
 };
 
 template <int ROWS, int THREADS>
@@ -153,7 +160,8 @@ __device__ __forceinline__ void load_rows(uint32_t s, const bf16_t* g, int64_t K
 
 template <class C>
 __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) skinny_gemm_kernel(const __grid_constant__ SkinnyArgs a) {
-  extern __shared__ __align__(128) unsigned char smem[];
+  // 1024-byte aligned: the hardware's 128-byte swizzle (wgmma) keys on address bits 7-9.
+  extern __shared__ __align__(1024) unsigned char smem[];
   const uint32_t sbase = smem_u32(smem);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int wn = warp % C::WN, wm = warp / C::WN;
@@ -216,11 +224,30 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) skinny_gemm_kernel
   const bool active = wm * C::NT * 8 < toks;
   for (int i = 0; i < nkb; ++i) {
     cp_async_wait<C::STAGES - 2>();
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    if constexpr (C::kWgmma) fence_proxy_async_smem();  // this thread's cp.async bytes, for wgmma's reads
+#endif
     __syncthreads();  // stage i landed for all; stage i - 1's slot is free again
     const int pre = i + C::STAGES - 1;
     if (pre < nkb) load_stage(pre % C::STAGES, kb0 + pre);
     cp_async_commit();
-    if (active) {
+    if constexpr (C::kWgmma) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+      // The warpgroup's 64 weight rows times every input row of the tile,
+      // 16 of K per instruction; waited for before the next barrier, after
+      // which this stage's slot is refilled.
+      const uint32_t sw = sbase + uint32_t((i % C::STAGES) * C::kStageBytes), sx = sw + C::BN * 128;
+      const uint32_t sa = sw + uint32_t((warp >> 2) * 64 * 128);
+      wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < kBK / 16; ++ks)
+        wgmma_m64k16<C::BM>(acc[0], wgmma_desc_sw128(sa + ks * 32), wgmma_desc_sw128(sx + ks * 32));
+      wgmma_commit();
+      wgmma_wait<0>();
+#else
+      __trap();  // not an sm_90a build: the host plans no wgmma configuration
+#endif
+    } else if (active) {
       const uint32_t sw = sbase + uint32_t((i % C::STAGES) * C::kStageBytes), sx = sw + C::BN * 128;
 #pragma unroll
       for (int ks = 0; ks < kBK / 16; ++ks) {
@@ -316,7 +343,25 @@ using Cfg9 = Tile<2, 8, 2, 4, 4>;  // 64 x 256,  256, 160 KB
 // 2-3 stages: none was needed).
 using Cfg10 = Tile<2, 8, 4, 2, 3>;  // 128 x 128, 256, 96 KB
 using Cfg11 = Tile<2, 4, 4, 2, 4>;  // 128 x 64,  256, 96 KB
+#if defined(DAPO_CUDA_WGMMA)
+// wgmma (sm_90a): warpgroups of 64 weight rows x 64-256 input rows.
+using Cfg12 = Tile<1, 8, 4, 1, 6, true>;    // 64 x 64,   128, 96 KB
+using Cfg13 = Tile<1, 16, 4, 1, 4, true>;   // 64 x 128,  128, 96 KB
+using Cfg14 = Tile<1, 16, 8, 1, 3, true>;   // 128 x 128, 256, 96 KB
+using Cfg15 = Tile<1, 16, 8, 1, 5, true>;   // 128 x 128, 256, 160 KB
+using Cfg16 = Tile<1, 32, 8, 1, 3, true>;   // 128 x 256, 256, 144 KB
+// Wider weight tiles: every CTA reads its input rows from L2 once per
+// k-block, so 256 weight rows per tile read the input a quarter as often
+// as 64.
+using Cfg17 = Tile<1, 16, 16, 1, 3, true>;  // 256 x 128, 512, 144 KB
+using Cfg18 = Tile<1, 8, 16, 1, 4, true>;   // 256 x 64,  512, 160 KB
+using Cfg19 = Tile<1, 16, 12, 1, 4, true>;  // 192 x 128, 384, 160 KB
+constexpr int kConfigs = 20;
+constexpr bool kWgmmaBuilt = true;
+#else
 constexpr int kConfigs = 12;
+constexpr bool kWgmmaBuilt = false;
+#endif
 
 template <class F>
 void with_config(int id, F&& f) {
@@ -333,6 +378,16 @@ void with_config(int id, F&& f) {
     case 9: return f(Cfg9{});
     case 10: return f(Cfg10{});
     case 11: return f(Cfg11{});
+#if defined(DAPO_CUDA_WGMMA)
+    case 12: return f(Cfg12{});
+    case 13: return f(Cfg13{});
+    case 14: return f(Cfg14{});
+    case 15: return f(Cfg15{});
+    case 16: return f(Cfg16{});
+    case 17: return f(Cfg17{});
+    case 18: return f(Cfg18{});
+    case 19: return f(Cfg19{});
+#endif
     default: DAPO_FAIL("skinny GEMM: no configuration ", id);
   }
 }
@@ -478,6 +533,46 @@ int cublaslt_groups(const Ctx& ctx, const Tensor& in, std::span<const LinearSegm
   return groups;
 }
 
+// The plan's L2 hints for a chosen config and split.
+void set_prefetch(detail::SkinnyPlan& p, int64_t M, int64_t tiles, int64_t k_blocks) {
+  // One stream per CTA over many k-blocks: asking L2 for 256-byte blocks
+  // helps there (the LM head: 3-5%), nowhere else measurably.
+  p.l2_prefetch = p.splits == 1 && M <= 64;
+  // The early L2 prefetch pays where the whole grid starts at once and each
+  // CTA has few k-blocks (0.5B o or q/k/v: 3.2 us against 3.5); with 10 or
+  // more it cost 5% (0.5B down, 1 row: 6.7 us against 6.2).
+  const bool one_wave = tiles <= resident_clusters(p.config, p.splits);
+  p.lookahead = one_wave && k_blocks_per_split(k_blocks, p.splits) <= 8 ? 4 : 0;
+}
+
+// From 33 rows on an sm_90a build: a wgmma tile of 64 weight rows x 64 input
+// rows, or x 128 from 65 rows on more than 20 MB of weights (7B q/k/v at 128
+// rows: 19.5 us against 26.8), and the most K splits (up to 6, 8 for long
+// K) whose CTAs stay within 1.7 per SM: in the sweep more splits cost more
+// in the cluster's merge than they gained (1.5B q/k/v, 128 rows: 7.7 us at
+// 2 splits, 8.3 at 3, 11.9 at 4). On the shapes it routes this lands within
+// 13% of the best swept plan (7B tp-2 q/k/v at 128 rows), within 3% on most.
+detail::SkinnyPlan wgmma_plan(int64_t M, int64_t K, std::span<const LinearSegment> segs) {
+  detail::SkinnyPlan p;
+  const int64_t rows = total_cols(segs);
+  const double bytes = 2.0 * double(rows) * double(K);
+  p.config = M <= 64 || bytes <= 20e6 ? 12 : 13;
+  const ConfigInfo c = config_info(p.config);
+  const int64_t tiles = weight_tiles(segs, c.bn) * ceil_div(M, c.bm);
+  const int64_t k_blocks = ceil_div(K, kBK);
+  const int64_t most = std::min<int64_t>(k_blocks >= 64 ? kMaxSplits : 6, k_blocks / kMinKBlocksPerSplit);
+  const double cap = 1.7 * double(sm_count());
+  int64_t s = 1;
+  for (int64_t want = 2; want <= most; ++want) {
+    const int64_t splits = ceil_div(k_blocks, k_blocks_per_split(k_blocks, want));
+    if (double(tiles * splits) > cap) break;
+    s = splits;
+  }
+  p.splits = int(s);
+  set_prefetch(p, M, tiles, k_blocks);
+  return p;
+}
+
 }  // namespace
 
 namespace detail {
@@ -522,10 +617,23 @@ bool linear_multi_skinny_supported(const Tensor& in, std::span<const LinearSegme
 // - M <= 32: two fused segments up to 24 MB (0.5B gate+up: 10.3 against
 //   11.0 us), and long-K products of 0.5 to 16 MB (0.5B down: 7.3 against
 //   7.9).
+// With the wgmma configurations (an sm_90a build), from 33 rows up, the
+// same H100 sweep at 64, 128 and 256 rows (DAPO_SKINNY_SWEEP_M): they beat
+// the mma.sync tiles everywhere and cuBLASLt on q/k/v fused (0.5B, 128
+// rows: 5.5 us against 8.3; 1.5B: 7.6 against 11.0; 7B: 18.3 against 20.4;
+// 7B tp-2: 12.0 against 16.0; up to 128 rows, and at 256 rows on up to 4 MB:
+// 0.5B 6.4 against 8.8, where the 1.5B and 7B q/k/v split badly), and at up
+// to 64 rows on long-K products and LM heads (0.5B down: 7.2 against 8.3;
+// 7B down: 51.8 against 54.7; 0.5B LM head: 112.6 against 118.1). cuBLASLt
+// keeps gate/up (0.5B, 128 rows: 12.8 against 9.1), o and, from 65 rows,
+// down and the LM head.
 bool linear_multi_skinny_preferred(int64_t M, int64_t K, std::span<const LinearSegment> segs) {
   if (M < 1 || M > 256) return false;
   const int64_t rows = total_cols(segs);
   const double bytes = 2.0 * double(rows) * double(K);
+  if (kWgmmaBuilt && M > 32)
+    return (segs.size() >= 3 && (M <= 128 || bytes <= 4e6)) ||
+           (M <= 64 && segs.size() == 1 && (K >= 4 * rows || rows >= 65536));
   if (segs.size() >= 3 && (M <= 64 || bytes <= (M <= 128 ? 20e6 : 8e6))) return true;
   if (M <= 8)
     return !(segs.size() == 1 && ((bytes > 10e6 && bytes <= 200e6) || (rows >= 4096 && bytes <= 64e6)));
@@ -534,6 +642,7 @@ bool linear_multi_skinny_preferred(int64_t M, int64_t K, std::span<const LinearS
 }
 
 SkinnyPlan skinny_plan(int64_t M, int64_t K, std::span<const LinearSegment> segs) {
+  if (kWgmmaBuilt && M > 32) return wgmma_plan(M, K, segs);
   SkinnyPlan p;
   // Tiles of 64 weight rows x (M rounded up, at most 64) rows; for more rows
   // 128 x 128 tiles with two CTAs an SM (two m-tiles at 256 rows), or, on
@@ -561,14 +670,7 @@ SkinnyPlan skinny_plan(int64_t M, int64_t K, std::span<const LinearSegment> segs
     s = splits;
   }
   p.splits = int(s);
-  // One stream per CTA over many k-blocks: asking L2 for 256-byte blocks
-  // helps there (the LM head: 3-5%), nowhere else measurably.
-  p.l2_prefetch = p.splits == 1 && M <= 64;
-  // The early L2 prefetch pays where the whole grid starts at once and each
-  // CTA has few k-blocks (0.5B o or q/k/v: 3.2 us against 3.5); with 10 or
-  // more it cost 5% (0.5B down, 1 row: 6.7 us against 6.2).
-  const bool one_wave = tiles <= resident_clusters(p.config, p.splits);
-  p.lookahead = one_wave && k_blocks_per_split(k_blocks, p.splits) <= 8 ? 4 : 0;
+  set_prefetch(p, M, tiles, k_blocks);
   return p;
 }
 

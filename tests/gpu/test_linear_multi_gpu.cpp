@@ -764,8 +764,11 @@ TEST_F(LinearMultiGpuPerf, PlanSweepPerf) {
   Arena arena(size_t(3) << 30, Device::cuda, "linear-multi-sweep");
   const Tensor pool = arena.alloc(DType::bf16, {kPoolElems});
   fill_random(*device_, pool, 3);
+  // DAPO_SKINNY_SWEEP_M=128: that row count only.
+  const char* only_m = std::getenv("DAPO_SKINNY_SWEEP_M");
   for (const int64_t M : {int64_t(1), int64_t(32), int64_t(64), int64_t(128), int64_t(256)})
     for (const Shape& s : perf_shapes(false)) {
+      if (only_m != nullptr && std::atoll(only_m) != M) continue;
       ArenaScope scope(arena);
       const bool lm = std::string(s.layer) == "lm_head";
       const Bench b = make_bench(arena, pool, M, s, lm ? DType::f32 : DType::bf16);
