@@ -231,12 +231,12 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) skinny_gemm_kernel
     const int pre = i + C::STAGES - 1;
     if (pre < nkb) load_stage(pre % C::STAGES, kb0 + pre);
     cp_async_commit();
+    const uint32_t sw = sbase + uint32_t((i % C::STAGES) * C::kStageBytes), sx = sw + C::BN * 128;
     if constexpr (C::kWgmma) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
       // The warpgroup's 64 weight rows times every input row of the tile,
       // 16 of K per instruction; waited for before the next barrier, after
       // which this stage's slot is refilled.
-      const uint32_t sw = sbase + uint32_t((i % C::STAGES) * C::kStageBytes), sx = sw + C::BN * 128;
       const uint32_t sa = sw + uint32_t((warp >> 2) * 64 * 128);
       wgmma_fence();
 #pragma unroll
@@ -248,7 +248,6 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) skinny_gemm_kernel
       __trap();  // not an sm_90a build: the host plans no wgmma configuration
 #endif
     } else if (active) {
-      const uint32_t sw = sbase + uint32_t((i % C::STAGES) * C::kStageBytes), sx = sw + C::BN * 128;
 #pragma unroll
       for (int ks = 0; ks < kBK / 16; ++ks) {
         uint32_t af[C::MT][4];
@@ -533,6 +532,15 @@ int cublaslt_groups(const Ctx& ctx, const Tensor& in, std::span<const LinearSegm
   return groups;
 }
 
+// The most K splits a plan considers: splits of 2 or more k-blocks, at
+// most 6 but for long K (8: down_proj).
+int64_t most_splits(int64_t k_blocks) {
+  return std::min<int64_t>(k_blocks >= 64 ? kMaxSplits : 6, k_blocks / kMinKBlocksPerSplit);
+}
+
+// Whether M rows take the wgmma tiles (an sm_90a build, from 33 rows).
+bool uses_wgmma(int64_t M) { return kWgmmaBuilt && M > 32; }
+
 // The plan's L2 hints for a chosen config and split.
 void set_prefetch(detail::SkinnyPlan& p, int64_t M, int64_t tiles, int64_t k_blocks) {
   // One stream per CTA over many k-blocks: asking L2 for 256-byte blocks
@@ -560,7 +568,7 @@ detail::SkinnyPlan wgmma_plan(int64_t M, int64_t K, std::span<const LinearSegmen
   const ConfigInfo c = config_info(p.config);
   const int64_t tiles = weight_tiles(segs, c.bn) * ceil_div(M, c.bm);
   const int64_t k_blocks = ceil_div(K, kBK);
-  const int64_t most = std::min<int64_t>(k_blocks >= 64 ? kMaxSplits : 6, k_blocks / kMinKBlocksPerSplit);
+  const int64_t most = most_splits(k_blocks);
   const double cap = 1.7 * double(sm_count());
   int64_t s = 1;
   for (int64_t want = 2; want <= most; ++want) {
@@ -631,7 +639,7 @@ bool linear_multi_skinny_preferred(int64_t M, int64_t K, std::span<const LinearS
   if (M < 1 || M > 256) return false;
   const int64_t rows = total_cols(segs);
   const double bytes = 2.0 * double(rows) * double(K);
-  if (kWgmmaBuilt && M > 32)
+  if (uses_wgmma(M))
     return (segs.size() >= 3 && (M <= 128 || bytes <= 4e6)) ||
            (M <= 64 && segs.size() == 1 && (K >= 4 * rows || rows >= 65536));
   if (segs.size() >= 3 && (M <= 64 || bytes <= (M <= 128 ? 20e6 : 8e6))) return true;
@@ -642,7 +650,7 @@ bool linear_multi_skinny_preferred(int64_t M, int64_t K, std::span<const LinearS
 }
 
 SkinnyPlan skinny_plan(int64_t M, int64_t K, std::span<const LinearSegment> segs) {
-  if (kWgmmaBuilt && M > 32) return wgmma_plan(M, K, segs);
+  if (uses_wgmma(M)) return wgmma_plan(M, K, segs);
   SkinnyPlan p;
   // Tiles of 64 weight rows x (M rounded up, at most 64) rows; for more rows
   // 128 x 128 tiles with two CTAs an SM (two m-tiles at 256 rows), or, on
@@ -658,10 +666,9 @@ SkinnyPlan skinny_plan(int64_t M, int64_t K, std::span<const LinearSegment> segs
   // The most K splits whose clusters all fit on the GPU at once, with a
   // tenth to spare: a second wave of clusters costs more than the split
   // saves (an H100 ran 0.5B q/k/v at 128 rows in 10.7 us with 7 splits,
-  // whose 36 clusters did not all fit, and 6.1 us with 5). Splits of 2 or
-  // more k-blocks, at most 6 but for long K (8: down_proj); 5 and 7 happen
+  // whose 36 clusters did not all fit, and 6.1 us with 5); 5 and 7 happen
   // when a split count does not divide the k-blocks evenly.
-  const int64_t most = std::min<int64_t>(k_blocks >= 64 ? kMaxSplits : 6, k_blocks / kMinKBlocksPerSplit);
+  const int64_t most = most_splits(k_blocks);
   int64_t s = 1;
   for (const int64_t want : {2, 3, 4, 6, 8}) {
     if (want > most) break;
