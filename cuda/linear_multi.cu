@@ -20,12 +20,16 @@
 #include <cstdint>
 
 #include <cooperative_groups.h>
+#include <cuda.h>
+#include <cudaTypedefs.h>
 
 #include "common.cuh"
 #include "dapo/ops/linear_multi.h"
 #include "dapo/ops/matmul.h"
 #include "mma_ptx.cuh"
 #include "pdl.cuh"
+#include "rope_common.cuh"
+#include "tma_ptx.cuh"
 #include "wgmma_ptx.cuh"
 
 namespace dapo::ops::cuda {
@@ -59,7 +63,12 @@ struct SegmentArgs {
   int8_t out_f32;
   int8_t bias_kind;    // 0 none, 1 bf16, 2 f32
   int8_t vec_out;      // 4 adjacent outputs of a row go as one store
+  int8_t fuse;         // the RoPE + KV-cache epilogue's role: kFuse* below
 };
+
+// Roles of a segment under the RoPE + KV-cache epilogue (qkv_rope_kv_write):
+// q rotated; k rotated and written to its cache slot; v written to its slot.
+constexpr int8_t kFuseNone = 0, kFuseRotate = 1, kFuseRotateCache = 2, kFuseCache = 3;
 
 struct SkinnyArgs {
   SegmentArgs seg[kMaxLinearSegments];
@@ -69,6 +78,33 @@ struct SkinnyArgs {
   int8_t l2_prefetch;  // weight loads prefetch 256-byte blocks into L2
 };
 
+// The kernel's epilogue: the product alone, or (qkv_rope_kv_write) RoPE on
+// q and k and the new k and v into the paged cache, with rope_kv_write's
+// device code (rope_common.cuh) on the product's rounded bf16 outputs, so
+// that the bits are those of the product followed by rope_kv_write.
+struct PlainEpilogue {
+  static constexpr bool kRope = false;
+};
+struct RopeEpilogue {
+  static constexpr bool kRope = true;
+  const int32_t* positions;  // (M) position of each row's token
+  const int32_t* slots;      // (M) flat cache slot; outside [0, num_slots): not written
+  bf16_t* k_cache;           // (num_slots, kv_row)
+  bf16_t* v_cache;
+  int64_t num_slots;
+  int32_t head_dim;  // D: a multiple of 8 dividing the tile's weight rows
+  int32_t kv_row;    // Hkv * D elements of one slot
+  RopeInvFreq inv_freq;
+};
+
+__device__ __forceinline__ int segment_index_of_tile(const SkinnyArgs& a, int tile) {
+  int idx = 0;
+#pragma unroll
+  for (int i = 1; i < kMaxLinearSegments; ++i)
+    if (i < a.num_segments && tile >= a.seg[i].tile_begin) idx = i;
+  return idx;
+}
+
 __device__ __forceinline__ SegmentArgs segment_of_tile(const SkinnyArgs& a, int tile) {
   SegmentArgs s = a.seg[0];
 #pragma unroll
@@ -76,8 +112,8 @@ __device__ __forceinline__ SegmentArgs segment_of_tile(const SkinnyArgs& a, int 
     if (i < a.num_segments && tile >= a.seg[i].tile_begin) s = a.seg[i];
   return s;
 }
-// out[row][col + j] = x[j] + bias[col + j] for j < cnt (cnt <= 4), rounded once.
-__device__ __forceinline__ void store_out(const SegmentArgs& s, int64_t row, int col, int cnt, float (&x)[4]) {
+// x[j] += bias[col + j] for j < cnt, in fp32.
+__device__ __forceinline__ void add_bias(const SegmentArgs& s, int col, int cnt, float (&x)[4]) {
   if (s.bias_kind == 1) {
     const bf16_t* b = static_cast<const bf16_t*>(s.bias) + col;
 #pragma unroll
@@ -89,6 +125,22 @@ __device__ __forceinline__ void store_out(const SegmentArgs& s, int64_t row, int
     for (int j = 0; j < 4; ++j)
       if (j < cnt) x[j] += b[j];
   }
+}
+
+// 4 bf16 values to 8-byte aligned memory.
+__device__ __forceinline__ void store_bf16x4(bf16_t* o, const float (&x)[4]) {
+  const __nv_bfloat162 lo = __floats2bfloat162_rn(x[0], x[1]), hi = __floats2bfloat162_rn(x[2], x[3]);
+  uint2 v;
+  v.x = *reinterpret_cast<const uint32_t*>(&lo);
+  v.y = *reinterpret_cast<const uint32_t*>(&hi);
+  *reinterpret_cast<uint2*>(o) = v;
+}
+
+// out[row][col + j] = x[j] + bias[col + j] for j < cnt (cnt <= 4), rounded
+// once; bf16 outputs also go to also[col + j] where `also` is not null.
+__device__ __forceinline__ void store_out(const SegmentArgs& s, int64_t row, int col, int cnt, float (&x)[4],
+                                          bf16_t* also = nullptr) {
+  add_bias(s, col, cnt, x);
   const int64_t at = row * s.n + col;
   if (s.out_f32) {
     float* o = static_cast<float*>(s.out) + at;
@@ -102,15 +154,15 @@ __device__ __forceinline__ void store_out(const SegmentArgs& s, int64_t row, int
   } else {
     bf16_t* o = static_cast<bf16_t*>(s.out) + at;
     if (s.vec_out && cnt == 4) {
-      const __nv_bfloat162 lo = __floats2bfloat162_rn(x[0], x[1]), hi = __floats2bfloat162_rn(x[2], x[3]);
-      uint2 v;
-      v.x = *reinterpret_cast<const uint32_t*>(&lo);
-      v.y = *reinterpret_cast<const uint32_t*>(&hi);
-      *reinterpret_cast<uint2*>(o) = v;
+      store_bf16x4(o, x);
+      if (also != nullptr) store_bf16x4(also + col, x);
     } else {
 #pragma unroll
       for (int j = 0; j < 4; ++j)
-        if (j < cnt) o[j] = __float2bfloat16_rn(x[j]);
+        if (j < cnt) {
+          o[j] = __float2bfloat16_rn(x[j]);
+          if (also != nullptr) also[col + j] = o[j];
+        }
     }
   }
 }
@@ -122,23 +174,33 @@ __device__ __forceinline__ void store_out(const SegmentArgs& s, int64_t row, int
 // warpgroup MMA instead of mma.sync, each warpgroup (4 warps) 64 weight rows
 // x all BM input rows (MT 1, WM 1, BM 64, 128 or 256); its accumulators have
 // mma.sync's layout per warp, so the epilogue is shared.
-template <int MT_, int NT_, int WN_, int WM_, int STAGES_, bool WGMMA_ = false>
+// TMA: a producer warpgroup (one thread) asks the copy engine for each
+// k-block's weight and input boxes, which complete on a per-stage mbarrier;
+// the WN / 4 consumer warpgroups wait on it, multiply (wgmma), and free the
+// stage on a second barrier: loads run up to STAGES k-blocks ahead of the
+// products, gated by nothing but free stages.
+template <int MT_, int NT_, int WN_, int WM_, int STAGES_, bool WGMMA_ = false, bool TMA_ = false>
 struct Tile {
   static constexpr int MT = MT_, NT = NT_, WN = WN_, WM = WM_, STAGES = STAGES_;
-  static constexpr bool kWgmma = WGMMA_;
-  static constexpr int kThreads = 32 * WN * WM;
+  static constexpr bool kWgmma = WGMMA_, kTma = TMA_;
+  static constexpr int kConsumerThreads = 32 * WN * WM;
+  static constexpr int kThreads = kConsumerThreads + (kTma ? 128 : 0);
   static constexpr int BN = 16 * MT * WN;  // weight rows per CTA
   static constexpr int BM = 8 * NT * WM;   // input rows per CTA
   static constexpr int kStageBytes = (BN + BM) * kBK * 2;
   static constexpr int kLd = BN + 4;       // floats per row of the staged output tile
-  static constexpr int kSmem =
-      STAGES * kStageBytes > BM * kLd * 4 ? STAGES * kStageBytes : BM * kLd * 4;
+  static constexpr int kPipeSmem = STAGES * kStageBytes > BM * kLd * 4 ? STAGES * kStageBytes : BM * kLd * 4;
+  // TMA: the full and empty mbarriers of each stage after the pipeline (the
+  // output tile reuses the stages, never the barriers).
+  static constexpr int kBarrierOffset = (kPipeSmem + 1023) / 1024 * 1024;
+  static constexpr int kSmem = kTma ? kBarrierOffset + 16 * STAGES : kPipeSmem;
   // Two CTAs of 256 threads per SM when their shared memory allows: the
   // register cap that keeps them resident together (128 a thread).
-  static constexpr int kMinBlocks = kThreads == 256 && kSmem <= 112 * 1024 ? 2 : 1;
+  static constexpr int kMinBlocks = !kTma && kThreads == 256 && kSmem <= 112 * 1024 ? 2 : 1;
   static_assert(NT == 1 || NT % 2 == 0, "B fragments load two n-blocks at a time");
   static_assert(!kWgmma || (MT == 1 && WM == 1 && WN % 4 == 0 && (BM == 64 || BM == 128 || BM == 256)),
                 "a wgmma tile is warpgroups of 64 weight rows x 64, 128 or 256 input rows");
+  static_assert(!kTma || (kWgmma && BN <= 256 && BM <= 256), "TMA tiles are wgmma tiles of boxes up to 256 rows");
 };
 
 template <int ROWS, int THREADS>
@@ -158,8 +220,113 @@ __device__ __forceinline__ void load_rows(uint32_t s, const bf16_t* g, int64_t K
   }
 }
 
-template <class C>
-__global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) skinny_gemm_kernel(const __grid_constant__ SkinnyArgs a) {
+// The sum over the cluster's S staged fp32 tiles, in split order, of the 4
+// floats at `at`.
+template <class Cluster>
+__device__ __forceinline__ void sum_splits(const Cluster& cluster, float* tile_s, int S, int at, float (&x)[4]) {
+  const float4 v0 = *reinterpret_cast<const float4*>(cluster.map_shared_rank(tile_s, 0) + at);
+  x[0] = v0.x, x[1] = v0.y, x[2] = v0.z, x[3] = v0.w;
+  for (int s = 1; s < S; ++s) {
+    const float4 v = *reinterpret_cast<const float4*>(cluster.map_shared_rank(tile_s, s) + at);
+    x[0] += v.x, x[1] += v.y, x[2] += v.z, x[3] += v.w;
+  }
+}
+
+// The output tile from every CTA's accumulators (those of threads with
+// `holds`): staged in shared memory as fp32, then each CTA of the cluster
+// sums a share of it over the S staged tiles, in split order, and stores it
+// through the epilogue E (bias, rounding once, RoPE and cache writes).
+template <class C, class E>
+__device__ __forceinline__ void split_k_epilogue(const SkinnyArgs& a, const SegmentArgs& sg,
+                                                 const float (&acc)[C::MT][C::NT][4], unsigned char* smem, bool holds,
+                                                 int split, int m0, int n0, int rows, int toks, const E& e) {
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int wn = warp % C::WN, wm = warp / C::WN;
+  // C fragment: c0, c1 = (weight row lane/4, input rows 2(lane%4), +1), c2, c3 = weight row + 8.
+  float* tile_s = reinterpret_cast<float*>(smem);
+  if (holds) {
+#pragma unroll
+    for (int mi = 0; mi < C::MT; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < C::NT; ++ni) {
+        const int f = wn * C::MT * 16 + mi * 16 + (lane >> 2);
+        const int t = wm * C::NT * 8 + ni * 8 + 2 * (lane & 3);
+        tile_s[t * C::kLd + f] = acc[mi][ni][0];
+        tile_s[(t + 1) * C::kLd + f] = acc[mi][ni][1];
+        tile_s[t * C::kLd + f + 8] = acc[mi][ni][2];
+        tile_s[(t + 1) * C::kLd + f + 8] = acc[mi][ni][3];
+      }
+  }
+  const cg::cluster_group cluster = cg::this_cluster();
+  cluster.sync();  // every split's tile is staged
+
+  // This CTA's share of the output tile: groups of 4 adjacent outputs, dealt
+  // round-robin over the cluster; each is the sum of the S staged tiles in
+  // split order.
+  const int S = a.splits;
+  if constexpr (E::kRope) {
+    if (sg.fuse == kFuseRotate || sg.fuse == kFuseRotateCache) {
+      // Rotated segments: work items of 4 pairs (i, i + D/2) of one head of
+      // one row; the tile holds whole heads (D divides BN and the segment).
+      const int D = e.head_dim, half = D / 2, per_head = half / 4, items = (C::BN / D) * per_head;
+      for (int idx = split * C::kThreads + tid; idx < toks * items; idx += S * C::kThreads) {
+        const int t = idx / items, r = idx % items;
+        const int i0 = (r % per_head) * 4, f1 = (r / per_head) * D + i0, f2 = f1 + half;
+        if (f1 >= rows) continue;
+        float x1[4], x2[4];
+        sum_splits(cluster, tile_s, S, t * C::kLd + f1, x1);
+        sum_splits(cluster, tile_s, S, t * C::kLd + f2, x2);
+        add_bias(sg, n0 + f1, 4, x1);
+        add_bias(sg, n0 + f2, 4, x2);
+        const int64_t m = m0 + t;
+        float c[4], sn[4];
+        rope_angles<4>(e.positions[m], e.inv_freq, i0, 1.0f, c, sn);
+        float y1[4], y2[4];
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          // The product's bf16 output, then rope_rotate_heads' arithmetic.
+          const float p = __bfloat162float(__float2bfloat16_rn(x1[k]));
+          const float q = __bfloat162float(__float2bfloat16_rn(x2[k]));
+          y1[k] = __fadd_rn(__fmul_rn(p, c[k]), __fmul_rn(-q, sn[k]));
+          y2[k] = __fadd_rn(__fmul_rn(q, c[k]), __fmul_rn(p, sn[k]));
+        }
+        bf16_t* o = static_cast<bf16_t*>(sg.out) + m * sg.n + n0;
+        store_bf16x4(o + f1, y1);
+        store_bf16x4(o + f2, y2);
+        if (sg.fuse == kFuseRotateCache) {
+          const int64_t slot = e.slots[m];
+          if (slot >= 0 && slot < e.num_slots) {
+            bf16_t* kc = e.k_cache + slot * e.kv_row + n0;
+            store_bf16x4(kc + f1, y1);
+            store_bf16x4(kc + f2, y2);
+          }
+        }
+      }
+      cluster.sync();  // no CTA leaves while another reads its tile
+      return;
+    }
+  }
+  constexpr int kGroups = C::BN / 4;
+  for (int idx = split * C::kThreads + tid; idx < toks * kGroups; idx += S * C::kThreads) {
+    const int t = idx / kGroups, f = (idx % kGroups) * 4;
+    if (f >= rows) continue;
+    float x[4];
+    sum_splits(cluster, tile_s, S, t * C::kLd + f, x);
+    bf16_t* also = nullptr;
+    if constexpr (E::kRope) {
+      if (sg.fuse == kFuseCache) {
+        const int64_t slot = e.slots[m0 + t];
+        if (slot >= 0 && slot < e.num_slots) also = e.v_cache + slot * e.kv_row;
+      }
+    }
+    store_out(sg, int64_t(m0 + t), n0 + f, min(4, rows - f), x, also);
+  }
+  cluster.sync();  // no CTA leaves while another reads its tile
+}
+
+template <class C, class E>
+__global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
+    skinny_gemm_kernel(const __grid_constant__ SkinnyArgs a, const __grid_constant__ E e) {
   // 1024-byte aligned: the hardware's 128-byte swizzle (wgmma) keys on address bits 7-9.
   extern __shared__ __align__(1024) unsigned char smem[];
   const uint32_t sbase = smem_u32(smem);
@@ -282,43 +449,103 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) skinny_gemm_kernel
   cp_async_wait<0>();
   __syncthreads();  // the pipeline's shared memory becomes the output tile
 
-  // C fragment: c0, c1 = (weight row lane/4, input rows 2(lane%4), +1), c2, c3 = weight row + 8.
-  float* tile_s = reinterpret_cast<float*>(smem);
-  if (active) {
-#pragma unroll
-    for (int mi = 0; mi < C::MT; ++mi)
-#pragma unroll
-      for (int ni = 0; ni < C::NT; ++ni) {
-        const int f = wn * C::MT * 16 + mi * 16 + (lane >> 2);
-        const int t = wm * C::NT * 8 + ni * 8 + 2 * (lane & 3);
-        tile_s[t * C::kLd + f] = acc[mi][ni][0];
-        tile_s[(t + 1) * C::kLd + f] = acc[mi][ni][1];
-        tile_s[t * C::kLd + f + 8] = acc[mi][ni][2];
-        tile_s[(t + 1) * C::kLd + f + 8] = acc[mi][ni][3];
-      }
-  }
-  const cg::cluster_group cluster = cg::this_cluster();
-  cluster.sync();  // every split's tile is staged
-
-  // This CTA's share of the output tile: groups of 4 adjacent outputs, dealt
-  // round-robin over the cluster; each is the sum of the S staged tiles in
-  // split order.
-  constexpr int kGroups = C::BN / 4;
-  const int S = a.splits;
-  for (int idx = split * C::kThreads + tid; idx < toks * kGroups; idx += S * C::kThreads) {
-    const int t = idx / kGroups, f = (idx % kGroups) * 4;
-    if (f >= rows) continue;
-    const int at = t * C::kLd + f;
-    const float4 v0 = *reinterpret_cast<const float4*>(cluster.map_shared_rank(tile_s, 0) + at);
-    float x[4] = {v0.x, v0.y, v0.z, v0.w};
-    for (int s = 1; s < S; ++s) {
-      const float4 v = *reinterpret_cast<const float4*>(cluster.map_shared_rank(tile_s, s) + at);
-      x[0] += v.x, x[1] += v.y, x[2] += v.z, x[3] += v.w;
-    }
-    store_out(sg, int64_t(m0 + t), n0 + f, min(4, rows - f), x);
-  }
-  cluster.sync();  // no CTA leaves while another reads its tile
+  split_k_epilogue<C>(a, sg, acc, smem, active, split, m0, n0, rows, toks, e);
 }
+
+// The TMA variant's boxes: one map per segment's weight (N_i rows x K) and
+// one for the input (M rows x K), 64 of K by the tile's rows each, in the
+// 128-byte swizzle the wgmma descriptors read. Out-of-range rows and K come
+// in as zeros.
+struct TmaMaps {
+  CUtensorMap weight[kMaxLinearSegments];
+  CUtensorMap in;
+};
+
+template <class C, class E>
+__global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
+    skinny_tma_kernel(const __grid_constant__ SkinnyArgs a, const __grid_constant__ TmaMaps maps,
+                      const __grid_constant__ E e) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ __align__(1024) unsigned char smem[];
+  const uint32_t sbase = smem_u32(smem);
+  const int tid = threadIdx.x, warp = tid >> 5;
+  int bid = int(blockIdx.x);
+  const int split = bid % a.splits;
+  bid /= a.splits;
+  const int mt = bid % a.m_tiles, tile = bid / a.m_tiles;
+  const int seg = segment_index_of_tile(a, tile);
+  const SegmentArgs sg = a.seg[seg];
+  const int n0 = (tile - sg.tile_begin) * C::BN, rows = min(C::BN, sg.n - n0);
+  const int m0 = mt * C::BM, toks = min(C::BM, a.M - m0);
+  const int kb0 = split * a.kb_per_split, nkb = min(a.k_blocks - kb0, a.kb_per_split);
+  const uint32_t full = sbase + C::kBarrierOffset, empty = full + 8 * C::STAGES;
+  if (tid == 0) {
+    for (int s = 0; s < C::STAGES; ++s) {
+      mbar_init(full + 8 * s, 1);
+      mbar_init(empty + 8 * s, C::WN / 4);  // one arrival per consumer warpgroup
+    }
+    mbar_init_fence();
+  }
+  __syncthreads();
+  // Programmatic dependent launch: the input comes from the previous kernel.
+  pdl_wait();
+  pdl_launch_dependents();
+
+  float acc[C::MT][C::NT][4];
+#pragma unroll
+  for (int ni = 0; ni < C::NT; ++ni)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) acc[0][ni][j] = 0.0f;
+
+  if (warp >= C::WN) {
+    // Producer: one thread, every k-block of this CTA's split, as soon as
+    // its stage is free (the consumers released its previous use).
+    if (tid == C::kConsumerThreads) {
+      for (int i = 0; i < nkb; ++i) {
+        const int slot = i % C::STAGES;
+        if (i >= C::STAGES) mbar_wait(empty + 8 * slot, uint32_t((i / C::STAGES - 1) & 1));
+        const uint32_t sw = sbase + uint32_t(slot * C::kStageBytes), bar = full + 8 * slot;
+        mbar_arrive_expect_tx(bar, uint32_t(C::kStageBytes));
+        const int k = (kb0 + i) * kBK;
+        tma_load_2d(sw, &maps.weight[seg], k, n0, bar);
+        tma_load_2d(sw + C::BN * 128, &maps.in, k, m0, bar);
+      }
+    }
+  } else {
+    // Consumers: warpgroup g multiplies weight rows 64g.. of the tile by every
+    // input row; a stage is released once the products that read it are done
+    // (one k-block of products stays in flight).
+    const uint32_t a_off = uint32_t((warp >> 2) * 64 * 128);
+    for (int i = 0; i < nkb; ++i) {
+      const int slot = i % C::STAGES;
+      mbar_wait(full + 8 * slot, uint32_t((i / C::STAGES) & 1));
+      const uint32_t sw = sbase + uint32_t(slot * C::kStageBytes), sx = sw + C::BN * 128;
+      wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < kBK / 16; ++ks)
+        wgmma_m64k16<C::BM>(acc[0], wgmma_desc_sw128(sw + a_off + ks * 32), wgmma_desc_sw128(sx + ks * 32));
+      wgmma_commit();
+      wgmma_wait<1>();
+      if (i > 0 && (tid & 127) == 0) mbar_arrive(empty + 8 * ((i - 1) % C::STAGES));
+    }
+    wgmma_wait<0>();
+  }
+  // Every box issued has landed (the consumers waited for each) and every
+  // product has read its stage: the stages become the output tile.
+  __syncthreads();
+  split_k_epilogue<C>(a, sg, acc, smem, warp < C::WN, split, m0, n0, rows, toks, e);
+#else
+  __trap();  // not an sm_90a build: the host plans no TMA configuration
+#endif
+}
+
+// The kernel of configuration C, for the occupancy queries.
+template <class C>
+const void* kernel_of() {
+  if constexpr (C::kTma) return reinterpret_cast<const void*>(skinny_tma_kernel<C, PlainEpilogue>);
+  else return reinterpret_cast<const void*>(skinny_gemm_kernel<C, PlainEpilogue>);
+}
+
 
 // ---- configurations --------------------------------------------------------------
 
@@ -355,10 +582,20 @@ using Cfg16 = Tile<1, 32, 8, 1, 3, true>;   // 128 x 256, 256, 144 KB
 using Cfg17 = Tile<1, 16, 16, 1, 3, true>;  // 256 x 128, 512, 144 KB
 using Cfg18 = Tile<1, 8, 16, 1, 4, true>;   // 256 x 64,  512, 160 KB
 using Cfg19 = Tile<1, 16, 12, 1, 4, true>;  // 192 x 128, 384, 160 KB
-constexpr int kConfigs = 20;
+// Whole heads of 128 for the RoPE epilogue where the plan has 64-row tiles.
+using Cfg20 = Tile<1, 8, 8, 1, 4, true>;    // 128 x 64,  256, 96 KB
+// TMA producer + wgmma consumers (threads: consumers + a producer warpgroup).
+using Cfg21 = Tile<1, 16, 8, 1, 5, true, true>;   // 128 x 128, 256 + 128, 160 KB
+using Cfg22 = Tile<1, 16, 16, 1, 4, true, true>;  // 256 x 128, 512 + 128, 192 KB
+using Cfg23 = Tile<1, 8, 8, 1, 6, true, true>;    // 128 x 64,  256 + 128, 144 KB
+using Cfg24 = Tile<1, 16, 4, 1, 8, true, true>;   // 64 x 128,  128 + 128, 192 KB
+using Cfg25 = Tile<1, 8, 4, 1, 10, true, true>;   // 64 x 64,   128 + 128, 160 KB
+constexpr int kConfigs = 26;
+constexpr int kTma128x64 = 23, kTma64x128 = 24, kTma64x64 = 25, kTma128x128 = 21;
 constexpr bool kWgmmaBuilt = true;
 #else
 constexpr int kConfigs = 12;
+constexpr int kTma128x64 = -1, kTma64x128 = -1, kTma64x64 = -1, kTma128x128 = -1;
 constexpr bool kWgmmaBuilt = false;
 #endif
 
@@ -386,6 +623,12 @@ void with_config(int id, F&& f) {
     case 17: return f(Cfg17{});
     case 18: return f(Cfg18{});
     case 19: return f(Cfg19{});
+    case 20: return f(Cfg20{});
+    case 21: return f(Cfg21{});
+    case 22: return f(Cfg22{});
+    case 23: return f(Cfg23{});
+    case 24: return f(Cfg24{});
+    case 25: return f(Cfg25{});
 #endif
     default: DAPO_FAIL("skinny GEMM: no configuration ", id);
   }
@@ -409,12 +652,44 @@ int ctas_per_sm(int id) {
   int per_sm = 0;
   with_config(id, [&](auto t) {
     using C = decltype(t);
-    const auto kernel = skinny_gemm_kernel<C>;
+    const void* kernel = kernel_of<C>();
     DAPO_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem));
     DAPO_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, C::kThreads, C::kSmem));
   });
   return std::max(per_sm, 1);
 }
+
+// cuTensorMapEncodeTiled from the driver (the runtime library has no
+// wrapper); resolved once, an immutable function pointer after that.
+PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    DAPO_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q));
+    DAPO_CHECK(q == cudaDriverEntryPointSuccess && p != nullptr, "the driver has no cuTensorMapEncodeTiled");
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
+  }();
+  return fn;
+}
+
+// A map of `rows` x K bf16 (row-major, 16-byte aligned, K % 8 == 0) read in
+// boxes of 64 of K x box_rows, 128-byte swizzled; out-of-range elements read
+// as zeros.
+CUtensorMap box_map(const void* base, int64_t rows, int64_t K, int box_rows) {
+  CUtensorMap m{};
+  const cuuint64_t dims[2] = {cuuint64_t(K), cuuint64_t(rows)};
+  const cuuint64_t strides[1] = {cuuint64_t(K) * 2};
+  const cuuint32_t box[2] = {cuuint32_t(kBK), cuuint32_t(box_rows)};
+  const cuuint32_t elem[2] = {1, 1};
+  const CUresult r = tensor_map_encoder()(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(base), dims,
+                                          strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                          CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  DAPO_CHECK(r == CUDA_SUCCESS, "cuTensorMapEncodeTiled failed (", int(r), ") for a ", rows, " x ", K,
+             " bf16 matrix in boxes of ", box_rows, " rows");
+  return m;
+}
+
 
 int sm_count();
 
@@ -427,7 +702,7 @@ int64_t resident_clusters(int id, int splits) {
   bool known = false;
   with_config(id, [&](auto t) {
     using C = decltype(t);
-    const auto kernel = skinny_gemm_kernel<C>;
+    const void* kernel = kernel_of<C>();
     DAPO_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem));
     cudaLaunchAttribute attr;
     attr.id = cudaLaunchAttributeClusterDimension;
@@ -581,6 +856,127 @@ detail::SkinnyPlan wgmma_plan(int64_t M, int64_t K, std::span<const LinearSegmen
   return p;
 }
 
+// TMA tiles (sm_90a) for q/k/v (3+ segments) and long-K single products
+// of 512 rows or more (down_proj; not a lone k_proj, where cuBLASLt wins at
+// 65-128 rows) from 33 rows: 64 input rows a tile, or 128 from 65 rows where
+// the q/k/v weights pass 8 MB and always for down_proj; 64 or 128 weight
+// rows, whichever (with the most K splits up to 4 whose clusters the GPU
+// holds at once) runs the most CTAs, 64 on a tie. The H100 sweep at 128
+// rows (PlanSweepPerf, best plan us against cuBLASLt) picked these tiles
+// and splits on every shape: 0.5B q/k/v 5.05 / 8.09, down 7.77 / 8.34;
+// 1.5B q/k/v 6.47 / 10.51, down 14.36 / 15.20; 7B q/k/v 17.5 / 20.3, down
+// 54.2 / 59.0.
+bool tma_shape(int64_t K, std::span<const LinearSegment> segs) {
+  const int64_t rows = total_cols(segs);
+  return kWgmmaBuilt && (segs.size() >= 3 || (segs.size() == 1 && K >= 4 * rows && rows >= 512));
+}
+
+detail::SkinnyPlan tma_plan(int64_t M, int64_t K, std::span<const LinearSegment> segs) {
+  const double bytes = 2.0 * double(total_cols(segs)) * double(K);
+  const bool tall = M > 64 && (segs.size() == 1 || bytes > 8e6);
+  const int64_t k_blocks = ceil_div(K, kBK);
+  const int64_t most = std::min<int64_t>(4, most_splits(k_blocks));
+  detail::SkinnyPlan best;
+  int64_t best_ctas = 0;
+  for (const int config : {tall ? kTma64x128 : kTma64x64, tall ? kTma128x128 : kTma128x64}) {
+    const ConfigInfo c = config_info(config);
+    const int64_t tiles = weight_tiles(segs, c.bn) * ceil_div(M, c.bm);
+    int64_t s = 1;
+    for (int64_t want = 2; want <= most; ++want) {
+      const int64_t splits = ceil_div(k_blocks, k_blocks_per_split(k_blocks, want));
+      if (tiles > resident_clusters(config, int(splits))) break;
+      s = splits;
+    }
+    if (tiles * s > best_ctas) {
+      best_ctas = tiles * s;
+      best.config = config;
+      best.splits = int(s);
+    }
+  }
+  best.l2_prefetch = false;
+  best.lookahead = 0;
+  return best;
+}
+
+// One launch of the kernel over checked arguments with plan p; with `rope`,
+// segments 0, 1, 2 are q, k, v of qkv_rope_kv_write's epilogue.
+void run_skinny(const Ctx& ctx, const Tensor& in, std::span<const LinearSegment> segments, const detail::SkinnyPlan& p,
+                const RopeEpilogue* rope) {
+  const int64_t M = in.shape[0], K = in.shape[1];
+  DAPO_CHECK(p.config >= 0 && p.config < kConfigs && p.splits >= 1 && p.splits <= kMaxSplits, "skinny plan: config ",
+             p.config, " splits ", p.splits);
+  const ConfigInfo c = config_info(p.config);
+
+  SkinnyArgs a{};
+  int64_t tiles = 0;
+  int n_seg = 0;
+  for (const LinearSegment& s : segments) {
+    const int64_t N = s.weight.shape[0];
+    if (N == 0) continue;  // nothing to write
+    SegmentArgs& g = a.seg[n_seg++];
+    g.weight = static_cast<const bf16_t*>(s.weight.data);
+    g.out = s.out.data;
+    g.bias = s.bias.defined() ? s.bias.data : nullptr;
+    g.n = int32_t(N);
+    g.tile_begin = int32_t(tiles);
+    g.out_f32 = s.out.dtype == DType::f32;
+    g.bias_kind = !s.bias.defined() ? 0 : s.bias.dtype == DType::bf16 ? 1 : 2;
+    const uintptr_t align = g.out_f32 ? 16 : 8;
+    g.vec_out = N % 4 == 0 && reinterpret_cast<uintptr_t>(s.out.data) % align == 0;
+    g.fuse = rope == nullptr ? kFuseNone : n_seg == 1 ? kFuseRotate : n_seg == 2 ? kFuseRotateCache : kFuseCache;
+    tiles += ceil_div(N, c.bn);
+  }
+  if (n_seg == 0) return;
+  const int64_t k_blocks = ceil_div(K, kBK), per_split = k_blocks_per_split(k_blocks, p.splits);
+  const int64_t splits = ceil_div(k_blocks, per_split), m_tiles = ceil_div(M, c.bm);
+  const int64_t grid = tiles * splits * m_tiles;
+  DAPO_CHECK(grid <= INT32_MAX, "linear_forward_multi: a grid of ", grid, " CTAs");
+  a.in = static_cast<const bf16_t*>(in.data);
+  a.num_segments = n_seg;
+  a.M = int32_t(M);
+  a.K = int32_t(K);
+  a.m_tiles = int32_t(m_tiles);
+  a.splits = int32_t(splits);
+  a.kb_per_split = int32_t(per_split);
+  a.k_blocks = int32_t(k_blocks);
+  a.l2_prefetch = p.l2_prefetch;
+  a.lookahead = int32_t(std::clamp(p.lookahead, 0, 64));
+
+  auto launch = [&](auto kernel, auto t, const auto&... args) {
+    using C = decltype(t);
+    DAPO_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem));
+    cudaLaunchAttribute attrs[2];
+    attrs[0].id = cudaLaunchAttributeClusterDimension;  // the splits of a tile: one cluster
+    attrs[0].val.clusterDim.x = unsigned(splits);
+    attrs[0].val.clusterDim.y = 1;
+    attrs[0].val.clusterDim.z = 1;
+    attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attrs[1].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(unsigned(grid));
+    config.blockDim = dim3(C::kThreads);
+    config.dynamicSmemBytes = C::kSmem;
+    config.stream = stream_of(ctx);
+    config.attrs = attrs;
+    config.numAttrs = p.pdl ? 2 : 1;
+    DAPO_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, a, args...));
+  };
+  with_config(p.config, [&](auto t) {
+    using C = decltype(t);
+    if constexpr (C::kTma) {
+      TmaMaps maps{};
+      for (int i = 0; i < n_seg; ++i) maps.weight[i] = box_map(a.seg[i].weight, a.seg[i].n, K, C::BN);
+      maps.in = box_map(a.in, M, K, C::BM);
+      if (rope != nullptr) launch(skinny_tma_kernel<C, RopeEpilogue>, t, maps, *rope);
+      else launch(skinny_tma_kernel<C, PlainEpilogue>, t, maps, PlainEpilogue{});
+    } else {
+      if (rope != nullptr) launch(skinny_gemm_kernel<C, RopeEpilogue>, t, *rope);
+      else launch(skinny_gemm_kernel<C, PlainEpilogue>, t, PlainEpilogue{});
+    }
+  });
+}
+
+
 }  // namespace
 
 namespace detail {
@@ -641,7 +1037,7 @@ bool linear_multi_skinny_preferred(int64_t M, int64_t K, std::span<const LinearS
   const double bytes = 2.0 * double(rows) * double(K);
   if (uses_wgmma(M))
     return (segs.size() >= 3 && (M <= 128 || bytes <= 4e6)) ||
-           (M <= 64 && segs.size() == 1 && (K >= 4 * rows || rows >= 65536));
+           (segs.size() == 1 && ((M <= 64 && (K >= 4 * rows || rows >= 65536)) || (M <= 128 && tma_shape(K, segs))));
   if (segs.size() >= 3 && (M <= 64 || bytes <= (M <= 128 ? 20e6 : 8e6))) return true;
   if (M <= 8)
     return !(segs.size() == 1 && ((bytes > 10e6 && bytes <= 200e6) || (rows >= 4096 && bytes <= 64e6)));
@@ -650,7 +1046,7 @@ bool linear_multi_skinny_preferred(int64_t M, int64_t K, std::span<const LinearS
 }
 
 SkinnyPlan skinny_plan(int64_t M, int64_t K, std::span<const LinearSegment> segs) {
-  if (uses_wgmma(M)) return wgmma_plan(M, K, segs);
+  if (uses_wgmma(M)) return tma_shape(K, segs) ? tma_plan(M, K, segs) : wgmma_plan(M, K, segs);
   SkinnyPlan p;
   // Tiles of 64 weight rows x (M rounded up, at most 64) rows; for more rows
   // 128 x 128 tiles with two CTAs an SM (two m-tiles at 256 rows), or, on
@@ -688,65 +1084,56 @@ void linear_forward_multi_skinny(const Ctx& ctx, Tensor in, std::span<const Line
              in.shape_string(), " (", dtype_name(in.dtype), ")");
   const int64_t M = in.shape[0], K = in.shape[1];
   if (M == 0) return;
-  const SkinnyPlan p = plan != nullptr ? *plan : skinny_plan(M, K, segments);
-  DAPO_CHECK(p.config >= 0 && p.config < kConfigs && p.splits >= 1 && p.splits <= kMaxSplits, "skinny plan: config ",
-             p.config, " splits ", p.splits);
-  const ConfigInfo c = config_info(p.config);
+  run_skinny(ctx, in, segments, plan != nullptr ? *plan : skinny_plan(M, K, segments), nullptr);
+}
 
-  SkinnyArgs a{};
-  int64_t tiles = 0;
-  int n_seg = 0;
-  for (const LinearSegment& s : segments) {
-    const int64_t N = s.weight.shape[0];
-    if (N == 0) continue;  // nothing to write
-    SegmentArgs& g = a.seg[n_seg++];
-    g.weight = static_cast<const bf16_t*>(s.weight.data);
-    g.out = s.out.data;
-    g.bias = s.bias.defined() ? s.bias.data : nullptr;
-    g.n = int32_t(N);
-    g.tile_begin = int32_t(tiles);
-    g.out_f32 = s.out.dtype == DType::f32;
-    g.bias_kind = !s.bias.defined() ? 0 : s.bias.dtype == DType::bf16 ? 1 : 2;
-    const uintptr_t align = g.out_f32 ? 16 : 8;
-    g.vec_out = N % 4 == 0 && reinterpret_cast<uintptr_t>(s.out.data) % align == 0;
-    tiles += ceil_div(N, c.bn);
-  }
-  if (n_seg == 0) return;
-  const int64_t k_blocks = ceil_div(K, kBK), per_split = k_blocks_per_split(k_blocks, p.splits);
-  const int64_t splits = ceil_div(k_blocks, per_split), m_tiles = ceil_div(M, c.bm);
-  const int64_t grid = tiles * splits * m_tiles;
-  DAPO_CHECK(grid <= INT32_MAX, "linear_forward_multi: a grid of ", grid, " CTAs");
-  a.in = static_cast<const bf16_t*>(in.data);
-  a.num_segments = n_seg;
-  a.M = int32_t(M);
-  a.K = int32_t(K);
-  a.m_tiles = int32_t(m_tiles);
-  a.splits = int32_t(splits);
-  a.kb_per_split = int32_t(per_split);
-  a.k_blocks = int32_t(k_blocks);
-  a.l2_prefetch = p.l2_prefetch;
-  a.lookahead = int32_t(std::clamp(p.lookahead, 0, 64));
+SkinnyPlan skinny_rope_plan(int64_t M, int64_t K, std::span<const LinearSegment> segments, int64_t head_dim) {
+  SkinnyPlan p = skinny_plan(M, K, segments);
+  // A tile of 128 weight rows for one of 64, the same K splits: each
+  // output's sum runs over the same k-blocks in the same order, so the bits
+  // are the plan's.
+  auto twin = [](int config) {
+    switch (config) {
+      case 0: return 5;
+      case 1: case 2: case 3: return 11;
+      case 12: return kWgmmaBuilt ? 20 : -1;
+      case 13: return kWgmmaBuilt ? 14 : -1;
+      case kTma64x64: return kTma128x64;
+      case kTma64x128: return kTma128x128;
+      default: return -1;
+    }
+  };
+  if (config_info(p.config).bn % head_dim != 0) p.config = twin(p.config);
+  if (p.config < 0 || config_info(p.config).bn % head_dim != 0) p.config = -1;
+  return p;
+}
 
-  with_config(p.config, [&](auto t) {
-    using C = decltype(t);
-    const auto kernel = skinny_gemm_kernel<C>;
-    DAPO_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem));
-    cudaLaunchAttribute attrs[2];
-    attrs[0].id = cudaLaunchAttributeClusterDimension;  // the splits of a tile: one cluster
-    attrs[0].val.clusterDim.x = unsigned(splits);
-    attrs[0].val.clusterDim.y = 1;
-    attrs[0].val.clusterDim.z = 1;
-    attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attrs[1].val.programmaticStreamSerializationAllowed = 1;
-    cudaLaunchConfig_t config{};
-    config.gridDim = dim3(unsigned(grid));
-    config.blockDim = dim3(C::kThreads);
-    config.dynamicSmemBytes = C::kSmem;
-    config.stream = stream_of(ctx);
-    config.attrs = attrs;
-    config.numAttrs = p.pdl ? 2 : 1;
-    DAPO_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, a));
-  });
+void linear_forward_multi_skinny_rope(const Ctx& ctx, Tensor in, std::span<const LinearSegment> qkv, Tensor k_cache,
+                                      Tensor v_cache, Tensor positions, Tensor slot_mapping, float theta,
+                                      const SkinnyPlan& plan) {
+  check_args(ctx, in, qkv);
+  DAPO_CHECK(qkv.size() == 3 && linear_multi_skinny_supported(in, qkv),
+             "linear_forward_multi_skinny_rope: the skinny kernel cannot take in ", in.shape_string());
+  const int64_t M = in.shape[0], D = k_cache.shape[3];
+  DAPO_CHECK(plan.config >= 0 && plan.config < kConfigs && config_info(plan.config).bn % D == 0,
+             "linear_forward_multi_skinny_rope: tiles of ", plan.config >= 0 ? config_info(plan.config).bn : 0,
+             " weight rows do not hold whole heads of ", D);
+  for (const LinearSegment& s : qkv)
+    DAPO_CHECK(s.out.dtype == DType::bf16 && s.weight.shape[0] > 0 && s.weight.shape[0] % D == 0 &&
+                   reinterpret_cast<uintptr_t>(s.out.data) % 8 == 0,
+               "linear_forward_multi_skinny_rope: q, k and v must be non-empty bf16 rows of whole heads, 8-byte "
+               "aligned");
+  if (M == 0) return;
+  RopeEpilogue e{};
+  e.positions = positions.ptr<int32_t>();
+  e.slots = slot_mapping.ptr<int32_t>();
+  e.k_cache = static_cast<bf16_t*>(k_cache.data);
+  e.v_cache = static_cast<bf16_t*>(v_cache.data);
+  e.num_slots = k_cache.shape[0] * k_cache.shape[1];
+  e.head_dim = int32_t(D);
+  e.kv_row = int32_t(k_cache.shape[2] * D);
+  e.inv_freq = rope_inv_freq(theta, D);
+  run_skinny(ctx, in, qkv, plan, &e);
 }
 
 int linear_forward_multi_cublaslt(const Ctx& ctx, Tensor in, std::span<const LinearSegment> segments) {

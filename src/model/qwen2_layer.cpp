@@ -9,8 +9,8 @@
 #include "dapo/ops/matmul.h"
 #include "dapo/ops/residual_rmsnorm.h"
 #include "dapo/ops/rmsnorm.h"
+#include "dapo/ops/qkv_rope_kv_write.h"
 #include "dapo/ops/rope.h"
-#include "dapo/ops/rope_kv_write.h"
 #include "dapo/ops/swiglu.h"
 #include "dapo/parallel/mappings.h"
 
@@ -62,15 +62,16 @@ void layer_forward(const ops::Ctx& ctx, const parallel::Comm& tp, const Dims& d,
   const ops::LinearSegment qkv[] = {{a.q.reshape({T, d.hq * d.D}), w.wq, w.bq},
                                     {a.k.reshape({T, d.hkv * d.D}), w.wk, w.bk},
                                     {a.v.reshape({T, d.hkv * d.D}), w.wv, w.bv}};
-  ops::linear_forward_multi(ctx, a.xn1, qkv);
   if (cache == nullptr) {
+    ops::linear_forward_multi(ctx, a.xn1, qkv);
     ops::rope_forward(ctx, a.q, a.q, positions, d.theta);
     ops::rope_forward(ctx, a.k, a.k, positions, d.theta);
     ops::attention_forward(ctx, a.attn, a.lse, a.q, a.k, a.v, cu_seqlens, max_seqlen, d.scale);
   } else {
-    // RoPE on q and k and the cache write of k and v: one op.
-    ops::rope_kv_write(ctx, a.q, a.k, cache->k_cache, cache->v_cache, a.v, positions, cache->slot_mapping,
-                       d.theta);
+    // The products, RoPE on q and k and the cache write of k and v: one op
+    // (on CUDA one launch where the skinny kernel takes the products).
+    ops::qkv_rope_kv_write(ctx, a.xn1, qkv, cache->k_cache, cache->v_cache, positions, cache->slot_mapping,
+                           d.theta);
     ops::paged_attention(ctx, a.attn, a.q, cache->k_cache, cache->v_cache, cache->block_table,
                          cache->context_lens, cache->cu_seqlens_q, cache->max_context_len, d.scale);
   }

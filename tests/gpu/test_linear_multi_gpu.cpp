@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -764,11 +765,18 @@ TEST_F(LinearMultiGpuPerf, PlanSweepPerf) {
   Arena arena(size_t(3) << 30, Device::cuda, "linear-multi-sweep");
   const Tensor pool = arena.alloc(DType::bf16, {kPoolElems});
   fill_random(*device_, pool, 3);
-  // DAPO_SKINNY_SWEEP_M=128: that row count only.
+  // DAPO_SKINNY_SWEEP_M=64,128: those row counts only.
   const char* only_m = std::getenv("DAPO_SKINNY_SWEEP_M");
+  auto wanted = [&](int64_t M) {
+    if (only_m == nullptr) return true;
+    std::stringstream list(only_m);
+    for (std::string item; std::getline(list, item, ',');)
+      if (std::atoll(item.c_str()) == M) return true;
+    return false;
+  };
   for (const int64_t M : {int64_t(1), int64_t(32), int64_t(64), int64_t(128), int64_t(256)})
     for (const Shape& s : perf_shapes(false)) {
-      if (only_m != nullptr && std::atoll(only_m) != M) continue;
+      if (!wanted(M)) continue;
       ArenaScope scope(arena);
       const bool lm = std::string(s.layer) == "lm_head";
       const Bench b = make_bench(arena, pool, M, s, lm ? DType::f32 : DType::bf16);

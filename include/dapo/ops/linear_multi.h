@@ -104,6 +104,17 @@ SkinnyPlan skinny_plan(int64_t M, int64_t K, std::span<const LinearSegment> segm
 // null, skinny_plan's; tests and the tuning sweep call it directly.
 void linear_forward_multi_skinny(const Ctx& ctx, Tensor in, std::span<const LinearSegment> segments,
                                  const SkinnyPlan* plan = nullptr);
+// qkv_rope_kv_write's fused path (qkv_rope_kv_write.h): the skinny product of
+// q, k, v (segments 0, 1, 2; bf16 outputs of whole heads of D =
+// k_cache.shape[3]) whose epilogue rotates q and k and writes k and v to
+// their cache slots, with the bits of the product under `plan` followed by
+// rope_kv_write. skinny_rope_plan is skinny_plan's plan with tiles of whole
+// heads and the same K splits (so the same bits), or config -1 when no such
+// tile exists.
+SkinnyPlan skinny_rope_plan(int64_t M, int64_t K, std::span<const LinearSegment> segments, int64_t head_dim);
+void linear_forward_multi_skinny_rope(const Ctx& ctx, Tensor in, std::span<const LinearSegment> qkv, Tensor k_cache,
+                                      Tensor v_cache, Tensor positions, Tensor slot_mapping, float theta,
+                                      const SkinnyPlan& plan);
 // The cuBLASLt path alone: cuda::linear_forward's GEMM per segment, or per
 // run of segments that can share a strided batch (see above). Returns the
 // number of groups run (a batch or a single segment), so that tests can tell

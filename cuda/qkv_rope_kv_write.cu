@@ -1,0 +1,44 @@
+// CUDA fused q/k/v product, RoPE and KV-cache write (qkv_rope_kv_write.h):
+// one launch of the skinny GEMM with its RoPE + cache epilogue
+// (linear_multi.cu) where linear_forward_multi takes the skinny path and a
+// tile can hold whole heads; otherwise linear_forward_multi then
+// rope_kv_write, which is what the fused launch reproduces bit for bit.
+#include "common.cuh"
+#include "dapo/ops/qkv_rope_kv_write.h"
+#include "dapo/ops/rope_kv_write.h"
+#include "rope_common.cuh"
+
+namespace dapo::ops::cuda {
+
+void qkv_rope_kv_write(const Ctx& ctx, Tensor in, std::span<const LinearSegment> qkv, Tensor k_cache,
+                       Tensor v_cache, Tensor positions, Tensor slot_mapping, float theta) {
+  const ops::detail::QkvHeads h = ops::detail::qkv_heads(qkv, k_cache);
+  const int64_t T = in.ndim == 2 ? in.shape[0] : 0, K = in.ndim == 2 ? in.shape[1] : 0, D = k_cache.shape[3];
+  bool fused = T > 0 && detail::linear_multi_skinny_supported(in, qkv) &&
+               detail::linear_multi_skinny_preferred(T, K, qkv) && D % 8 == 0 &&
+               D / 2 <= cuda_detail::kRopeMaxHalf && k_cache.dtype == DType::bf16 && v_cache.dtype == DType::bf16 &&
+               v_cache.same_shape(k_cache) && positions.dtype == DType::i32 && slot_mapping.dtype == DType::i32;
+  for (const LinearSegment& s : qkv)
+    fused = fused && s.out.dtype == DType::bf16 && reinterpret_cast<uintptr_t>(s.out.data) % 8 == 0;
+  if (fused) {
+    // rope_kv_write's checks: shapes, dtypes and the aliasing it forbids.
+    const Tensor* all[] = {&h.q, &h.k, &k_cache, &v_cache, &h.v, &positions, &slot_mapping};
+    const char* names[] = {"q", "k", "k_cache", "v_cache", "v", "positions", "slot_mapping"};
+    for (int a = 0; a < 7; ++a) {
+      cuda_detail::check_device(ctx, *all[a], names[a]);
+      for (int b = a + 1; b < 7; ++b)
+        DAPO_CHECK(!overlaps(*all[a], *all[b]), "qkv_rope_kv_write: ", names[a], " overlaps ", names[b]);
+    }
+    DAPO_CHECK_SHAPE(positions, {T});
+    DAPO_CHECK_SHAPE(slot_mapping, {T});
+    DAPO_CHECK(theta > 0.0f, "qkv_rope_kv_write: theta ", theta, " must be positive");
+    const detail::SkinnyPlan plan = detail::skinny_rope_plan(T, K, qkv, D);
+    if (plan.config >= 0)
+      return detail::linear_forward_multi_skinny_rope(ctx, in, qkv, k_cache, v_cache, positions, slot_mapping, theta,
+                                                      plan);
+  }
+  cuda::linear_forward_multi(ctx, in, qkv);
+  cuda::rope_kv_write(ctx, h.q, h.k, k_cache, v_cache, h.v, positions, slot_mapping, theta);
+}
+
+}  // namespace dapo::ops::cuda

@@ -1,0 +1,16 @@
+// CPU reference of the fused q/k/v product, RoPE and KV-cache write: by
+// definition the two CPU ops in sequence (qkv_rope_kv_write.h).
+#include "dapo/ops/qkv_rope_kv_write.h"
+
+#include "dapo/ops/rope_kv_write.h"
+
+namespace dapo::ops::cpu {
+
+void qkv_rope_kv_write(const Ctx& ctx, Tensor in, std::span<const LinearSegment> qkv, Tensor k_cache,
+                       Tensor v_cache, Tensor positions, Tensor slot_mapping, float theta) {
+  const detail::QkvHeads h = detail::qkv_heads(qkv, k_cache);
+  cpu::linear_forward_multi(ctx, in, qkv);
+  cpu::rope_kv_write(ctx, h.q, h.k, k_cache, v_cache, h.v, positions, slot_mapping, theta);
+}
+
+}  // namespace dapo::ops::cpu
