@@ -89,7 +89,7 @@ void Qwen2Model::forward_cached(const ops::Ctx& ctx, Arena& act, const KvCache& 
   for (int64_t l = 0; l < dims_.L; ++l) {
     const detail::CacheStep step{cache.k[size_t(l)],  cache.v[size_t(l)],  batch.slot_mapping,
                                  batch.block_table,   batch.context_lens, batch.cu_seqlens_q,
-                                 max_context_len};
+                                 max_context_len,     batch.fresh_max_seqlen};
     // The last layer's fused norm (model.norm over all N rows) is not used:
     // the head normalises only the B rows it samples from, below.
     const detail::NextNorm next{b.x, a.xn1, a.rstd1,

@@ -72,8 +72,15 @@ void layer_forward(const ops::Ctx& ctx, const parallel::Comm& tp, const Dims& d,
     // (on CUDA one launch where the skinny kernel takes the products).
     ops::qkv_rope_kv_write(ctx, a.xn1, qkv, cache->k_cache, cache->v_cache, positions, cache->slot_mapping,
                            d.theta);
-    ops::paged_attention(ctx, a.attn, a.q, cache->k_cache, cache->v_cache, cache->block_table,
-                         cache->context_lens, cache->cu_seqlens_q, cache->max_context_len, d.scale);
+    // A fresh prefill's keys are all in a.k and a.v: the flash kernels
+    // (tiles of 64+ queries) instead of the paged kernel's decode-shaped
+    // tiles of 8 query rows.
+    if (cache->fresh_max_seqlen > 0)
+      ops::attention_forward(ctx, a.attn, a.lse, a.q, a.k, a.v, cache->cu_seqlens_q, cache->fresh_max_seqlen,
+                             d.scale);
+    else
+      ops::paged_attention(ctx, a.attn, a.q, cache->k_cache, cache->v_cache, cache->block_table,
+                           cache->context_lens, cache->cu_seqlens_q, cache->max_context_len, d.scale);
   }
   ops::linear_forward(ctx, partial, a.attn.reshape({T, d.hq * d.D}), w.wo, Tensor{});
   parallel::reduce_from_tp_forward(ctx, tp, partial, partial);

@@ -64,6 +64,7 @@ struct CacheStep {
   Tensor k_cache, v_cache;  // (num_blocks, block_size, hkv, D)
   Tensor slot_mapping, block_table, context_lens, cu_seqlens_q;
   int64_t max_context_len = 0;  // >= every context_lens[b] (ops::paged_attention)
+  int64_t fresh_max_seqlen = 0;  // CachedBatch::fresh_max_seqlen
 };
 
 // Forward of one layer. On entry a.x (T, C) is the input and a.xn1, a.rstd1

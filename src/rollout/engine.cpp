@@ -61,6 +61,7 @@ struct StepBuffers {
   std::vector<int64_t> streams, counters;
   std::vector<size_t> copy_ends;  // copy_groups(plan.copies)
   int64_t max_blocks = 0, max_context_len = 0;
+  int64_t fresh_max_seqlen = 0;   // > 0: every chunk starts at position 0 (model::CachedBatch)
   bool rows_are_chunks = true;    // row r samples from logits row r, for every r
 
   void build(const StepPlan& plan, const Scheduler& sched, int64_t block_size, std::span<const uint64_t> uids,
@@ -73,8 +74,14 @@ struct StepBuffers {
     cu_seqlens_q.assign(1, 0);
     max_blocks = 1;
     max_context_len = 1;
-    for (const ScheduledChunk& c : plan.chunks)
+    fresh_max_seqlen = 0;
+    bool fresh = true;
+    for (const ScheduledChunk& c : plan.chunks) {
       max_blocks = std::max<int64_t>(max_blocks, int64_t(sched.table(c.seq).size()));
+      fresh = fresh && c.begin == 0;
+      fresh_max_seqlen = std::max(fresh_max_seqlen, c.count);
+    }
+    if (!fresh) fresh_max_seqlen = 0;
     block_table.assign(plan.chunks.size() * size_t(max_blocks), 0);
     for (size_t b = 0; b < plan.chunks.size(); ++b) {
       const ScheduledChunk& c = plan.chunks[b];
@@ -362,17 +369,23 @@ RolloutBatch GenerationEngine::generate(std::span<const PromptInput> prompts, co
       pad_decode(padded, step.tokens, step.positions, step.slot_mapping, step.block_table, step.max_blocks,
                  step.context_lens, Bp, (Cp + bs - 1) / bs, pad_block);
     }
-    const StepViews v = replay ? stage(staging, padded, (Cp + bs - 1) / bs, Cp, step)
+    StepViews v = replay ? stage(staging, padded, (Cp + bs - 1) / bs, Cp, step)
                                : stage(staging, step.arrays, step.max_blocks, step.max_context_len, step);
+    // GPU prefill steps of fresh prompts take the flash attention kernels;
+    // the CPU backend (the reference) keeps one attention path for all steps.
+    if (on_gpu && !replay) v.batch.fresh_max_seqlen = step.fresh_max_seqlen;
     run_copies(ctx, cache, step, v);
     const Tensor step_logits(logits, DType::f32, {B, VL}, device);
     if (replay) {
       const Tensor padded_logits(logits, DType::f32, {Bp, VL}, device);
       const ops::CapturedGraph* graph = decode_graphs.find(Bp, Cp);
-      if (graph == nullptr)
+      if (graph == nullptr) {
+        const auto t_capture = Clock::now();
         graph = &decode_graphs.add(Bp, Cp, ops::CapturedGraph::capture(ctx, [&] {
           model_.forward_cached(ctx, act, cache, v.batch, padded_logits);
         }));
+        stats_.graph_capture_seconds += seconds_since(t_capture);
+      }
       graph->launch(ctx);
     } else {
       model_.forward_cached(ctx, act, cache, v.batch, step_logits);

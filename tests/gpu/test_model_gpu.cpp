@@ -185,7 +185,8 @@ TEST_F(ModelGpu, MatchesCpuModelAndIsDeterministic) {
 }
 
 // Generation's forward over the paged KV cache on the GPU (bf16 cache,
-// kv_cache_write + paged_attention): a chunked prefill of three prompts,
+// kv_cache_write + paged_attention, or attention_forward for the fresh
+// prefill): a prefill of three prompts,
 // then decode steps, against the CPU model's cached forward fed the same
 // tokens (the CPU's greedy choices), at bf16 tolerance; the greedy tokens
 // agree wherever the CPU's top-1/top-2 margin is clear of bf16 noise.
@@ -208,53 +209,61 @@ TEST_F(ModelGpu, CachedForwardMatchesCpu) {
   const model::KvCache cpu_cache = model::allocate_kv_cache(cpu_kv, c, 1, blocks, bs);
   const model::KvCache gpu_cache = model::allocate_kv_cache(gpu_kv, c, 1, blocks, bs);
   ASSERT_EQ(gpu_cache.k[0].dtype, DType::bf16);
-  BlockPool pool(blocks, bs, 3);
-  Arena cpu_act(size_t(64) << 20, Device::cpu, "cpu-act"), cpu_scratch(size_t(64) << 20, Device::cpu, "cpu-s");
-  ops::Ctx host;
-  host.scratch = &cpu_scratch;
+  // Twice: step 0 through the paged kernel, then as a fresh prefill
+  // (CachedBatch::fresh_max_seqlen: the flash kernels over the new tokens).
+  for (const bool fresh : {false, true}) {
+    SCOPED_TRACE(fresh ? "fresh prefill through attention_forward" : "prefill through paged_attention");
+    BlockPool pool(blocks, bs, 3);
+    Arena cpu_act(size_t(64) << 20, Device::cpu, "cpu-act"), cpu_scratch(size_t(64) << 20, Device::cpu, "cpu-s");
+    ops::Ctx host;
+    host.scratch = &cpu_scratch;
 
-  HostBatch prompts({37, 5, 70}, V, 21);
-  std::vector<std::vector<int32_t>> next(3), tables(3);
-  for (size_t b = 0; b < 3; ++b)
-    next[b].assign(prompts.tokens.begin() + prompts.cu_seqlens[b], prompts.tokens.begin() + prompts.cu_seqlens[b + 1]);
-  std::vector<int64_t> cached(3, 0);
-  int64_t clear = 0, agree = 0;
-  for (int step = 0; step < 8; ++step) {  // step 0: the prompts (multi-token queries); then decode
-    for (size_t b = 0; b < 3; ++b) pool.reserve(tables[b], cached[b] + int64_t(next[b].size()));
-    HostCachedStep s(next, cached, tables, pool);
-    const int64_t N = int64_t(s.tokens.size()), B = 3;
-    std::vector<float> cpu_logits(size_t(B * V)), gpu_logits;
-    cpu_model.forward_cached(host, cpu_act, cpu_cache, s.view(), tensor_f32(cpu_logits.data(), {B, V}));
-    model::CachedBatch d;
-    d.tokens = upload_raw(s.tokens, {N});
-    d.positions = upload_raw(s.positions, {N});
-    d.cu_seqlens_q = upload_raw(s.cu_seqlens_q, {B + 1});
-    d.last_rows = upload_raw(s.last_rows, {B});
-    d.slot_mapping = upload_raw(s.slot_mapping, {N});
-    d.block_table = upload_raw(s.block_table, {B, s.max_blocks});
-    d.context_lens = upload_raw(s.context_lens, {B});
-    for (int32_t n : s.context_lens) d.max_context_len = std::max<int64_t>(d.max_context_len, n);
-    Tensor logits = device_empty(DType::f32, {B, V});
-    gpu_model.forward_cached(gpu(), *act_, gpu_cache, d, logits);
-    gpu_logits = download(logits);
-    ASSERT_TRUE(all_finite(gpu_logits)) << "step " << step;
-    EXPECT_LT(rel_error(gpu_logits, cpu_logits), 0.02) << "step " << step;
-    for (size_t b = 0; b < 3; ++b) {
-      const float* cr = cpu_logits.data() + b * size_t(V);
-      const float* gr = gpu_logits.data() + b * size_t(V);
-      const int64_t ct = std::max_element(cr, cr + V) - cr, gt = std::max_element(gr, gr + V) - gr;
-      std::vector<float> sorted(cr, cr + V);
-      std::nth_element(sorted.begin(), sorted.begin() + 1, sorted.end(), std::greater<float>());
-      if (sorted[0] - sorted[1] > 0.05f) {
-        ++clear;
-        agree += ct == gt;
+    HostBatch prompts({37, 5, 70}, V, 21);
+    std::vector<std::vector<int32_t>> next(3), tables(3);
+    for (size_t b = 0; b < 3; ++b)
+      next[b].assign(prompts.tokens.begin() + prompts.cu_seqlens[b],
+                     prompts.tokens.begin() + prompts.cu_seqlens[b + 1]);
+    std::vector<int64_t> cached(3, 0);
+    int64_t clear = 0, agree = 0;
+    for (int step = 0; step < 8; ++step) {  // step 0: the prompts (multi-token queries); then decode
+      for (size_t b = 0; b < 3; ++b) pool.reserve(tables[b], cached[b] + int64_t(next[b].size()));
+      HostCachedStep s(next, cached, tables, pool);
+      const int64_t N = int64_t(s.tokens.size()), B = 3;
+      std::vector<float> cpu_logits(size_t(B * V)), gpu_logits;
+      cpu_model.forward_cached(host, cpu_act, cpu_cache, s.view(), tensor_f32(cpu_logits.data(), {B, V}));
+      model::CachedBatch d;
+      d.tokens = upload_raw(s.tokens, {N});
+      d.positions = upload_raw(s.positions, {N});
+      d.cu_seqlens_q = upload_raw(s.cu_seqlens_q, {B + 1});
+      d.last_rows = upload_raw(s.last_rows, {B});
+      d.slot_mapping = upload_raw(s.slot_mapping, {N});
+      d.block_table = upload_raw(s.block_table, {B, s.max_blocks});
+      d.context_lens = upload_raw(s.context_lens, {B});
+      for (int32_t n : s.context_lens) d.max_context_len = std::max<int64_t>(d.max_context_len, n);
+      if (fresh && step == 0)
+        for (const auto& t : next) d.fresh_max_seqlen = std::max<int64_t>(d.fresh_max_seqlen, int64_t(t.size()));
+      Tensor logits = device_empty(DType::f32, {B, V});
+      gpu_model.forward_cached(gpu(), *act_, gpu_cache, d, logits);
+      gpu_logits = download(logits);
+      ASSERT_TRUE(all_finite(gpu_logits)) << "step " << step;
+      EXPECT_LT(rel_error(gpu_logits, cpu_logits), 0.02) << "step " << step;
+      for (size_t b = 0; b < 3; ++b) {
+        const float* cr = cpu_logits.data() + b * size_t(V);
+        const float* gr = gpu_logits.data() + b * size_t(V);
+        const int64_t ct = std::max_element(cr, cr + V) - cr, gt = std::max_element(gr, gr + V) - gr;
+        std::vector<float> sorted(cr, cr + V);
+        std::nth_element(sorted.begin(), sorted.begin() + 1, sorted.end(), std::greater<float>());
+        if (sorted[0] - sorted[1] > 0.05f) {
+          ++clear;
+          agree += ct == gt;
+        }
+        cached[b] += int64_t(next[b].size());
+        next[b] = {int32_t(ct)};  // both backends continue with the CPU's choice
       }
-      cached[b] += int64_t(next[b].size());
-      next[b] = {int32_t(ct)};  // both backends continue with the CPU's choice
     }
+    EXPECT_GT(clear, 0);
+    EXPECT_EQ(agree, clear) << "greedy tokens with a clear margin";
   }
-  EXPECT_GT(clear, 0);
-  EXPECT_EQ(agree, clear) << "greedy tokens with a clear margin";
   const ops::DeviceFlags f = device_->read_flags();
   EXPECT_EQ(f.bad_id_count + f.non_finite_count, 0);
 }

@@ -87,6 +87,13 @@ struct CachedBatch {
   Tensor block_table;   // (B, max_blocks) i32
   Tensor context_lens;  // (B) i32 cached positions of each sequence, new tokens included
   int64_t max_context_len = 0;  // >= every context_lens[b]; 0: read from context_lens (host batches only)
+  // > 0: every sequence's context is its new tokens alone (no position
+  // before them is cached) and this bounds their count per sequence.
+  // Attention then runs over the new tokens' own q, k, v as packed causal
+  // attention (ops::attention_forward, cu_seqlens_q; the training kernels)
+  // instead of reading them back from the paged cache; the cache is still
+  // written. The caller's promise: it is not checked on the device.
+  int64_t fresh_max_seqlen = 0;
 };
 
 class Qwen2Model {

@@ -144,6 +144,9 @@ struct GenerationStats {
   int64_t prefill_steps = 0;
   int64_t decode_steps = 0;
   int64_t decode_graphs = 0;      // CUDA graphs captured (one per batch and context bucket met)
+  // Of decode_step_seconds: capturing and instantiating those graphs (their
+  // steps run eagerly under capture, then launch once).
+  double graph_capture_seconds = 0;
 };
 
 // Blocks of `block_size` positions whose cache (model::kv_cache_bytes on
