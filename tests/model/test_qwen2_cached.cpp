@@ -40,12 +40,15 @@ class CachedTest : public testing::TestWithParam<bool> {  // parameter: tied emb
     return std::vector<float>(logits.end() - V, logits.end());
   }
 
-  // Runs one cached step; returns (B, V) logits.
-  std::vector<float> step(HostCachedStep& s) {
+  // Runs one cached step; returns (B, V) logits. fresh_max_seqlen: see
+  // CachedBatch (0: attention over the paged cache).
+  std::vector<float> step(HostCachedStep& s, int64_t fresh_max_seqlen = 0) {
     const int64_t B = int64_t(s.last_rows.size()), V = config.vocab_size;
     std::vector<float> logits = test::zeros(B * V);
     Arena act(size_t(1) << 20, Device::cpu, "step");
-    model->forward_cached(ws.ctx, act, cache, s.view(), tensor_f32(logits.data(), {B, V}));
+    CachedBatch batch = s.view();
+    batch.fresh_max_seqlen = fresh_max_seqlen;
+    model->forward_cached(ws.ctx, act, cache, batch, tensor_f32(logits.data(), {B, V}));
     EXPECT_EQ(act.used(), 0u);
     EXPECT_LE(act.peak(), model->cached_activation_bytes(int64_t(s.tokens.size()), B));
     return logits;
@@ -99,6 +102,35 @@ TEST_P(CachedTest, PrefillThenDecodeEqualsFullForward) {
     HostCachedStep decode(next, cached, tables, pool);
     logits = step(decode);
     for (size_t b = 0; b < B; ++b) expect_row(logits, b, full_last_logits(seqs[b]), "decode");
+  }
+}
+
+// A fresh prefill (no cached position before the new tokens) may run as
+// packed causal attention over the new tokens themselves: the same logits,
+// and the cache it writes serves the decode steps after it.
+TEST_P(CachedTest, FreshPrefillThroughPackedAttention) {
+  BlockPool pool(kBlocks, kBlockSize, 3);
+  test::HostBatch prompts({7, 2, 11}, config.vocab_size, 41);
+  const size_t B = 3;
+  std::vector<std::vector<int32_t>> seqs(B), tables(B);
+  for (size_t b = 0; b < B; ++b)
+    seqs[b].assign(prompts.tokens.begin() + prompts.cu_seqlens[b], prompts.tokens.begin() + prompts.cu_seqlens[b + 1]);
+  for (size_t b = 0; b < B; ++b) pool.reserve(tables[b], int64_t(seqs[b].size()));
+  HostCachedStep prefill(seqs, {0, 0, 0}, tables, pool);
+  std::vector<float> logits = step(prefill, 11);
+  for (size_t b = 0; b < B; ++b) expect_row(logits, b, full_last_logits(seqs[b]), "fresh prefill");
+  for (int s = 0; s < 4; ++s) {
+    std::vector<std::vector<int32_t>> next(B);
+    std::vector<int64_t> cached(B);
+    for (size_t b = 0; b < B; ++b) {
+      cached[b] = int64_t(seqs[b].size());
+      next[b] = {argmax(logits, b, config.vocab_size)};
+      seqs[b].push_back(next[b][0]);
+      pool.reserve(tables[b], int64_t(seqs[b].size()));
+    }
+    HostCachedStep decode(next, cached, tables, pool);
+    logits = step(decode);
+    for (size_t b = 0; b < B; ++b) expect_row(logits, b, full_last_logits(seqs[b]), "decode after a fresh prefill");
   }
 }
 
