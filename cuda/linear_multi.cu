@@ -1028,16 +1028,21 @@ bool linear_multi_skinny_supported(const Tensor& in, std::span<const LinearSegme
 // 7B tp-2: 12.0 against 16.0; up to 128 rows, and at 256 rows on up to 4 MB:
 // 0.5B 6.4 against 8.8, where the 1.5B and 7B q/k/v split badly), and at up
 // to 64 rows on long-K products and LM heads (0.5B down: 7.2 against 8.3;
-// 7B down: 51.8 against 54.7; 0.5B LM head: 112.6 against 118.1). cuBLASLt
-// keeps gate/up (0.5B, 128 rows: 12.8 against 9.1), o and, from 65 rows,
-// down and the LM head.
+// 7B down: 51.8 against 54.7; 0.5B LM head: 112.6 against 118.1). The TMA
+// tiles (tma_plan) took q/k/v and down over from them and moved down's
+// bound to 128 rows (down, 128 rows: 0.5B 7.9 against 8.3, 1.5B 14.4
+// against 15.2, 7B 54.0 against 59.1; at 256 rows cuBLASLt: 0.5B 9.7
+// against 10.0). cuBLASLt keeps gate/up (0.5B, 128 rows: 9.0 against 12.0
+// for the best TMA plan), o, a lone k_proj from 65 rows, down from 129 rows
+// and the LM head from 65 rows.
 bool linear_multi_skinny_preferred(int64_t M, int64_t K, std::span<const LinearSegment> segs) {
   if (M < 1 || M > 256) return false;
   const int64_t rows = total_cols(segs);
   const double bytes = 2.0 * double(rows) * double(K);
   if (uses_wgmma(M))
     return (segs.size() >= 3 && (M <= 128 || bytes <= 4e6)) ||
-           (segs.size() == 1 && ((M <= 64 && (K >= 4 * rows || rows >= 65536)) || (M <= 128 && tma_shape(K, segs))));
+           (segs.size() == 1 &&
+            ((M <= 64 && (K >= 4 * rows || rows >= 65536)) || (M <= 128 && tma_shape(K, segs))));
   if (segs.size() >= 3 && (M <= 64 || bytes <= (M <= 128 ? 20e6 : 8e6))) return true;
   if (M <= 8)
     return !(segs.size() == 1 && ((bytes > 10e6 && bytes <= 200e6) || (rows >= 4096 && bytes <= 64e6)));

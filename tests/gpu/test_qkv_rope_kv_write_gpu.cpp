@@ -187,9 +187,10 @@ TEST_F(QkvRopeKvWriteGpu, MatchesCpu) {
   std::vector<float> q(got[0].size()), k(got[1].size()), v(got[2].size()), kc = c.kc0, vc = c.vc0;
   auto h = [](std::vector<float>& x, std::initializer_list<int64_t> d) { return Tensor(x.data(), DType::f32, d); };
   Case m = c;  // host copies of the inputs
-  const std::vector<ops::LinearSegment> segs = {{h(q, {c.T, s.Hq * s.D}), h(m.h_wq, {s.Hq * s.D, s.C}), h(m.h_bq, {s.Hq * s.D})},
-                                                {h(k, {c.T, s.Hkv * s.D}), h(m.h_wk, {s.Hkv * s.D, s.C}), h(m.h_bk, {s.Hkv * s.D})},
-                                                {h(v, {c.T, s.Hkv * s.D}), h(m.h_wv, {s.Hkv * s.D, s.C}), h(m.h_bv, {s.Hkv * s.D})}};
+  const int64_t Nq = s.Hq * s.D, Nkv = s.Hkv * s.D;
+  const std::vector<ops::LinearSegment> segs = {{h(q, {c.T, Nq}), h(m.h_wq, {Nq, s.C}), h(m.h_bq, {Nq})},
+                                                {h(k, {c.T, Nkv}), h(m.h_wk, {Nkv, s.C}), h(m.h_bk, {Nkv})},
+                                                {h(v, {c.T, Nkv}), h(m.h_wv, {Nkv, s.C}), h(m.h_bv, {Nkv})}};
   ops::qkv_rope_kv_write(cpu(), h(m.h_in, {c.T, s.C}), segs, h(kc, {c.NB, c.BS, s.Hkv, s.D}),
                          h(vc, {c.NB, c.BS, s.Hkv, s.D}), Tensor(m.h_pos.data(), DType::i32, {c.T}),
                          Tensor(m.h_slots.data(), DType::i32, {c.T}), ops::kRopeThetaQwen2);
@@ -215,7 +216,8 @@ TEST_F(QkvRopeKvWriteGpu, Perf) {
       const int layers = int(std::max(4.0, std::ceil(200e6 / bytes)));
       std::vector<std::vector<ops::LinearSegment>> segs(static_cast<size_t>(layers));
       Tensor in = big.alloc(DType::bf16, {B, s.C});
-      Tensor q = big.alloc(DType::bf16, {B, Nq}), k = big.alloc(DType::bf16, {B, Nkv}), v = big.alloc(DType::bf16, {B, Nkv});
+      Tensor q = big.alloc(DType::bf16, {B, Nq}), k = big.alloc(DType::bf16, {B, Nkv});
+      Tensor v = big.alloc(DType::bf16, {B, Nkv});
       Tensor kc = big.alloc(DType::bf16, {NB, BS, s.Hkv, s.D}), vc = big.alloc(DType::bf16, {NB, BS, s.Hkv, s.D});
       fill_random(*device_, in, 1);
       for (int l = 0; l < layers; ++l) {
