@@ -97,6 +97,11 @@ struct RopeEpilogue {
   RopeInvFreq inv_freq;
 };
 
+// The segment that weight tile `tile` (counted over all segments) lies in:
+// its index (the TMA kernel also picks that segment's tensor map) and the
+// segment itself, chosen by selects, not an indexed load (the cp.async
+// kernel's registers: an indexed load of a.seg took up to 8 more per thread
+// in ptxas -v).
 [[maybe_unused]] __device__ __forceinline__ int segment_index_of_tile(const SkinnyArgs& a, int tile) {
   int idx = 0;
 #pragma unroll
@@ -546,7 +551,6 @@ const void* kernel_of() {
   else return reinterpret_cast<const void*>(skinny_gemm_kernel<C, PlainEpilogue>);
 }
 
-
 // ---- configurations --------------------------------------------------------------
 
 // The table the plans index (SkinnyPlan::config). Few input rows need little
@@ -689,7 +693,6 @@ PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
              " bf16 matrix in boxes of ", box_rows, " rows");
   return m;
 }
-
 
 int sm_count();
 
@@ -975,7 +978,6 @@ void run_skinny(const Ctx& ctx, const Tensor& in, std::span<const LinearSegment>
     }
   });
 }
-
 
 }  // namespace
 

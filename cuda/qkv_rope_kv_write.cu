@@ -21,17 +21,8 @@ void qkv_rope_kv_write(const Ctx& ctx, Tensor in, std::span<const LinearSegment>
   for (const LinearSegment& s : qkv)
     fused = fused && s.out.dtype == DType::bf16 && reinterpret_cast<uintptr_t>(s.out.data) % 8 == 0;
   if (fused) {
-    // rope_kv_write's checks: shapes, dtypes and the aliasing it forbids.
-    const Tensor* all[] = {&h.q, &h.k, &k_cache, &v_cache, &h.v, &positions, &slot_mapping};
-    const char* names[] = {"q", "k", "k_cache", "v_cache", "v", "positions", "slot_mapping"};
-    for (int a = 0; a < 7; ++a) {
-      cuda_detail::check_device(ctx, *all[a], names[a]);
-      for (int b = a + 1; b < 7; ++b)
-        DAPO_CHECK(!overlaps(*all[a], *all[b]), "qkv_rope_kv_write: ", names[a], " overlaps ", names[b]);
-    }
-    DAPO_CHECK_SHAPE(positions, {T});
-    DAPO_CHECK_SHAPE(slot_mapping, {T});
-    DAPO_CHECK(theta > 0.0f, "qkv_rope_kv_write: theta ", theta, " must be positive");
+    detail::check_rope_kv_write(ctx, "qkv_rope_kv_write", h.q, h.k, k_cache, v_cache, h.v, positions, slot_mapping,
+                                theta);
     const detail::SkinnyPlan plan = detail::skinny_rope_plan(T, K, qkv, D);
     if (plan.config >= 0)
       return detail::linear_forward_multi_skinny_rope(ctx, in, qkv, k_cache, v_cache, positions, slot_mapping, theta,

@@ -75,34 +75,45 @@ void launch(const Ctx& ctx, bf16_t* q, bf16_t* k, bf16_t* kc, bf16_t* vc, const 
 
 }  // namespace
 
-void rope_kv_write(const Ctx& ctx, Tensor q, Tensor k, Tensor k_cache, Tensor v_cache, Tensor v, Tensor positions,
-                   Tensor slot_mapping, float theta) {
+namespace detail {
+
+void check_rope_kv_write(const Ctx& ctx, const char* op, const Tensor& q, const Tensor& k, const Tensor& k_cache,
+                         const Tensor& v_cache, const Tensor& v, const Tensor& positions, const Tensor& slot_mapping,
+                         float theta) {
   const Tensor* all[] = {&q, &k, &k_cache, &v_cache, &v, &positions, &slot_mapping};
   const char* names[] = {"q", "k", "k_cache", "v_cache", "v", "positions", "slot_mapping"};
   for (int a = 0; a < 7; ++a) {
     check_device(ctx, *all[a], names[a]);
     for (int b = a + 1; b < 7; ++b)
-      DAPO_CHECK(!overlaps(*all[a], *all[b]), "rope_kv_write: ", names[a], " overlaps ", names[b]);
+      DAPO_CHECK(!overlaps(*all[a], *all[b]), op, ": ", names[a], " overlaps ", names[b]);
   }
   for (const Tensor* t : {&q, &k, &k_cache, &v_cache, &v}) DAPO_CHECK_DTYPE(*t, DType::bf16);
   DAPO_CHECK_DTYPE(positions, DType::i32);
   DAPO_CHECK_DTYPE(slot_mapping, DType::i32);
-  DAPO_CHECK(k_cache.ndim == 4, "rope_kv_write: k_cache ", k_cache.shape_string(),
+  DAPO_CHECK(k_cache.ndim == 4, op, ": k_cache ", k_cache.shape_string(),
              " must be (num_blocks, block_size, Hkv, D)");
-  DAPO_CHECK(v_cache.same_shape(k_cache), "rope_kv_write: v_cache ", v_cache.shape_string(), " vs k_cache ",
+  DAPO_CHECK(v_cache.same_shape(k_cache), op, ": v_cache ", v_cache.shape_string(), " vs k_cache ",
              k_cache.shape_string());
-  DAPO_CHECK(k_cache.shape[1] > 0 && k_cache.shape[2] > 0, "rope_kv_write: empty cache geometry ",
+  DAPO_CHECK(k_cache.shape[1] > 0 && k_cache.shape[2] > 0, op, ": empty cache geometry ",
              k_cache.shape_string());
-  DAPO_CHECK(q.ndim == 3, "rope_kv_write: q ", q.shape_string(), " must be (T, Hq, D)");
-  const int64_t T = q.shape[0], Hq = q.shape[1], D = q.shape[2], Hkv = k_cache.shape[2];
-  DAPO_CHECK(D % 2 == 0, "rope_kv_write: head dimension ", D, " must be even");
-  DAPO_CHECK(D / 2 <= kRopeMaxHalf, "rope_kv_write: head dimension ", D, " above ", 2 * kRopeMaxHalf);
-  DAPO_CHECK(k_cache.shape[3] == D, "rope_kv_write: k_cache ", k_cache.shape_string(), " vs q ", q.shape_string());
+  DAPO_CHECK(q.ndim == 3, op, ": q ", q.shape_string(), " must be (T, Hq, D)");
+  const int64_t T = q.shape[0], D = q.shape[2], Hkv = k_cache.shape[2];
+  DAPO_CHECK(D % 2 == 0, op, ": head dimension ", D, " must be even");
+  DAPO_CHECK(D / 2 <= kRopeMaxHalf, op, ": head dimension ", D, " above ", 2 * kRopeMaxHalf);
+  DAPO_CHECK(k_cache.shape[3] == D, op, ": k_cache ", k_cache.shape_string(), " vs q ", q.shape_string());
   DAPO_CHECK_SHAPE(k, {T, Hkv, D});
   DAPO_CHECK_SHAPE(v, {T, Hkv, D});
   DAPO_CHECK_SHAPE(positions, {T});
   DAPO_CHECK_SHAPE(slot_mapping, {T});
-  DAPO_CHECK(theta > 0.0f, "rope_kv_write: theta ", theta, " must be positive");
+  DAPO_CHECK(theta > 0.0f, op, ": theta ", theta, " must be positive");
+}
+
+}  // namespace detail
+
+void rope_kv_write(const Ctx& ctx, Tensor q, Tensor k, Tensor k_cache, Tensor v_cache, Tensor v, Tensor positions,
+                   Tensor slot_mapping, float theta) {
+  detail::check_rope_kv_write(ctx, "rope_kv_write", q, k, k_cache, v_cache, v, positions, slot_mapping, theta);
+  const int64_t T = q.shape[0], Hq = q.shape[1], D = q.shape[2], Hkv = k_cache.shape[2];
   if (T == 0 || D == 0) return;
   const RopeInvFreq inv_freq = rope_inv_freq(theta, D);
   auto* qp = static_cast<bf16_t*>(q.data);

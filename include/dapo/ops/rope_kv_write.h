@@ -46,6 +46,14 @@ void rope_kv_write(const Ctx& ctx, Tensor q, Tensor k, Tensor k_cache, Tensor v_
 namespace cuda {
 void rope_kv_write(const Ctx& ctx, Tensor q, Tensor k, Tensor k_cache, Tensor v_cache, Tensor v, Tensor positions,
                    Tensor slot_mapping, float theta);
+namespace detail {
+// The op's argument checks (devices, dtypes, shapes, the aliasing it
+// forbids, theta), messages prefixed with `op`: also those of
+// qkv_rope_kv_write's fused launch, which does this op's work.
+void check_rope_kv_write(const Ctx& ctx, const char* op, const Tensor& q, const Tensor& k, const Tensor& k_cache,
+                         const Tensor& v_cache, const Tensor& v, const Tensor& positions, const Tensor& slot_mapping,
+                         float theta);
+}  // namespace detail
 }  // namespace cuda
 
 }  // namespace dapo::ops
