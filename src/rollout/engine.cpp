@@ -370,7 +370,7 @@ RolloutBatch GenerationEngine::generate(std::span<const PromptInput> prompts, co
                  step.context_lens, Bp, (Cp + bs - 1) / bs, pad_block);
     }
     StepViews v = replay ? stage(staging, padded, (Cp + bs - 1) / bs, Cp, step)
-                               : stage(staging, step.arrays, step.max_blocks, step.max_context_len, step);
+                         : stage(staging, step.arrays, step.max_blocks, step.max_context_len, step);
     // GPU prefill steps of fresh prompts take the flash attention kernels;
     // the CPU backend (the reference) keeps one attention path for all steps.
     if (on_gpu && !replay) v.batch.fresh_max_seqlen = step.fresh_max_seqlen;
