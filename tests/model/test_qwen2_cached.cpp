@@ -54,6 +54,41 @@ class CachedTest : public testing::TestWithParam<bool> {  // parameter: tied emb
     return logits;
   }
 
+  // Prefills prompts of `lens` tokens in one step (fresh_max_seqlen as
+  // step() takes it), then `decodes` greedy steps of one token per
+  // sequence; every step's last-token logits against the full forward.
+  void prefill_then_decode(std::vector<int64_t> lens, uint32_t seed, int64_t fresh_max_seqlen, int decodes) {
+    BlockPool pool(kBlocks, kBlockSize, 3);
+    test::HostBatch prompts(lens, config.vocab_size, seed);
+    const size_t B = lens.size();
+    std::vector<std::vector<int32_t>> seqs(B), tables(B);
+    for (size_t b = 0; b < B; ++b)
+      seqs[b].assign(prompts.tokens.begin() + prompts.cu_seqlens[b],
+                     prompts.tokens.begin() + prompts.cu_seqlens[b + 1]);
+    // Prefill all prompts in one step.
+    for (size_t b = 0; b < B; ++b) pool.reserve(tables[b], int64_t(seqs[b].size()));
+    HostCachedStep prefill(seqs, std::vector<int64_t>(B, 0), tables, pool);
+    std::vector<float> logits = step(prefill, fresh_max_seqlen);
+    const bool fresh = fresh_max_seqlen > 0;
+    for (size_t b = 0; b < B; ++b)
+      expect_row(logits, b, full_last_logits(seqs[b]), fresh ? "fresh prefill" : "prefill");
+    // Greedy decode steps, one token per sequence each.
+    for (int s = 0; s < decodes; ++s) {
+      std::vector<std::vector<int32_t>> next(B);
+      std::vector<int64_t> cached(B);
+      for (size_t b = 0; b < B; ++b) {
+        cached[b] = int64_t(seqs[b].size());
+        next[b] = {argmax(logits, b, config.vocab_size)};
+        seqs[b].push_back(next[b][0]);
+        pool.reserve(tables[b], int64_t(seqs[b].size()));
+      }
+      HostCachedStep decode(next, cached, tables, pool);
+      logits = step(decode);
+      for (size_t b = 0; b < B; ++b)
+        expect_row(logits, b, full_last_logits(seqs[b]), fresh ? "decode after a fresh prefill" : "decode");
+    }
+  }
+
   void expect_row(const std::vector<float>& logits, size_t row, const std::vector<float>& want, const char* what) {
     const size_t V = size_t(config.vocab_size);
     for (size_t v = 0; v < V; ++v)
@@ -78,61 +113,13 @@ class CachedTest : public testing::TestWithParam<bool> {  // parameter: tied emb
 
 TEST_P(CachedTest, PrefillThenDecodeEqualsFullForward) {
   EXPECT_LE(kv_arena.used(), kv_cache_bytes(config, 1, kBlocks, kBlockSize));
-  BlockPool pool(kBlocks, kBlockSize, 3);
-  test::HostBatch prompts({5, 9, 3}, config.vocab_size, 31);
-  const size_t B = 3;
-  std::vector<std::vector<int32_t>> seqs(B), tables(B);
-  for (size_t b = 0; b < B; ++b)
-    seqs[b].assign(prompts.tokens.begin() + prompts.cu_seqlens[b], prompts.tokens.begin() + prompts.cu_seqlens[b + 1]);
-  // Prefill all three prompts in one step.
-  for (size_t b = 0; b < B; ++b) pool.reserve(tables[b], int64_t(seqs[b].size()));
-  HostCachedStep prefill(seqs, {0, 0, 0}, tables, pool);
-  std::vector<float> logits = step(prefill);
-  for (size_t b = 0; b < B; ++b) expect_row(logits, b, full_last_logits(seqs[b]), "prefill");
-  // Greedy decode steps, one token per sequence each.
-  for (int s = 0; s < 6; ++s) {
-    std::vector<std::vector<int32_t>> next(B);
-    std::vector<int64_t> cached(B);
-    for (size_t b = 0; b < B; ++b) {
-      cached[b] = int64_t(seqs[b].size());
-      next[b] = {argmax(logits, b, config.vocab_size)};
-      seqs[b].push_back(next[b][0]);
-      pool.reserve(tables[b], int64_t(seqs[b].size()));
-    }
-    HostCachedStep decode(next, cached, tables, pool);
-    logits = step(decode);
-    for (size_t b = 0; b < B; ++b) expect_row(logits, b, full_last_logits(seqs[b]), "decode");
-  }
+  prefill_then_decode({5, 9, 3}, 31, 0, 6);
 }
 
 // A fresh prefill (no cached position before the new tokens) may run as
 // packed causal attention over the new tokens themselves: the same logits,
 // and the cache it writes serves the decode steps after it.
-TEST_P(CachedTest, FreshPrefillThroughPackedAttention) {
-  BlockPool pool(kBlocks, kBlockSize, 3);
-  test::HostBatch prompts({7, 2, 11}, config.vocab_size, 41);
-  const size_t B = 3;
-  std::vector<std::vector<int32_t>> seqs(B), tables(B);
-  for (size_t b = 0; b < B; ++b)
-    seqs[b].assign(prompts.tokens.begin() + prompts.cu_seqlens[b], prompts.tokens.begin() + prompts.cu_seqlens[b + 1]);
-  for (size_t b = 0; b < B; ++b) pool.reserve(tables[b], int64_t(seqs[b].size()));
-  HostCachedStep prefill(seqs, {0, 0, 0}, tables, pool);
-  std::vector<float> logits = step(prefill, 11);
-  for (size_t b = 0; b < B; ++b) expect_row(logits, b, full_last_logits(seqs[b]), "fresh prefill");
-  for (int s = 0; s < 4; ++s) {
-    std::vector<std::vector<int32_t>> next(B);
-    std::vector<int64_t> cached(B);
-    for (size_t b = 0; b < B; ++b) {
-      cached[b] = int64_t(seqs[b].size());
-      next[b] = {argmax(logits, b, config.vocab_size)};
-      seqs[b].push_back(next[b][0]);
-      pool.reserve(tables[b], int64_t(seqs[b].size()));
-    }
-    HostCachedStep decode(next, cached, tables, pool);
-    logits = step(decode);
-    for (size_t b = 0; b < B; ++b) expect_row(logits, b, full_last_logits(seqs[b]), "decode after a fresh prefill");
-  }
-}
+TEST_P(CachedTest, FreshPrefillThroughPackedAttention) { prefill_then_decode({7, 2, 11}, 41, 11, 4); }
 
 TEST_P(CachedTest, ChunkedPrefillMixedWithDecode) {
   BlockPool pool(kBlocks, kBlockSize, 4);

@@ -1,0 +1,85 @@
+// The fused q/k/v product, RoPE and KV-cache write equals its definition,
+// linear_forward_multi then rope_kv_write, bit for bit on the CPU (skipped
+// slots and the rest of the pool untouched; an empty batch); malformed
+// segments are refused with the op's name.
+#include "dapo/ops/qkv_rope_kv_write.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "dapo/ops/rope.h"
+#include "dapo/ops/rope_kv_write.h"
+#include "ops/op_test_util.h"
+
+namespace dapo {
+namespace {
+
+struct Case {
+  int64_t T, C, Hq, Hkv, D, num_blocks, block_size;
+};
+
+void run_case(const Case& c, uint32_t seed) {
+  SCOPED_TRACE(testing::Message() << "T " << c.T << " Hq " << c.Hq << " Hkv " << c.Hkv << " D " << c.D);
+  const int64_t T = c.T, Nq = c.Hq * c.D, Nkv = c.Hkv * c.D, slots_total = c.num_blocks * c.block_size;
+  std::mt19937 gen(seed);
+  std::vector<int32_t> pos(static_cast<size_t>(T)), all(static_cast<size_t>(slots_total)), slots(pos.size());
+  for (auto& p : pos) p = int32_t(gen() % 32768);
+  std::iota(all.begin(), all.end(), 0);
+  std::shuffle(all.begin(), all.end(), gen);
+  for (int64_t i = 0; i < T; ++i) slots[size_t(i)] = i % 5 == 3 ? -1 : all[size_t(i)];
+  auto in = test::random_vector(size_t(T * c.C), seed + 1);
+  auto wq = test::random_vector(size_t(Nq * c.C), seed + 2), bq = test::random_vector(size_t(Nq), seed + 3);
+  auto wk = test::random_vector(size_t(Nkv * c.C), seed + 4), bk = test::random_vector(size_t(Nkv), seed + 5);
+  auto wv = test::random_vector(size_t(Nkv * c.C), seed + 6), bv = test::random_vector(size_t(Nkv), seed + 7);
+  const int64_t cache_n = slots_total * Nkv;
+  auto kc = test::random_vector(size_t(cache_n), seed + 8), vc = test::random_vector(size_t(cache_n), seed + 9);
+  std::vector<float> q(size_t(T * Nq)), k(size_t(T * Nkv)), v(k.size());
+  auto q2 = q, k2 = k, v2 = v, kc2 = kc, vc2 = vc;
+
+  const ops::Ctx ctx = test::cpu_ctx();
+  auto ct = [&](std::vector<float>& x) { return tensor_f32(x.data(), {c.num_blocks, c.block_size, c.Hkv, c.D}); };
+  auto segs = [&](std::vector<float>& qo, std::vector<float>& ko, std::vector<float>& vo) {
+    return std::vector<ops::LinearSegment>{
+        {tensor_f32(qo.data(), {T, Nq}), tensor_f32(wq.data(), {Nq, c.C}), tensor_f32(bq.data(), {Nq})},
+        {tensor_f32(ko.data(), {T, Nkv}), tensor_f32(wk.data(), {Nkv, c.C}), tensor_f32(bk.data(), {Nkv})},
+        {tensor_f32(vo.data(), {T, Nkv}), tensor_f32(wv.data(), {Nkv, c.C}), tensor_f32(bv.data(), {Nkv})}};
+  };
+  const Tensor tin = tensor_f32(in.data(), {T, c.C}), tp = tensor_i32(pos.data(), {T}),
+               ts = tensor_i32(slots.data(), {T});
+  ops::linear_forward_multi(ctx, tin, segs(q, k, v));
+  ops::rope_kv_write(ctx, tensor_f32(q.data(), {T, c.Hq, c.D}), tensor_f32(k.data(), {T, c.Hkv, c.D}), ct(kc), ct(vc),
+                     tensor_f32(v.data(), {T, c.Hkv, c.D}), tp, ts, ops::kRopeThetaQwen2);
+  ops::qkv_rope_kv_write(ctx, tin, segs(q2, k2, v2), ct(kc2), ct(vc2), tp, ts, ops::kRopeThetaQwen2);
+  EXPECT_EQ(q2, q);
+  EXPECT_EQ(k2, k);
+  EXPECT_EQ(v2, v);
+  EXPECT_EQ(kc2, kc);
+  EXPECT_EQ(vc2, vc);
+}
+
+TEST(QkvRopeKvWrite, EqualsLinearForwardMultiThenRopeKvWrite) {
+  run_case({5, 32, 14, 2, 8, 4, 16}, 1);  // Qwen2.5-0.5B's head counts
+  run_case({9, 24, 4, 4, 6, 3, 5}, 2);    // MHA, odd half, odd block size
+  run_case({0, 16, 2, 1, 4, 2, 8}, 3);    // empty batch
+}
+
+TEST(QkvRopeKvWriteDeathTest, RefusesMalformedSegments) {
+  std::vector<float> in(2 * 8), w(8 * 8), q(2 * 8), k(2 * 4), v(2 * 4), kc(2 * 2 * 1 * 4), vc(kc.size());
+  std::vector<int32_t> pos{0, 1}, slots{0, 1};
+  const ops::Ctx ctx = test::cpu_ctx();
+  auto run = [&](std::vector<ops::LinearSegment> segs) {
+    ops::qkv_rope_kv_write(ctx, tensor_f32(in.data(), {2, 8}), segs, tensor_f32(kc.data(), {2, 2, 1, 4}),
+                           tensor_f32(vc.data(), {2, 2, 1, 4}), tensor_i32(pos.data(), {2}),
+                           tensor_i32(slots.data(), {2}), ops::kRopeThetaQwen2);
+  };
+  const ops::LinearSegment sq{tensor_f32(q.data(), {2, 8}), tensor_f32(w.data(), {8, 8}), Tensor{}};
+  const ops::LinearSegment sk{tensor_f32(k.data(), {2, 4}), tensor_f32(w.data(), {4, 8}), Tensor{}};
+  const ops::LinearSegment sv{tensor_f32(v.data(), {2, 4}), tensor_f32(w.data(), {4, 8}), Tensor{}};
+  EXPECT_EXIT(run({sq, sk}), testing::ExitedWithCode(1), "qkv_rope_kv_write: 2 segments, expected q, k and v");
+  // q of 6 columns: not whole heads of 4.
+  const ops::LinearSegment odd{tensor_f32(q.data(), {2, 6}), tensor_f32(w.data(), {6, 8}), Tensor{}};
+  EXPECT_EXIT(run({odd, sk, sv}), testing::ExitedWithCode(1), "qkv_rope_kv_write: output .* is not rows of heads");
+}
+
+}  // namespace
+}  // namespace dapo
