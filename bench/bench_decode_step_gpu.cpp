@@ -10,7 +10,13 @@
 //   - ops: each op's GPU time per step with the op profiler. A spinning
 //     kernel holds the stream while the host enqueues the step, so the ops
 //     then run back to back and the events time the GPU alone; their sum
-//     against graph_step_ms shows what the events themselves cost.
+//     against graph_step_ms shows what the events themselves cost;
+//   - graph_kernels: each kernel's time per step inside the replayed graph,
+//     from CUPTI (bench/kernel_trace.h): exclusive_us is the timeline the
+//     kernel alone holds (PDL lets a kernel start while the one before it
+//     runs: that overlap counts for the earlier one), and idle_us the time
+//     no kernel runs, so the two add up to traced_step_ms (the replay with
+//     CUPTI on) less the gap between replays. Absent without CUPTI.
 // The weights' share of the step: the GEMMs (linear_forward*) read every
 // weight once, attention reads the KV.
 //   bench_decode_step_gpu [0.5b|1.5b|7b] [--batch 128] [--context 512] [--reps 20]
@@ -31,6 +37,7 @@
 #include "dapo/ops/sampling.h"
 #include "dapo/parallel/comm.h"
 #include "dapo/parallel/runtime.h"
+#include "kernel_trace.h"
 #include "qwen25_shapes.h"
 
 using namespace dapo;
@@ -140,6 +147,22 @@ int main(int argc, char** argv) {
     step(pctx);
   }
   const auto entries = profiler.summary();
+
+  // The graph again, kernel by kernel: CUPTI is on before it is captured.
+  bench::KernelTimeline timeline;
+  double traced_ms = 0;
+  if (bench::KernelTrace::available()) {
+    bench::KernelTrace trace;
+    const ops::CapturedGraph traced = ops::CapturedGraph::capture(ctx, [&] { step(ctx); });
+    for (int i = 0; i < 3; ++i) traced.launch(ctx);
+    ops::stream_synchronize(ctx);
+    const uint64_t from = bench::KernelTrace::now_ns();
+    const auto t1 = Clock::now();
+    for (int64_t i = 0; i < reps; ++i) traced.launch(ctx);
+    ops::stream_synchronize(ctx);
+    traced_ms = 1e3 * seconds_since(t1) / double(reps);
+    timeline = trace.collect(from, bench::KernelTrace::now_ns());
+  }
   gpu.check_flags("decode step");
 
   const double kv_bytes = double(B) * double(C) * bench::kv_bytes_per_position(c);
@@ -157,6 +180,18 @@ int main(int argc, char** argv) {
     std::printf("%s{\"op\": \"%s\", \"calls_per_step\": %lld, \"us_per_step\": %.1f, \"share\": %.3f}",
                 i ? ", " : "", entries[i].op.c_str(), (long long)(entries[i].calls / reps),
                 1e3 * entries[i].ms / double(reps), entries[i].ms / double(reps) / ops_ms);
-  std::printf("]}\n");
+  std::printf("]");
+  if (!timeline.kernels.empty()) {
+    const auto& ks = timeline.kernels;
+    const double per = 1e3 * double(reps);  // ns over all reps -> us per step
+    std::printf(", \"traced_step_ms\": %.3f, \"traced_span_us\": %.1f, \"idle_us\": %.1f, \"graph_kernels\": [",
+                traced_ms, timeline.span_ns / per, timeline.idle_ns / per);
+    for (size_t i = 0; i < ks.size(); ++i)
+      std::printf("%s{\"kernel\": \"%s\", \"calls_per_step\": %.2f, \"exclusive_us\": %.1f, \"us_per_step\": %.1f}",
+                  i ? ", " : "", ks[i].name.c_str(), double(ks[i].calls) / double(reps), ks[i].exclusive_ns / per,
+                  ks[i].total_ns / per);
+    std::printf("]");
+  }
+  std::printf("}\n");
   return 0;
 }
