@@ -16,7 +16,8 @@
 //     kernel alone holds (PDL lets a kernel start while the one before it
 //     runs: that overlap counts for the earlier one), and idle_us the time
 //     no kernel runs, so the two add up to traced_step_ms (the replay with
-//     CUPTI on) less the gap between replays. Absent without CUPTI.
+//     CUPTI on) less the gap between replays; idle_before_us is the idle
+//     time just before each kernel's launches. Absent without CUPTI.
 // The weights' share of the step: the GEMMs (linear_forward*) read every
 // weight once, attention reads the KV.
 //   bench_decode_step_gpu [0.5b|1.5b|7b] [--batch 128] [--context 512] [--reps 20]
@@ -187,9 +188,11 @@ int main(int argc, char** argv) {
     std::printf(", \"traced_step_ms\": %.3f, \"traced_span_us\": %.1f, \"idle_us\": %.1f, \"graph_kernels\": [",
                 traced_ms, timeline.span_ns / per, timeline.idle_ns / per);
     for (size_t i = 0; i < ks.size(); ++i)
-      std::printf("%s{\"kernel\": \"%s\", \"calls_per_step\": %.2f, \"exclusive_us\": %.1f, \"us_per_step\": %.1f}",
-                  i ? ", " : "", ks[i].name.c_str(), double(ks[i].calls) / double(reps), ks[i].exclusive_ns / per,
-                  ks[i].total_ns / per);
+      std::printf(
+          "%s{\"kernel\": \"%s\", \"calls_per_step\": %.2f, \"exclusive_us\": %.1f, \"us_per_step\": %.1f, "
+          "\"idle_before_us\": %.1f}",
+          i ? ", " : "", ks[i].name.c_str(), double(ks[i].calls) / double(reps), ks[i].exclusive_ns / per,
+          ks[i].total_ns / per, ks[i].idle_before_ns / per);
     std::printf("]");
   }
   std::printf("}\n");

@@ -38,6 +38,9 @@ struct TracedKernel {
   // later of its start and the end of every kernel before it, to its end.
   // These and the idle gaps add up to the traced span exactly.
   double exclusive_ns = 0;
+  // Idle time just before this kernel started (no kernel running): where
+  // the launch gaps sit.
+  double idle_before_ns = 0;
 };
 
 struct KernelTimeline {
@@ -97,7 +100,10 @@ class KernelTrace {
       k.name = r.name;
       k.calls += 1;
       k.total_ns += double(r.end - r.start);
-      if (r.start > busy_until) t.idle_ns += double(r.start - busy_until);
+      if (r.start > busy_until) {
+        t.idle_ns += double(r.start - busy_until);
+        k.idle_before_ns += double(r.start - busy_until);
+      }
       if (r.end > busy_until) k.exclusive_ns += double(r.end - std::max(r.start, busy_until));
       busy_until = std::max(busy_until, r.end);
     }
