@@ -103,7 +103,10 @@ void Qwen2Model::forward_cached(const ops::Ctx& ctx, Arena& act, const KvCache& 
   ops::embedding_forward(ctx, b.x_last, batch.last_rows, b.x, 0);
   ops::rmsnorm_forward(ctx, b.xn, b.rstd, b.x_last, norm_w, dims_.eps);
   parallel::copy_to_tp_forward(ctx, tp_, b.xn, b.xn);
-  if (!gathered) {  // this rank's shard, straight from the head
+  // This rank's shard, or at tp = 1 the whole vocabulary: straight from the
+  // head (a gather through a temporary would copy B x V floats twice: 0.14
+  // ms of a 1.6 ms decode step of Qwen2.5-0.5B at batch 128 on an H100).
+  if (!gathered || dims_.vl == dims_.V) {
     ops::linear_forward(ctx, logits, b.xn, params_.lm_head().compute, Tensor{});
     return;
   }

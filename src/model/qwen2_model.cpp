@@ -341,6 +341,10 @@ void Qwen2Model::forward_logits(const ops::Ctx& ctx, Arena& act, const PackedBat
   embed(ctx, b.x, batch.tokens);
   run_layers(ctx, b, batch, max_seqlen, params_.entry("model.norm.weight").compute);
   parallel::copy_to_tp_forward(ctx, tp_, b.xn, b.xn);
+  if (dims_.vl == dims_.V) {  // tp = 1, the whole vocabulary: no gather, no temporary
+    ops::linear_forward(ctx, logits, b.xn, params_.lm_head().compute, Tensor{});
+    return;
+  }
   Tensor local = c.alloc(logits.dtype, {T, dims_.vl});
   ops::linear_forward(ctx, local, b.xn, params_.lm_head().compute, Tensor{});
   parallel::gather_from_tp_forward(ctx, tp_, logits, local);

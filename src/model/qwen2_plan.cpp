@@ -70,7 +70,9 @@ CachedBuffers carve_cached(Carver& c, const Dims& d, int64_t N, int64_t B) {
   b.x_last = c.act(d, {B, d.C});
   b.rstd = c.f32({B});
   b.xn = c.act(d, {B, d.C});
-  b.logits = c.f32({B, d.vl});  // sampling reads f32 logits
+  // The head's shard before the gather (sampling reads f32 logits); at
+  // tp = 1 the head writes the caller's logits directly.
+  if (d.vl < d.V) b.logits = c.f32({B, d.vl});
   return b;
 }
 
@@ -110,7 +112,7 @@ size_t Qwen2Model::Plan::inference_activation_bytes(int64_t T) const {
   const size_t mark = c.mark();
   detail::carve_head_temps(c, dims_, T);    // forward_logprob
   c.reset(mark);
-  c.alloc(DType::f32, {T, dims_.vl});       // forward_logits' local shard (f32 at most)
+  if (dims_.vl < dims_.V) c.alloc(DType::f32, {T, dims_.vl});  // forward_logits' local shard (f32 at most)
   return c.arena_bytes();
 }
 

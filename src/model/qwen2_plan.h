@@ -54,7 +54,7 @@ struct CachedBuffers {
   Tensor x_last;           // (B, C) the residual stream at each sequence's last new token
   Tensor rstd;             // (B)
   Tensor xn;               // (B, C)
-  Tensor logits;           // (B, vl)
+  Tensor logits;           // (B, vl) at tp > 1 only: the head's shard before the gather
 };
 CachedBuffers carve_cached(Carver& c, const Dims& d, int64_t N, int64_t B);
 

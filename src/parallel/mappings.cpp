@@ -75,6 +75,10 @@ void gather_columns(const ops::Ctx& ctx, const Comm& tp, Tensor full, Tensor par
   DAPO_CHECK(ctx.scratch->device() == ops::backend_device(ctx.backend), what, ": ctx.scratch is on ",
              device_name(ctx.scratch->device()));
   const int p = tp.size();
+  if (p == 1) {  // the part is the whole: one copy (none if they alias), no all-gather stage
+    copy_or_alias(ctx, full, part, what);
+    return;
+  }
   const int64_t rows = w == 0 ? 0 : part.numel() / w;
   ArenaScope scope(*ctx.scratch);
   // (p, rows, w): what all_gather gives, rank-major; then transposed into (rows, p, w).
