@@ -8,7 +8,8 @@
 //    the KV cache of every running sequence; roofline tokens/s = tokens /
 //    (sum over the steps of those bytes / bandwidth), at the card's
 //    specified bandwidth and at the device-to-device copy bandwidth
-//    measured here.
+//    measured here. decode_enqueue_ms: of a decode step, the host's
+//    padding, staging and launch calls before it waits for the tokens.
 //  - --dapo: `prompts` prompts (random lengths 64..512) x n samples at
 //    T = 1, ended by an EOS drawn from a set of ids sized so that the
 //    near-uniform random model answers in ~mean-len tokens on average
@@ -16,7 +17,10 @@
 //    drains. Reports tokens/s, the split of the time into host work,
 //    prefill steps and decode steps, the sampling share (with --profile),
 //    and tokens/s by how many sequences were running.
-// Usage: bench_generate_gpu 0.5b [--batch 128 --prompt 256 --new 512]
+// With --trace, the load runs once more under CUPTI (bench/kernel_trace.h):
+// the GPU's idle time over the run (no kernel or copy on it: the host's
+// share of the critical path) and which kernels and copies it came before.
+// Usage: bench_generate_gpu 0.5b [--batch 128 --prompt 256 --new 512] [--trace]
 //        bench_generate_gpu 1.5b --dapo [--prompts 64 --n 16 --mean-len 800 --max-len 8192] [--profile]
 #include <algorithm>
 #include <cstdio>
@@ -32,6 +36,7 @@
 #include "dapo/ops/copy.h"
 #include "dapo/ops/cuda_device.h"
 #include "dapo/ops/op_profiler.h"
+#include "kernel_trace.h"
 #include "dapo/parallel/comm.h"
 #include "dapo/parallel/runtime.h"
 #include "dapo/rollout/engine.h"
@@ -93,7 +98,7 @@ int main(int argc, char** argv) {
   std::string size = "0.5b";
   int64_t batch = 128, prompt = 256, new_tokens = 512;
   int64_t prompts = 64, n = 16, mean_len = 800, max_len = 8192, max_seqs = 256, max_tokens = 8192;
-  bool dapo_load = false, profile = false;
+  bool dapo_load = false, profile = false, trace = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&] { return i + 1 < argc ? std::stoll(argv[++i]) : 0LL; };
@@ -108,6 +113,7 @@ int main(int argc, char** argv) {
     else if (a == "--max-tokens") max_tokens = next();
     else if (a == "--dapo") dapo_load = true;
     else if (a == "--profile") profile = true;
+    else if (a == "--trace") trace = true;
     else size = a;
   }
   if (ops::cuda_device_count() == 0) {
@@ -192,13 +198,16 @@ int main(int argc, char** argv) {
         "\"prompt\": %lld, \"new\": %lld, \"tokens\": %lld, \"s\": %.3f, \"tok_s\": %.0f, "
         "\"roofline_tok_s_spec_bw\": %.0f, \"fraction_of_roofline_spec\": %.3f, \"copy_bw_gbs\": %.0f, "
         "\"roofline_tok_s_copy_bw\": %.0f, \"fraction_of_roofline_copy\": %.3f, \"steps\": %lld, "
-        "\"decode_step_ms\": %.3f, \"prefill_s\": %.3f, \"decode_s\": %.3f, \"host_s\": %.3f, "
+        "\"decode_step_ms\": %.3f, \"decode_enqueue_ms\": %.3f, \"prefill_s\": %.3f, \"decode_s\": %.3f, "
+        "\"host_s\": %.3f, "
         "\"decode_graphs\": %lld, \"graph_capture_s\": %.3f, "
         "\"kv_cache_gib\": %.2f, \"device_used_gib\": %.2f}\n",
         size.c_str(), gpu.name().c_str(), (long long)batch, (long long)prompt, (long long)new_tokens,
         (long long)tokens, st.seconds, tok_s, roof_spec, roof_spec > 0 ? tok_s / roof_spec : 0.0, bw_copy / 1e9,
         roof_copy, tok_s / roof_copy, (long long)st.scheduler.steps,
-        1e3 * st.decode_step_seconds / double(std::max<int64_t>(st.decode_steps, 1)), st.prefill_step_seconds,
+        1e3 * st.decode_step_seconds / double(std::max<int64_t>(st.decode_steps, 1)),
+        1e3 * (st.decode_step_seconds - st.decode_wait_seconds) / double(std::max<int64_t>(st.decode_steps, 1)),
+        st.prefill_step_seconds,
         st.decode_step_seconds, st.host_seconds, (long long)st.decode_graphs, st.graph_capture_seconds,
         double(st.kv_cache_bytes) / gib, double(used_before) / gib);
   } else {
@@ -227,6 +236,27 @@ int main(int argc, char** argv) {
     std::printf("}}\n");
   }
   std::fflush(stdout);
+
+  if (trace && bench::KernelTrace::available()) {
+    // Again under CUPTI: where the GPU waits for the host.
+    bench::KernelTrace tracer(true);
+    const uint64_t from = bench::KernelTrace::now_ns();
+    engine.generate(in, s);
+    ops::stream_synchronize(ctx);
+    const bench::KernelTimeline t = tracer.collect(from, bench::KernelTrace::now_ns());
+    const int64_t steps = std::max<int64_t>(engine.stats().scheduler.steps, 1);
+    std::vector<bench::TracedKernel> ks = t.kernels;
+    std::sort(ks.begin(), ks.end(), [](const auto& a, const auto& b) { return a.idle_before_ns > b.idle_before_ns; });
+    std::printf("{\"bench\": \"generate_gpu_trace\", \"model\": \"%s\", \"steps\": %lld, \"span_s\": %.4f, "
+                "\"idle_s\": %.4f, \"idle_us_per_step\": %.1f, \"idle_before\": [",
+                size.c_str(), (long long)steps, t.span_ns / 1e9, t.idle_ns / 1e9, t.idle_ns / 1e3 / double(steps));
+    for (size_t i = 0; i < ks.size() && i < 8; ++i)
+      std::printf("%s{\"kernel\": \"%s\", \"calls\": %lld, \"idle_us_per_call\": %.2f, \"exclusive_us_per_call\": %.2f}",
+                  i ? ", " : "", ks[i].name.c_str(), (long long)ks[i].calls,
+                  ks[i].idle_before_ns / 1e3 / double(ks[i].calls), ks[i].exclusive_ns / 1e3 / double(ks[i].calls));
+    std::printf("]}\n");
+    std::fflush(stdout);
+  }
 
   if (profile) {
     // Again with the per-op profiler: the same load, every op bracketed.

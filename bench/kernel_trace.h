@@ -66,11 +66,16 @@ class KernelTrace {
   // Records every kernel that runs from now until collect(): construct it
   // after warm-up and before capturing the graphs to trace (CUPTI must be
   // on when a graph is instantiated for its nodes to report).
-  KernelTrace() {
+  // With `copies`, memory copies join the timeline too ("memcpy HtoD", ...).
+  explicit KernelTrace(bool copies = false) : copies_(copies) {
     DAPO_CUPTI_CHECK(cuptiActivityRegisterCallbacks(&buffer_requested, &buffer_completed));
     DAPO_CUPTI_CHECK(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+    if (copies_) DAPO_CUPTI_CHECK(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY));
   }
-  ~KernelTrace() { cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL); }
+  ~KernelTrace() {
+    cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+    if (copies_) cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMCPY);
+  }
   KernelTrace(const KernelTrace&) = delete;
   KernelTrace& operator=(const KernelTrace&) = delete;
 
@@ -120,6 +125,7 @@ class KernelTrace {
     std::string name;
     uint64_t start, end;
   };
+  bool copies_ = false;
   // CUPTI's buffer callbacks take no user pointer: the records of the one
   // live trace sit here, filled on CUPTI's thread and read after the flush.
   static std::vector<Record>& records() {
@@ -159,9 +165,17 @@ class KernelTrace {
   static void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
     CUpti_Activity* rec = nullptr;
     while (cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
-      if (rec->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) continue;
-      const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(rec);
-      records().push_back({short_name(k->name), k->start, k->end});
+      if (rec->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
+        const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(rec);
+        records().push_back({short_name(k->name), k->start, k->end});
+      } else if (rec->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
+        const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(rec);
+        const char* kind = m->copyKind == CUPTI_ACTIVITY_MEMCPY_KIND_HTOD   ? "HtoD"
+                           : m->copyKind == CUPTI_ACTIVITY_MEMCPY_KIND_DTOH ? "DtoH"
+                           : m->copyKind == CUPTI_ACTIVITY_MEMCPY_KIND_DTOD ? "DtoD"
+                                                                            : "other";
+        records().push_back({std::string("memcpy ") + kind, m->start, m->end});
+      }
     }
     std::free(buffer);
   }
@@ -171,6 +185,7 @@ class KernelTrace {
 
 class KernelTrace {
  public:
+  explicit KernelTrace(bool = false) {}
   static bool available() { return false; }
   static uint64_t now_ns() { return 0; }
   KernelTimeline collect(uint64_t, uint64_t) { return {}; }

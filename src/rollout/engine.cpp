@@ -406,8 +406,10 @@ RolloutBatch GenerationEngine::generate(std::span<const PromptInput> prompts, co
       ops::copy(ctx, Tensor(host_tokens, DType::i32, {R}), tokens);
       ops::copy(ctx, Tensor(host_logprobs, DType::f32, {R}), logprobs);
     }
+    const auto t_enqueued = Clock::now();
     ops::stream_synchronize(ctx);
     const auto t_done = Clock::now();
+    if (!has_prefill) stats_.decode_wait_seconds += seconds_between(t_enqueued, t_done);
     (has_prefill ? stats_.prefill_step_seconds : stats_.decode_step_seconds) += seconds_between(t_launch, t_done);
     ++(has_prefill ? stats_.prefill_steps : stats_.decode_steps);
     if (options_.check_tp_agreement && tp_.size() > 1) {

@@ -141,6 +141,10 @@ struct GenerationStats {
   double host_seconds = 0;
   double prefill_step_seconds = 0;
   double decode_step_seconds = 0;
+  // Of decode_step_seconds: the host blocked until the step's tokens
+  // arrived; the rest is its padding, staging and launch calls, during which
+  // the GPU waits for the step.
+  double decode_wait_seconds = 0;
   int64_t prefill_steps = 0;
   int64_t decode_steps = 0;
   int64_t decode_graphs = 0;      // CUDA graphs captured (one per batch and context bucket met)
