@@ -20,7 +20,8 @@
 // With --trace, the load runs once more under CUPTI (bench/kernel_trace.h):
 // the GPU's idle time over the run (no kernel or copy on it: the host's
 // share of the critical path) and which kernels and copies it came before.
-// Usage: bench_generate_gpu 0.5b [--batch 128 --prompt 256 --new 512] [--trace]
+// --launch-ahead: EngineOptions::launch_ahead (steps_ahead counts its steps).
+// Usage: bench_generate_gpu 0.5b [--batch 128 --prompt 256 --new 512] [--trace] [--launch-ahead]
 //        bench_generate_gpu 1.5b --dapo [--prompts 64 --n 16 --mean-len 800 --max-len 8192] [--profile]
 #include <algorithm>
 #include <cstdio>
@@ -98,7 +99,7 @@ int main(int argc, char** argv) {
   std::string size = "0.5b";
   int64_t batch = 128, prompt = 256, new_tokens = 512;
   int64_t prompts = 64, n = 16, mean_len = 800, max_len = 8192, max_seqs = 256, max_tokens = 8192;
-  bool dapo_load = false, profile = false, trace = false;
+  bool dapo_load = false, profile = false, trace = false, launch_ahead = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&] { return i + 1 < argc ? std::stoll(argv[++i]) : 0LL; };
@@ -114,6 +115,7 @@ int main(int argc, char** argv) {
     else if (a == "--dapo") dapo_load = true;
     else if (a == "--profile") profile = true;
     else if (a == "--trace") trace = true;
+    else if (a == "--launch-ahead") launch_ahead = true;
     else size = a;
   }
   if (ops::cuda_device_count() == 0) {
@@ -134,6 +136,7 @@ int main(int argc, char** argv) {
   rollout::EngineOptions o;
   o.check_tp_agreement = false;
   o.max_batch_tokens = max_tokens;
+  o.launch_ahead = launch_ahead;
   rollout::SamplingOptions s;
   s.temperature = 1.0;
   s.seed = 1;
@@ -200,7 +203,7 @@ int main(int argc, char** argv) {
         "\"roofline_tok_s_copy_bw\": %.0f, \"fraction_of_roofline_copy\": %.3f, \"steps\": %lld, "
         "\"decode_step_ms\": %.3f, \"decode_enqueue_ms\": %.3f, \"prefill_s\": %.3f, \"decode_s\": %.3f, "
         "\"host_s\": %.3f, "
-        "\"decode_graphs\": %lld, \"graph_capture_s\": %.3f, "
+        "\"decode_graphs\": %lld, \"graph_capture_s\": %.3f, \"steps_ahead\": %lld, "
         "\"kv_cache_gib\": %.2f, \"device_used_gib\": %.2f}\n",
         size.c_str(), gpu.name().c_str(), (long long)batch, (long long)prompt, (long long)new_tokens,
         (long long)tokens, st.seconds, tok_s, roof_spec, roof_spec > 0 ? tok_s / roof_spec : 0.0, bw_copy / 1e9,
@@ -209,7 +212,7 @@ int main(int argc, char** argv) {
         1e3 * (st.decode_step_seconds - st.decode_wait_seconds) / double(std::max<int64_t>(st.decode_steps, 1)),
         st.prefill_step_seconds,
         st.decode_step_seconds, st.host_seconds, (long long)st.decode_graphs, st.graph_capture_seconds,
-        double(st.kv_cache_bytes) / gib, double(used_before) / gib);
+        (long long)st.steps_ahead, double(st.kv_cache_bytes) / gib, double(used_before) / gib);
   } else {
     std::vector<int64_t> lengths;
     for (int64_t r = 0; r < out.num_responses(); ++r) lengths.push_back(out.response_length(r));
@@ -220,13 +223,14 @@ int main(int argc, char** argv) {
         "\"n\": %lld, \"max_num_seqs\": %lld, \"tokens\": %lld, \"length_mean\": %.0f, \"length_p50\": %lld, "
         "\"length_p90\": %lld, \"length_max\": %lld, \"s\": %.3f, \"tok_s\": %.0f, \"share_prefill_steps\": %.3f, "
         "\"share_decode_steps\": %.3f, \"share_host\": %.3f, \"steps\": %lld, \"preemptions\": %lld, "
-        "\"decode_graphs\": %lld, \"graph_capture_s\": %.3f, \"kv_cache_gib\": %.2f, \"tok_s_by_running\": {",
+        "\"decode_graphs\": %lld, \"graph_capture_s\": %.3f, \"steps_ahead\": %lld, \"kv_cache_gib\": %.2f, "
+        "\"tok_s_by_running\": {",
         size.c_str(), gpu.name().c_str(), (long long)prompts, (long long)n, (long long)max_seqs, (long long)tokens,
         double(tokens) / double(out.num_responses()), (long long)pct(0.5), (long long)pct(0.9),
         (long long)lengths.back(), st.seconds, double(tokens) / st.seconds, st.prefill_step_seconds / st.seconds,
         st.decode_step_seconds / st.seconds, st.host_seconds / st.seconds, (long long)st.scheduler.steps,
         (long long)st.scheduler.preemptions, (long long)st.decode_graphs, st.graph_capture_seconds,
-        double(st.kv_cache_bytes) / gib);
+        (long long)st.steps_ahead, double(st.kv_cache_bytes) / gib);
     bool first = true;
     for (auto it = by_running.rbegin(); it != by_running.rend(); ++it) {
       std::printf("%s\"%lld\": %.0f", first ? "" : ", ", (long long)it->first,

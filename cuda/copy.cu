@@ -14,4 +14,18 @@ void copy(const Ctx& ctx, Tensor dst, Tensor src) {
 
 void stream_synchronize(const Ctx& ctx) { DAPO_CUDA_CHECK(cudaStreamSynchronize(cuda_detail::stream_of(ctx))); }
 
+void* event_create() {
+  cudaEvent_t e = nullptr;
+  DAPO_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  return e;
+}
+
+void event_destroy(void* event) { cudaEventDestroy(static_cast<cudaEvent_t>(event)); }
+
+void event_record(const Ctx& ctx, void* event) {
+  DAPO_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event), cuda_detail::stream_of(ctx)));
+}
+
+void event_synchronize(void* event) { DAPO_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event))); }
+
 }  // namespace dapo::ops::cuda

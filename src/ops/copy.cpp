@@ -31,4 +31,32 @@ void stream_synchronize(const Ctx& ctx) {
 #endif
 }
 
+StreamEvent::StreamEvent(const Ctx& ctx) {
+  if (ctx.backend != Backend::cuda) return;
+#ifdef DAPO_WITH_CUDA
+  event_ = cuda::event_create();
+#else
+  DAPO_FAIL("StreamEvent: a CUDA ctx in a build without CUDA");
+#endif
+}
+
+StreamEvent::~StreamEvent() {
+#ifdef DAPO_WITH_CUDA
+  if (event_ != nullptr) cuda::event_destroy(event_);
+#endif
+}
+
+void StreamEvent::record(const Ctx& ctx) {
+  DAPO_CHECK((event_ != nullptr) == (ctx.backend == Backend::cuda), "StreamEvent::record on another backend");
+#ifdef DAPO_WITH_CUDA
+  if (event_ != nullptr) cuda::event_record(ctx, event_);
+#endif
+}
+
+void StreamEvent::synchronize() {
+#ifdef DAPO_WITH_CUDA
+  if (event_ != nullptr) cuda::event_synchronize(event_);
+#endif
+}
+
 }  // namespace dapo::ops

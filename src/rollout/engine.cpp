@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "dapo/core/arena.h"
 #include "dapo/core/carver.h"
@@ -64,8 +65,11 @@ struct StepBuffers {
   int64_t fresh_max_seqlen = 0;   // > 0: every chunk starts at position 0 (model::CachedBatch)
   bool rows_are_chunks = true;    // row r samples from logits row r, for every r
 
+  // fed: a plan made ahead (Scheduler::plan_ahead), whose input tokens are
+  // not known on the host yet; their slots hold 0 until the engine copies
+  // them in on the device.
   void build(const StepPlan& plan, const Scheduler& sched, int64_t block_size, std::span<const uint64_t> uids,
-             uint64_t step) {
+             uint64_t step, bool fed) {
     tokens.clear();
     positions.clear();
     slot_mapping.clear();
@@ -87,7 +91,7 @@ struct StepBuffers {
       const ScheduledChunk& c = plan.chunks[b];
       const BlockTable& table = sched.table(c.seq);
       for (int64_t p = c.begin; p < c.begin + c.count; ++p) {
-        tokens.push_back(sched.token_at(c.seq, p));
+        tokens.push_back(fed ? 0 : sched.token_at(c.seq, p));
         positions.push_back(int32_t(p));
         slot_mapping.push_back(int32_t(table[size_t(p / block_size)] * block_size + p % block_size));
       }
@@ -297,9 +301,16 @@ RolloutBatch GenerationEngine::generate(std::span<const PromptInput> prompts, co
   const int64_t VL = model_.dims().vl;
   const auto [logits, sampled] = carve_step_rows(carve_rows, max_seqs, VL);
   StepStaging staging(mem.staging, ctx);
-  Arena readback(2 * (size_t(max_seqs) * sizeof(int32_t) + Arena::kAlign), Arena::Pinned{}, "sampled-tokens-host");
-  int32_t* const host_tokens = readback.alloc_array<int32_t>(size_t(max_seqs));
-  float* const host_logprobs = readback.alloc_array<float>(size_t(max_seqs));
+  // Two read-back slots: a step's tokens land in one while the host reads
+  // the previous step's from the other (launch-ahead).
+  Arena readback(4 * (size_t(max_seqs) * sizeof(int32_t) + Arena::kAlign), Arena::Pinned{}, "sampled-tokens-host");
+  int32_t* host_tokens[2];
+  float* host_logprobs[2];
+  for (int i = 0; i < 2; ++i) {
+    host_tokens[i] = readback.alloc_array<int32_t>(size_t(max_seqs));
+    host_logprobs[i] = readback.alloc_array<float>(size_t(max_seqs));
+  }
+  ops::StreamEvent done_event[2] = {ops::StreamEvent(ctx), ops::StreamEvent(ctx)};
 
   // ---- the KV pool from the budget ----
   // Decode steps replay CUDA graphs (not while a profiler brackets each
@@ -348,20 +359,29 @@ RolloutBatch GenerationEngine::generate(std::span<const PromptInput> prompts, co
   StepBuffers step;
   std::vector<uint64_t> uids;
   for (const PromptInput& p : prompts) uids.push_back(p.uid);
-  while (!sched.done()) {
-    const auto t_plan = Clock::now();
-    const StepPlan& plan = sched.schedule();
-    step.build(plan, sched, bs, uids, sampling.step);
-    const bool has_prefill = int64_t(step.tokens.size()) > int64_t(plan.chunks.size());
+
+  // A step on the stream: its copy-on-writes, forward and sampling, the
+  // read-back of its tokens into slot `slot`, and done_event[slot] after it.
+  // `fed`: a plan made ahead, whose input token at row r is the previous
+  // step's sample r, copied on the device (`sampled` still holds it).
+  struct Launched {
+    int64_t R = 0;
+    int slot = 0;
+    bool has_prefill = false;
+  };
+  auto launch = [&](const StepPlan& plan, bool fed, int slot) {
+    step.build(plan, sched, bs, uids, sampling.step, fed);
+    Launched l;
+    l.slot = slot;
+    l.has_prefill = int64_t(step.tokens.size()) > int64_t(plan.chunks.size());
     const int64_t B = int64_t(plan.chunks.size()), R = int64_t(plan.rows.size());
+    l.R = R;
     DAPO_CHECK(B <= max_seqs && int64_t(step.tokens.size()) <= max_tokens && R <= max_seqs, "step of ", B,
                " sequences, ", step.tokens.size(), " tokens and ", R, " rows over the planned ", max_seqs, " and ",
                max_tokens);
-    const auto t_launch = Clock::now();
-    stats_.host_seconds += seconds_between(t_plan, t_launch);
     // A pure decode step replays the graph of its (batch, context) bucket,
     // captured the first time the bucket comes up; anything else runs eagerly.
-    const bool replay = graphs && !has_prefill;
+    const bool replay = graphs && !l.has_prefill;
     int64_t Bp = B, Cp = step.max_context_len;
     if (replay) {
       Bp = batch_bucket(B, max_seqs);
@@ -371,6 +391,8 @@ RolloutBatch GenerationEngine::generate(std::span<const PromptInput> prompts, co
     }
     StepViews v = replay ? stage(staging, padded, (Cp + bs - 1) / bs, Cp, step)
                          : stage(staging, step.arrays, step.max_blocks, step.max_context_len, step);
+    if (fed)
+      ops::copy(ctx, Tensor(v.batch.tokens.data, DType::i32, {B}, device), Tensor(sampled, DType::i32, {B}, device));
     // GPU prefill steps of fresh prompts take the flash attention kernels;
     // the CPU backend (the reference) keeps one attention path for all steps.
     if (on_gpu && !replay) v.batch.fresh_max_seqlen = step.fresh_max_seqlen;
@@ -403,27 +425,60 @@ RolloutBatch GenerationEngine::generate(std::span<const PromptInput> prompts, co
         ops::sample_tokens(ctx, tokens, logprobs, step_logits, rows_of, v.streams, v.counters, params);
       // The one read-back of the step; it also tells the host that the
       // step's staged metadata was consumed.
-      ops::copy(ctx, Tensor(host_tokens, DType::i32, {R}), tokens);
-      ops::copy(ctx, Tensor(host_logprobs, DType::f32, {R}), logprobs);
+      ops::copy(ctx, Tensor(host_tokens[slot], DType::i32, {R}), tokens);
+      ops::copy(ctx, Tensor(host_logprobs[slot], DType::f32, {R}), logprobs);
     }
-    const auto t_enqueued = Clock::now();
-    ops::stream_synchronize(ctx);
+    done_event[slot].record(ctx);
+    return l;
+  };
+
+  std::optional<Launched> running;  // launched, not committed
+  int slot = 0;
+  int64_t committed = 0;
+  while (!sched.done() || running) {
+    const auto t_iter = Clock::now();
+    double host = 0;
+    if (!running) {
+      const StepPlan& plan = sched.schedule();
+      host += seconds_since(t_iter);
+      running = launch(plan, false, slot);
+      slot = 1 - slot;
+    }
+    // While this step runs: the next one, if it is sure to decode the same
+    // sequences (a sequence that ends now computes one dropped position).
+    std::optional<Launched> next;
+    if (options_.launch_ahead && !running->has_prefill && sched.can_plan_ahead()) {
+      const auto t_ahead = Clock::now();
+      const StepPlan& plan = sched.plan_ahead();
+      host += seconds_since(t_ahead);
+      next = launch(plan, true, slot);
+      slot = 1 - slot;
+      ++stats_.steps_ahead;
+    }
+    const auto t_wait = Clock::now();
+    done_event[running->slot].synchronize();
     const auto t_done = Clock::now();
-    if (!has_prefill) stats_.decode_wait_seconds += seconds_between(t_enqueued, t_done);
-    (has_prefill ? stats_.prefill_step_seconds : stats_.decode_step_seconds) += seconds_between(t_launch, t_done);
-    ++(has_prefill ? stats_.prefill_steps : stats_.decode_steps);
+    const int64_t R = running->R;
+    const int32_t* const tokens_back = host_tokens[running->slot];
+    if (!running->has_prefill) stats_.decode_wait_seconds += seconds_between(t_wait, t_done);
+    (running->has_prefill ? stats_.prefill_step_seconds : stats_.decode_step_seconds) +=
+        seconds_between(t_iter, t_done) - host;
+    ++(running->has_prefill ? stats_.prefill_steps : stats_.decode_steps);
     if (options_.check_tp_agreement && tp_.size() > 1) {
-      const int64_t h = int64_t(tokens_hash(host_tokens, size_t(R)) >> 2);
+      const int64_t h = int64_t(tokens_hash(tokens_back, size_t(R)) >> 2);
       int64_t both[2] = {h, -h};
       tp_.all_reduce_i64(both, parallel::ReduceOp::max);
       DAPO_CHECK(both[0] == h && both[1] == -h, "GenerationEngine: tp ranks sampled different tokens in step ",
                  sched.stats().steps, " (their logits differ)");
     }
-    sched.commit(std::span<const int32_t>(host_tokens, size_t(R)), std::span<const float>(host_logprobs, size_t(R)));
-    stats_.host_seconds += seconds_since(t_done);
+    sched.commit(std::span<const int32_t>(tokens_back, size_t(R)),
+                 std::span<const float>(host_logprobs[running->slot], size_t(R)));
+    stats_.host_seconds += host + seconds_since(t_done);
+    running = next;
+    ++committed;
     if (progress) {
       GenerationProgress p;
-      p.step = sched.stats().steps;
+      p.step = committed;
       p.running = sched.num_running();
       p.waiting = sched.num_waiting();
       p.finished = sched.num_finished();

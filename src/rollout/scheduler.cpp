@@ -147,6 +147,7 @@ bool Scheduler::admit(int64_t& budget) {
 
 const StepPlan& Scheduler::schedule() {
   DAPO_CHECK(!done(), "Scheduler::schedule() with nothing left to run");
+  DAPO_CHECK(!has_ahead_ && !plan_is_ahead_, "Scheduler::schedule() before the steps planned ahead are committed");
   ++stats_.steps;
   plan_.chunks.clear();
   plan_.copies.clear();
@@ -187,27 +188,103 @@ const StepPlan& Scheduler::schedule() {
   return plan_;
 }
 
+bool Scheduler::take(size_t row, int32_t token, float logprob) {
+  const SampleRow& r = plan_.rows[row];
+  Response& resp = responses_[size_t(r.prompt * limits_.n + r.sample)];
+  DAPO_CHECK(!resp.finished && int64_t(resp.tokens.size()) == r.position, "Scheduler::commit: row ", row,
+             " does not continue its response");
+  resp.tokens.push_back(token);
+  resp.logprobs.push_back(logprob);
+  const bool eos = std::find(limits_.eos_ids.begin(), limits_.eos_ids.end(), token) != limits_.eos_ids.end();
+  if (eos || int64_t(resp.tokens.size()) >= limits_.max_response_length) {
+    resp.finished = true;
+    resp.finish = eos ? FinishReason::eos : FinishReason::length;
+    ++finished_;
+    return true;
+  }
+  return false;
+}
+
+bool Scheduler::can_plan_ahead() const {
+  if (has_ahead_ || plan_.chunks.empty() || !waiting_.empty()) return false;
+  if (plan_.rows.size() != plan_.chunks.size() || running_.size() != plan_.chunks.size()) return false;
+  int64_t need = 0;
+  for (size_t i = 0; i < plan_.chunks.size(); ++i) {
+    const ScheduledChunk& c = plan_.chunks[i];
+    const SampleRow& r = plan_.rows[i];
+    const Seq& s = seqs_[size_t(c.seq)];
+    if (c.count != 1 || s.sample < 0 || r.chunk != int64_t(i) || running_[i] != c.seq) return false;
+    if (response_of(s).finished || r.position + 1 >= limits_.max_response_length) return false;
+    need += blocks_.blocks_needed(s.table, c.begin + 1, c.begin + 2);
+  }
+  return need <= blocks_.num_free();
+}
+
+const StepPlan& Scheduler::plan_ahead() {
+  DAPO_CHECK(can_plan_ahead(), "Scheduler::plan_ahead() where can_plan_ahead() is false");
+  ++stats_.steps;
+  ahead_.chunks.clear();
+  ahead_.copies.clear();
+  ahead_.rows.clear();
+  for (size_t i = 0; i < plan_.chunks.size(); ++i) {
+    const ScheduledChunk& c = plan_.chunks[i];
+    Seq& s = seqs_[size_t(c.seq)];
+    const bool ok = blocks_.prepare_write(s.table, c.begin + 1, c.begin + 2, ahead_.copies);
+    DAPO_CHECK(ok, "Scheduler: blocks vanished between the check and the write");
+    ahead_.chunks.push_back({c.seq, c.begin + 1, 1});
+    const SampleRow& r = plan_.rows[i];
+    ahead_.rows.push_back({int64_t(i), r.prompt, r.sample, r.position + 1});
+    s.scheduled_step = stats_.steps;
+    s.first_row = int64_t(i);
+  }
+  stats_.response_positions += int64_t(ahead_.chunks.size());
+  stats_.block_copies += int64_t(ahead_.copies.size());
+  stats_.peak_blocks = blocks_.peak_used();
+  has_ahead_ = true;
+  return ahead_;
+}
+
+void Scheduler::commit_decodes(std::span<const int32_t> tokens, std::span<const float> logprobs) {
+  std::vector<int64_t> ended;
+  for (size_t row = 0; row < plan_.rows.size(); ++row) {
+    const int64_t seq = plan_.chunks[size_t(plan_.rows[row].chunk)].seq;
+    Seq& s = seqs_[size_t(seq)];
+    if (response_of(s).finished) continue;  // ended with the previous step's token: this one is dropped
+    s.computed += 1;
+    ++stats_.sampled_tokens;
+    if (take(row, tokens[row], logprobs[row])) {
+      blocks_.free(s.table);
+      running_seats_ -= 1;
+      ended.push_back(seq);
+    }
+  }
+  if (!ended.empty())
+    running_.erase(std::remove_if(running_.begin(), running_.end(),
+                                  [&](int64_t q) { return std::find(ended.begin(), ended.end(), q) != ended.end(); }),
+                   running_.end());
+  // The plan ahead becomes the oldest uncommitted one.
+  if (has_ahead_) std::swap(plan_, ahead_);
+  plan_is_ahead_ = has_ahead_;
+  has_ahead_ = false;
+  ahead_.rows.clear();
+  ahead_.chunks.clear();
+  ahead_.copies.clear();
+  if (!plan_is_ahead_) {
+    plan_.rows.clear();
+    plan_.chunks.clear();
+    plan_.copies.clear();
+  }
+}
+
 void Scheduler::commit(std::span<const int32_t> tokens, std::span<const float> logprobs) {
   DAPO_CHECK(tokens.size() == plan_.rows.size() && logprobs.size() == plan_.rows.size(), "Scheduler::commit: ",
              tokens.size(), " tokens and ", logprobs.size(), " log-probs for ", plan_.rows.size(), " rows");
+  // With a step planned ahead (or this one planned ahead), rows are
+  // decodes of distinct samples, one per chunk in order.
+  if (has_ahead_ || plan_is_ahead_) return commit_decodes(tokens, logprobs);
   for (const ScheduledChunk& c : plan_.chunks) seqs_[size_t(c.seq)].computed += c.count;
   // Appends a row's token; returns whether its response is now complete.
-  auto take = [&](size_t row) {
-    const SampleRow& r = plan_.rows[row];
-    Response& resp = responses_[size_t(r.prompt * limits_.n + r.sample)];
-    DAPO_CHECK(!resp.finished && int64_t(resp.tokens.size()) == r.position, "Scheduler::commit: row ", row,
-               " does not continue its response");
-    resp.tokens.push_back(tokens[row]);
-    resp.logprobs.push_back(logprobs[row]);
-    const bool eos = std::find(limits_.eos_ids.begin(), limits_.eos_ids.end(), tokens[row]) != limits_.eos_ids.end();
-    if (eos || int64_t(resp.tokens.size()) >= limits_.max_response_length) {
-      resp.finished = true;
-      resp.finish = eos ? FinishReason::eos : FinishReason::length;
-      ++finished_;
-      return true;
-    }
-    return false;
-  };
+  auto take = [&](size_t row) { return this->take(row, tokens[row], logprobs[row]); };
   stats_.sampled_tokens += int64_t(plan_.rows.size());
   // The rows of a sequence start at its first_row (set by schedule()).
   auto first_row = [&](int64_t seq) -> int64_t {

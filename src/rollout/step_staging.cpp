@@ -27,17 +27,24 @@ size_t StepStaging::capacity_for(int64_t tokens, int64_t seqs, int64_t max_block
 StepStaging::StepStaging(size_t capacity_bytes, const ops::Ctx& ctx)
     : ctx_(ctx),
       on_device_(ctx.backend == ops::Backend::cuda),
-      host_(capacity_bytes, Arena::Pinned{}, "step-metadata-host"),
-      device_(on_device_ ? capacity_bytes : 0, on_device_ ? Device::cuda : Device::cpu, "step-metadata-device") {
-  host_block_ = static_cast<char*>(host_.alloc_bytes(capacity_bytes));
-  view_block_ = on_device_ ? static_cast<char*>(device_.alloc_bytes(capacity_bytes)) : host_block_;
+      capacity_(round_up(capacity_bytes)),
+      host_(2 * capacity_ + Arena::kAlign, Arena::Pinned{}, "step-metadata-host"),
+      device_(on_device_ ? capacity_ : 0, on_device_ ? Device::cuda : Device::cpu, "step-metadata-device") {
+  for (char*& b : host_blocks_) b = static_cast<char*>(host_.alloc_bytes(capacity_));
+  if (on_device_) device_block_ = static_cast<char*>(device_.alloc_bytes(capacity_));
+  begin();
 }
 
-void StepStaging::begin() { used_ = 0; }
+void StepStaging::begin() {
+  current_ = 1 - current_;
+  host_block_ = host_blocks_[current_];
+  view_block_ = on_device_ ? device_block_ : host_block_;
+  used_ = 0;
+}
 
 Tensor StepStaging::add(const void* values, size_t bytes, DType dtype, std::initializer_list<int64_t> dims) {
-  DAPO_CHECK(used_ + round_up(bytes) <= host_.capacity(), "step metadata: ", used_ + round_up(bytes),
-             " bytes over the planned ", host_.capacity());
+  DAPO_CHECK(used_ + round_up(bytes) <= capacity_, "step metadata: ", used_ + round_up(bytes),
+             " bytes over the planned ", capacity_);
   // Both blocks come from allocators with >= 256-byte alignment, so the same
   // offset is 16-byte aligned in each.
   if (bytes > 0) std::memcpy(host_block_ + used_, values, bytes);

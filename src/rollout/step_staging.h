@@ -4,6 +4,10 @@
 // then run on the device, as flashinfer does. The views that add() returns
 // point where the ops will read them: into the host block on the CPU
 // backend, into the device mirror on CUDA (valid once upload() is queued).
+// Two host blocks take turns, so that a step can be packed while the
+// previous step's upload is still queued (the engine's launch-ahead); the
+// device mirror is one block, whose copies the stream orders, so that a
+// captured decode graph reads the same addresses at every replay.
 #pragma once
 
 #include <cstddef>
@@ -21,8 +25,9 @@ class StepStaging {
   // capacity_bytes: the most one step packs (arrays rounded up to 16 bytes).
   StepStaging(size_t capacity_bytes, const ops::Ctx& ctx);
 
-  // Starts a step: the previous step's upload must have completed (the
-  // engine synchronises on the sampled tokens before planning the next).
+  // Starts a step in the other host block: the upload of the step before
+  // the previous one must have completed (the engine waits for a step's
+  // tokens before it packs the step after the next).
   void begin();
   // Appends `values` and returns their (device-side) view with `dims`.
   Tensor add_i32(std::span<const int32_t> values, std::initializer_list<int64_t> dims);
@@ -41,9 +46,13 @@ class StepStaging {
 
   ops::Ctx ctx_;
   bool on_device_ = false;
+  size_t capacity_ = 0;
   Arena host_;
   Arena device_;  // empty on the CPU backend
-  char* host_block_ = nullptr;
+  char* host_blocks_[2] = {nullptr, nullptr};
+  char* device_block_ = nullptr;
+  int current_ = 1;             // begin() moves to the other block
+  char* host_block_ = nullptr;  // host_blocks_[current_]
   char* view_block_ = nullptr;  // where the ops read: host_block_ or the device block
   size_t used_ = 0;
 };

@@ -252,6 +252,45 @@ TEST_F(EngineGpu, SampledRunsRepeatBitForBitAndLogprobsAreTheFullSoftmax) {
   }
 }
 
+// Launch-ahead (EngineOptions::launch_ahead): the decode step after a
+// running one is launched before the running one's tokens reach the host,
+// its input tokens copied on the device. Without ends in between every
+// step has the same rows either way, so the bits are the same; with EOS
+// ids, the rows of responses that just ended ride along once, dropped.
+TEST_F(EngineGpu, LaunchAheadGivesTheSameResponses) {
+  load_random(mid_config(), 15);
+  const auto prompts = random_prompts({9, 33, 2, 17}, config_.vocab_size, 6);
+  rollout::SamplingOptions s;
+  s.n = 3;
+  s.temperature = 1.0;
+  s.max_response_length = 48;
+  s.seed = 5;
+  rollout::EngineOptions o;
+  o.launch_ahead = false;
+  const rollout::RolloutBatch plain = run(true, prompts, s, o);
+  EXPECT_EQ(stats_.steps_ahead, 0);
+  o.launch_ahead = true;
+  const rollout::RolloutBatch ahead = run(true, prompts, s, o);
+  EXPECT_GT(stats_.steps_ahead, 30);
+  EXPECT_EQ(ahead.response_tokens, plain.response_tokens);
+  ASSERT_EQ(ahead.sampling_logprobs.size(), plain.sampling_logprobs.size());
+  EXPECT_EQ(0, std::memcmp(ahead.sampling_logprobs.data(), plain.sampling_logprobs.data(),
+                           plain.sampling_logprobs.size() * sizeof(float)));
+  // Ends on the way: every response completes, at its EOS or at full length.
+  for (int32_t id = 3; id < config_.vocab_size; id += 40) s.eos_ids.push_back(id);
+  const rollout::RolloutBatch ended = run(true, prompts, s, o);
+  EXPECT_GT(stats_.steps_ahead, 0);
+  ASSERT_EQ(ended.num_responses(), 12);
+  int64_t eos = 0;
+  for (int64_t r = 0; r < ended.num_responses(); ++r) {
+    const bool at_eos = ended.finish_reason[size_t(r)] == rollout::FinishReason::eos;
+    eos += at_eos;
+    if (!at_eos) EXPECT_EQ(ended.response_length(r), 48);
+  }
+  EXPECT_GT(eos, 0);
+  EXPECT_EQ(stats_.scheduler.sampled_tokens, ended.total_response_tokens());
+}
+
 // A pool of a few sequences for 12 responses: sequences queue and get
 // preempted, are recomputed from their tokens, and every response ends at
 // full length with top-1 tokens.

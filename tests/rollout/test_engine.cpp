@@ -56,6 +56,17 @@ class EngineTest : public testing::Test {
   GenerationStats last_stats;
 };
 
+// Engine options by name: positional braces would slide past a field added
+// in between (kv_cache_memory_fraction once took the place of max_num_seqs).
+EngineOptions opts(int64_t block_size, size_t kv_cache_bytes, int64_t max_num_seqs, int64_t max_batch_tokens) {
+  EngineOptions o;
+  o.block_size = block_size;
+  o.kv_cache_bytes = kv_cache_bytes;
+  o.max_num_seqs = max_num_seqs;
+  o.max_batch_tokens = max_batch_tokens;
+  return o;
+}
+
 std::vector<int32_t> tokens_of(const RolloutBatch& b, int64_t r) { return {b.response(r).begin(), b.response(r).end()}; }
 
 // Same responses; log-probs to fp32 tolerance (the cached and the full
@@ -99,7 +110,7 @@ TEST_F(EngineTest, GreedyEqualsTheNaiveLoop) {
   for (int64_t n : {1, 3}) {
     const SamplingOptions s = greedy(n, 12);
     const RolloutBatch want = reference_generate(*model, ops::Ctx{}, prompts, s);
-    expect_same_responses(run(prompts, s, EngineOptions{4, 0, 256, 4096}), want, cat("greedy n=", n));
+    expect_same_responses(run(prompts, s, opts(4, 0, 256, 4096)), want, cat("greedy n=", n));
     // Greedy samples of one prompt are all the same.
     for (int64_t p = 0; p < want.num_prompts(); ++p)
       for (int64_t k = 1; k < n; ++k) EXPECT_EQ(tokens_of(want, p * n + k), tokens_of(want, p * n));
@@ -110,7 +121,7 @@ TEST_F(EngineTest, SampledEqualsTheNaiveLoop) {
   const auto prompts = prompts_of({3, 8, 1, 11}, 2);
   const SamplingOptions s = sampled(4, 10);
   const RolloutBatch want = reference_generate(*model, ops::Ctx{}, prompts, s);
-  expect_same_responses(run(prompts, s, EngineOptions{4, 0, 256, 4096}), want, "sampled");
+  expect_same_responses(run(prompts, s, opts(4, 0, 256, 4096)), want, "sampled");
   // The samples of a prompt differ (a check that the keys differ per sample).
   int64_t distinct = 0;
   for (int64_t k = 1; k < 4; ++k) distinct += tokens_of(want, k) != tokens_of(want, 0);
@@ -144,21 +155,48 @@ TEST_F(EngineTest, AResponseDoesNotDependOnTheBatchAroundIt) {
   };
   expect_same_responses(target_part(run(mixed, s)), alone, "among others");
   // One sequence at a time, 2-token steps: prompts queue, prefills are chunked.
-  expect_same_responses(target_part(run(mixed, s, EngineOptions{4, 0, 3, 2})), alone, "narrow batch");
+  expect_same_responses(target_part(run(mixed, s, opts(4, 0, 3, 2))), alone, "narrow batch");
   EXPECT_GT(last_stats.scheduler.steps, 60);
   // A KV pool of 8 blocks of 4 positions: samples wait and get preempted.
   const size_t tight = model::kv_cache_bytes(config, 1, 8, 4);
-  expect_same_responses(target_part(run(mixed, s, EngineOptions{4, tight, 64, 64})), alone, "tight KV budget");
+  expect_same_responses(target_part(run(mixed, s, opts(4, tight, 64, 64))), alone, "tight KV budget");
   EXPECT_EQ(last_stats.num_blocks, 8);
   EXPECT_GT(last_stats.scheduler.preemptions, 0);
   EXPECT_LE(last_stats.scheduler.peak_blocks, 8);
   // Blocks of one position, many copy-on-writes.
-  expect_same_responses(target_part(run(mixed, s, EngineOptions{1, 0, 64, 64})), alone, "block size 1");
+  expect_same_responses(target_part(run(mixed, s, opts(1, 0, 64, 64))), alone, "block size 1");
+}
+
+// Launching a decode step while the one before it runs (its tokens fed on
+// the device, the rows of sequences that just ended dropped) gives the
+// responses of the step-by-step loop whatever the limits: the same tokens,
+// log-probs to fp32 tolerance (a dropped row makes the CPU GEMMs block
+// another batch, as a response among others does).
+TEST_F(EngineTest, LaunchAheadChangesNothing) {
+  const auto prompts = prompts_of({3, 8, 1, 11, 6}, 5);
+  SamplingOptions s = sampled(3, 16);
+  s.eos_ids = {7, 19, 33};  // responses end at different steps
+  for (EngineOptions o : {opts(4, 0, 256, 4096), opts(4, 0, 5, 8), opts(1, 0, 64, 64),
+                          opts(4, model::kv_cache_bytes(config, 1, 12, 4), 64, 64)}) {
+    const std::string what = cat("block size ", o.block_size, ", KV bytes ", o.kv_cache_bytes, ", seqs ",
+                                 o.max_num_seqs, ", tokens ", o.max_batch_tokens);
+    o.launch_ahead = false;
+    const RolloutBatch step_by_step = run(prompts, s, o);
+    const GenerationStats plain = last_stats;
+    EXPECT_EQ(plain.steps_ahead, 0) << what;
+    o.launch_ahead = true;
+    const RolloutBatch ahead = run(prompts, s, o);
+    EXPECT_GT(last_stats.steps_ahead, 0) << what;
+    expect_same_responses(ahead, step_by_step, what);
+    EXPECT_EQ(last_stats.scheduler.steps, plain.scheduler.steps) << what;
+    EXPECT_EQ(last_stats.scheduler.sampled_tokens, plain.scheduler.sampled_tokens) << what;
+    EXPECT_EQ(last_stats.prefill_steps + last_stats.decode_steps, plain.scheduler.steps) << what;
+  }
 }
 
 TEST_F(EngineTest, APromptIsPrefilledOnceForAllItsSamples) {
   const auto prompts = prompts_of({10}, 5);
-  const RolloutBatch b = run(prompts, sampled(6, 5), EngineOptions{4, 0, 64, 4096});
+  const RolloutBatch b = run(prompts, sampled(6, 5), opts(4, 0, 64, 4096));
   EXPECT_EQ(b.num_responses(), 6);
   EXPECT_EQ(last_stats.scheduler.prompt_positions, 10);
   EXPECT_EQ(last_stats.scheduler.preemptions, 0);
@@ -220,7 +258,7 @@ TEST_F(EngineTest, KvPoolComesFromTheBudget) {
     }
   }
   EXPECT_EQ(kv_blocks_for_budget(config, 1, 4, 10), 0);
-  GenerationEngine engine(*model, tp, ops::Ctx{}, EngineOptions{4, 100, 8, 8});
+  GenerationEngine engine(*model, tp, ops::Ctx{}, opts(4, 100, 8, 8));
   try {
     engine.generate(prompts_of({3}, 8), greedy(1, 4));
     FAIL() << "no error";
@@ -230,7 +268,7 @@ TEST_F(EngineTest, KvPoolComesFromTheBudget) {
         << e.what();
   }
   // A budget of 2 blocks cannot hold 6 + 4 - 1 positions.
-  GenerationEngine small(*model, tp, ops::Ctx{}, EngineOptions{4, model::kv_cache_bytes(config, 1, 2, 4), 8, 8});
+  GenerationEngine small(*model, tp, ops::Ctx{}, opts(4, model::kv_cache_bytes(config, 1, 2, 4), 8, 8));
   try {
     small.generate(prompts_of({6}, 8), greedy(1, 4));
     FAIL() << "no error";
@@ -240,7 +278,7 @@ TEST_F(EngineTest, KvPoolComesFromTheBudget) {
         << e.what();
   }
   // The automatic budget: enough for the requests, all in flight.
-  run(prompts_of({5, 5, 5}, 9), sampled(2, 8), EngineOptions{4, 0, 256, 4096});
+  run(prompts_of({5, 5, 5}, 9), sampled(2, 8), opts(4, 0, 256, 4096));
   EXPECT_EQ(last_stats.scheduler.preemptions, 0);
   EXPECT_GE(last_stats.num_blocks, 6 * 4);
 }

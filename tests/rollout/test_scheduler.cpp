@@ -62,60 +62,89 @@ RolloutBatch expected(const std::vector<std::vector<int32_t>>& prompts, int64_t 
 struct Outcome {
   RolloutBatch batch;
   SchedulerStats stats;
+  int64_t ahead = 0;  // steps planned ahead
 };
 
-// Drives a scheduler to the end, checking every step against the simulated cache.
+// Drives a scheduler to the end, checking every step against the simulated
+// cache. With `ahead`, as the engine does: while a step is "in flight"
+// (executed, not committed), the next one is planned ahead whenever
+// can_plan_ahead() allows, its row r fed the in-flight step's token r.
 Outcome drive(const std::vector<std::vector<int32_t>>& prompts, int64_t n, int64_t max_len, int64_t num_blocks,
-          int64_t block_size, int64_t max_num_seqs, int64_t max_batch_tokens) {
+              int64_t block_size, int64_t max_num_seqs, int64_t max_batch_tokens, bool ahead = false) {
   BlockManager blocks(num_blocks, block_size);
   SchedulerLimits limits{n, max_len, {kEos}, max_num_seqs, max_batch_tokens};
   Scheduler s(blocks, limits);
   for (size_t p = 0; p < prompts.size(); ++p) EXPECT_EQ(s.add_prompt(1000 + p, prompts[p]), int64_t(p));
   std::vector<int32_t> slots(size_t(num_blocks * block_size), -1);
   const int64_t seats = std::max(max_num_seqs, n), budget = std::max(max_batch_tokens, seats);
-  int64_t guard = 0;
-  while (!s.done()) {
-    EXPECT_LT(++guard, 100000) << "no progress";
-    if (guard >= 100000) break;
-    const StepPlan& plan = s.schedule();
+  Outcome out;
+  // Runs a plan on the simulated cache and samples its rows; `fed` (a plan
+  // made ahead): the token at each chunk's first position, not yet committed.
+  auto execute = [&](const StepPlan& plan, const std::vector<int32_t>* fed) {
     EXPECT_LE(int64_t(plan.chunks.size()), seats);
     EXPECT_LE(plan.num_tokens(), budget);
     EXPECT_LE(int64_t(plan.rows.size()), seats);
+    auto token = [&](size_t chunk, int64_t p) {
+      const ScheduledChunk& c = plan.chunks[chunk];
+      return fed != nullptr && p == c.begin ? (*fed)[chunk] : s.token_at(c.seq, p);
+    };
     // Copies in order, then the step's writes.
     for (const BlockCopy& c : plan.copies)
       std::copy_n(slots.begin() + c.src * block_size, block_size, slots.begin() + c.dst * block_size);
     std::set<int64_t> written;
-    for (const ScheduledChunk& c : plan.chunks) {
+    for (size_t i = 0; i < plan.chunks.size(); ++i) {
+      const ScheduledChunk& c = plan.chunks[i];
       const BlockTable& table = s.table(c.seq);
       EXPECT_GE(c.count, 1);
       EXPECT_GE(int64_t(table.size()) * block_size, c.begin + c.count);
       for (int64_t p = c.begin; p < c.begin + c.count; ++p) {
         const int64_t slot = table[size_t(p / block_size)] * block_size + p % block_size;
         EXPECT_TRUE(written.insert(slot).second) << "two writes to slot " << slot;
-        slots[size_t(slot)] = s.token_at(c.seq, p);
+        slots[size_t(slot)] = token(i, p);
       }
     }
     // Each sequence reads its own tokens at every cached position.
-    for (const ScheduledChunk& c : plan.chunks) {
+    for (size_t i = 0; i < plan.chunks.size(); ++i) {
+      const ScheduledChunk& c = plan.chunks[i];
       const BlockTable& table = s.table(c.seq);
       for (int64_t p = 0; p < c.begin + c.count; ++p) {
         const int64_t slot = table[size_t(p / block_size)] * block_size + p % block_size;
-        EXPECT_EQ(slots[size_t(slot)], s.token_at(c.seq, p)) << "sequence " << c.seq << " position " << p;
+        EXPECT_EQ(slots[size_t(slot)], token(i, p)) << "sequence " << c.seq << " position " << p;
       }
     }
     std::vector<int32_t> tokens;
-    std::vector<float> logprobs;
     for (const SampleRow& r : plan.rows) {
       const ScheduledChunk& c = plan.chunks[size_t(r.chunk)];
-      EXPECT_EQ(c.begin + c.count, s.length(c.seq)) << "a row of an unfinished prefill";
+      if (fed == nullptr) EXPECT_EQ(c.begin + c.count, s.length(c.seq)) << "a row of an unfinished prefill";
       tokens.push_back(next_token(r.prompt, r.sample, r.position));
-      logprobs.push_back(-float(tokens.back()));
     }
+    return tokens;
+  };
+  auto commit = [&](const std::vector<int32_t>& tokens) {
+    std::vector<float> logprobs;
+    for (const int32_t t : tokens) logprobs.push_back(-float(t));
     s.commit(tokens, logprobs);
+  };
+  std::vector<int32_t> in_flight;  // the sampled tokens of the step planned ahead, uncommitted
+  bool pending = false;
+  int64_t guard = 0;
+  while (!s.done() || pending) {
+    EXPECT_LT(++guard, 100000) << "no progress";
+    if (guard >= 100000) break;
+    std::vector<int32_t> tokens = pending ? in_flight : execute(s.schedule(), nullptr);
+    pending = false;
+    if (ahead && s.can_plan_ahead()) {
+      in_flight = execute(s.plan_ahead(), &tokens);
+      pending = true;
+      ++out.ahead;
+    }
+    commit(tokens);
   }
   EXPECT_EQ(blocks.num_free(), num_blocks) << "blocks leaked";
   EXPECT_EQ(s.num_finished(), s.num_responses());
-  return {s.result(), s.stats()};
+  out.batch = s.result();
+  out.stats = s.stats();
+  return out;
 }
 
 void expect_same(const RolloutBatch& got, const RolloutBatch& want, const std::string& what) {
@@ -144,7 +173,29 @@ TEST(Scheduler, ResponsesDoNotDependOnLimitsOrPool) {
     const Outcome run = drive(prompts, n, max_len, c.blocks, c.block_size, c.seqs, c.tokens);
     expect_same(run.batch, want, what);
     EXPECT_LE(run.stats.peak_blocks, c.blocks) << what;
+    // Planning steps ahead (the engine's launch-ahead) changes nothing.
+    const Outcome ahead = drive(prompts, n, max_len, c.blocks, c.block_size, c.seqs, c.tokens, true);
+    expect_same(ahead.batch, want, what + ", planned ahead");
+    EXPECT_LE(ahead.stats.peak_blocks, c.blocks) << what;
+    EXPECT_EQ(ahead.stats.steps, run.stats.steps) << what;
   }
+}
+
+// A load that drains with no one waiting: most decode steps are planned
+// ahead, the sequences that end while a step is in flight lose that step's
+// row (counted as a response position, not as a sampled token), and the
+// responses are those of the step-by-step schedule.
+TEST(Scheduler, PlanningAheadKeepsTheResponses) {
+  const auto prompts = make_prompts({5, 9, 3, 12});
+  const int64_t n = 4, max_len = 30;
+  const Outcome run = drive(prompts, n, max_len, 200, 4, 64, 512);
+  const Outcome ahead = drive(prompts, n, max_len, 200, 4, 64, 512, true);
+  expect_same(ahead.batch, expected(prompts, n, max_len), "planned ahead");
+  EXPECT_GT(ahead.ahead, run.stats.steps / 2);
+  EXPECT_EQ(ahead.stats.steps, run.stats.steps);
+  EXPECT_EQ(ahead.stats.sampled_tokens, ahead.batch.total_response_tokens());
+  EXPECT_GE(ahead.stats.response_positions, run.stats.response_positions);
+  EXPECT_EQ(ahead.stats.prompt_positions, run.stats.prompt_positions);
 }
 
 TEST(Scheduler, PromptIsPrefilledOnceForAllSamples) {

@@ -21,10 +21,31 @@ void copy(const Ctx& ctx, Tensor dst, Tensor src);
 // Waits until everything enqueued on the ctx's stream is done (CPU: returns).
 void stream_synchronize(const Ctx& ctx);
 
+// A point in a stream: record() marks what the ctx's stream holds so far,
+// synchronize() waits until that is done, whatever was enqueued after it
+// (the engine waits for step N's tokens while step N + 1 runs). CPU ctx:
+// everything is done when enqueued, both return at once.
+class StreamEvent {
+ public:
+  explicit StreamEvent(const Ctx& ctx);
+  ~StreamEvent();
+  StreamEvent(const StreamEvent&) = delete;
+  StreamEvent& operator=(const StreamEvent&) = delete;
+  void record(const Ctx& ctx);
+  void synchronize();
+
+ private:
+  void* event_ = nullptr;  // cudaEvent_t on the CUDA backend
+};
+
 // CUDA builds only.
 namespace cuda {
 void copy(const Ctx& ctx, Tensor dst, Tensor src);
 void stream_synchronize(const Ctx& ctx);
+void* event_create();
+void event_destroy(void* event);
+void event_record(const Ctx& ctx, void* event);
+void event_synchronize(void* event);
 }  // namespace cuda
 
 }  // namespace dapo::ops

@@ -78,6 +78,15 @@ struct EngineOptions {
   // KV budget is set aside as the padding rows' block. Off while the ctx
   // carries an OpProfiler.
   bool cuda_graphs = true;
+  // Launch-ahead: while a pure decode step runs, plan and launch the next
+  // one (Scheduler::plan_ahead), its input tokens copied on the device from
+  // the running step's samples, so that the GPU does not wait for the
+  // host's commit, planning and launches between the two. A sequence that
+  // ends in the running step computes one dropped position in the next.
+  // The responses are the same either way. Off by default until it has run
+  // on a GPU (EngineGpu.LaunchAheadGivesTheSameResponses, and
+  // bench_generate_gpu --launch-ahead against the same build without).
+  bool launch_ahead = false;
 };
 
 struct SamplingOptions {
@@ -147,6 +156,7 @@ struct GenerationStats {
   double decode_wait_seconds = 0;
   int64_t prefill_steps = 0;
   int64_t decode_steps = 0;
+  int64_t steps_ahead = 0;        // decode steps launched while the step before them ran (launch_ahead)
   int64_t decode_graphs = 0;      // CUDA graphs captured (one per batch and context bucket met)
   // Of decode_step_seconds: capturing and instantiating those graphs (their
   // steps run eagerly under capture, then launch once).

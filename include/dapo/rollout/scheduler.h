@@ -112,9 +112,26 @@ class Scheduler {
   int32_t token_at(int64_t seq, int64_t pos) const;
   const BlockTable& table(int64_t seq) const { return seqs_[size_t(seq)].table; }
   int64_t length(int64_t seq) const;
-  // Takes the sampled token and its log-prob for each row of the plan;
-  // appends them, ends responses, forks groups whose prefill completed.
+  // Takes the sampled token and its log-prob for each row of the oldest
+  // uncommitted plan; appends them, ends responses, forks groups whose
+  // prefill completed.
   void commit(std::span<const int32_t> tokens, std::span<const float> logprobs);
+
+  // Planning ahead, so that the engine can launch step N + 1 while step N
+  // runs. With step N planned and not committed, can_plan_ahead() tells
+  // whether step N + 1 is sure to decode the same sequences one position
+  // further unless some of them end with N's token: N decodes every
+  // running sequence (one row each, rows in chunk order), nothing waits, no
+  // response reaches max_response_length with N's token, N + 1's blocks are
+  // free without preempting, and no plan is ahead already. plan_ahead()
+  // then plans N + 1 (its blocks and copy-on-writes allocated here): chunk
+  // and row r continue chunk and row r of N, whose sampled token is N + 1's
+  // input at that row (token_at cannot give it before N is committed: the
+  // engine feeds it on the device). commit() takes N's tokens first, then
+  // N + 1's; a sequence that ended with N's token still has its row in
+  // N + 1, whose token is dropped. Ahead or not, the responses are the same.
+  bool can_plan_ahead() const;
+  const StepPlan& plan_ahead();
 
   // Every response, ordered by prompt, then sample (done() required).
   RolloutBatch result() const;
@@ -151,6 +168,11 @@ class Scheduler {
   void add_chunk(int64_t seq, int64_t count, int64_t& budget);
   void preempt(size_t running_index);
   bool admit(int64_t& budget);
+  // Appends row `row` of plan_'s token; returns whether its response is now complete.
+  bool take(size_t row, int32_t token, float logprob);
+  // commit() of a plan that decodes one position of distinct samples, row r
+  // from chunk r (what can_plan_ahead() requires and plan_ahead() makes).
+  void commit_decodes(std::span<const int32_t> tokens, std::span<const float> logprobs);
 
   BlockManager& blocks_;
   SchedulerLimits limits_;
@@ -161,7 +183,10 @@ class Scheduler {
   std::deque<int64_t> waiting_;     // seq ids, next to admit first
   int64_t running_seats_ = 0;
   int64_t finished_ = 0;
-  StepPlan plan_;
+  StepPlan plan_;         // the oldest uncommitted plan
+  StepPlan ahead_;        // the plan after it, when has_ahead_
+  bool has_ahead_ = false;
+  bool plan_is_ahead_ = false;  // plan_ came from plan_ahead()
   SchedulerStats stats_;
 };
 
