@@ -185,7 +185,8 @@ KvPoolSizes kv_pool_sizes(const model::Qwen2Config& config, int64_t tp_size, int
 // The device memory of one generate() besides the KV pool, from the same
 // carves generate() makes: a step's activations (max_tokens new tokens of
 // max_seqs sequences), the ops' scratch, the step's logits rows and the
-// metadata staging block (a pinned host twin of the same size on a GPU).
+// metadata staging block (on a GPU also two pinned host blocks of that size,
+// which take turns).
 // max_len: the longest prompt plus max_response_length.
 struct GenerationMemory {
   size_t activations = 0, scratch = 0, rows = 0, staging = 0;
