@@ -434,7 +434,6 @@ RolloutBatch GenerationEngine::generate(std::span<const PromptInput> prompts, co
 
   std::optional<Launched> running;  // launched, not committed
   int slot = 0;
-  int64_t committed = 0;
   while (!sched.done() || running) {
     const auto t_iter = Clock::now();
     double host = 0;
@@ -475,10 +474,9 @@ RolloutBatch GenerationEngine::generate(std::span<const PromptInput> prompts, co
                  std::span<const float>(host_logprobs[running->slot], size_t(R)));
     stats_.host_seconds += host + seconds_since(t_done);
     running = next;
-    ++committed;
     if (progress) {
       GenerationProgress p;
-      p.step = committed;
+      p.step = stats_.prefill_steps + stats_.decode_steps;  // the steps committed
       p.running = sched.num_running();
       p.waiting = sched.num_waiting();
       p.finished = sched.num_finished();

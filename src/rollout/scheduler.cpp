@@ -16,6 +16,12 @@ int64_t StepPlan::num_tokens() const {
   return n;
 }
 
+void StepPlan::clear() {
+  chunks.clear();
+  copies.clear();
+  rows.clear();
+}
+
 Scheduler::Scheduler(BlockManager& blocks, SchedulerLimits limits) : blocks_(blocks), limits_(std::move(limits)) {
   DAPO_CHECK(limits_.n >= 1, "Scheduler: n = ", limits_.n);
   DAPO_CHECK(limits_.max_response_length >= 0, "Scheduler: max_response_length = ", limits_.max_response_length);
@@ -149,9 +155,7 @@ const StepPlan& Scheduler::schedule() {
   DAPO_CHECK(!done(), "Scheduler::schedule() with nothing left to run");
   DAPO_CHECK(!has_ahead_ && !plan_is_ahead_, "Scheduler::schedule() before the steps planned ahead are committed");
   ++stats_.steps;
-  plan_.chunks.clear();
-  plan_.copies.clear();
-  plan_.rows.clear();
+  plan_.clear();
   int64_t budget = limits_.max_batch_tokens;
   // 1. decodes, 2. running prefills (preempt() only removes entries after i).
   for (int pass = 0; pass < 2; ++pass) {
@@ -223,9 +227,7 @@ bool Scheduler::can_plan_ahead() const {
 const StepPlan& Scheduler::plan_ahead() {
   DAPO_CHECK(can_plan_ahead(), "Scheduler::plan_ahead() where can_plan_ahead() is false");
   ++stats_.steps;
-  ahead_.chunks.clear();
-  ahead_.copies.clear();
-  ahead_.rows.clear();
+  ahead_.clear();
   for (size_t i = 0; i < plan_.chunks.size(); ++i) {
     const ScheduledChunk& c = plan_.chunks[i];
     Seq& s = seqs_[size_t(c.seq)];
@@ -262,18 +264,11 @@ void Scheduler::commit_decodes(std::span<const int32_t> tokens, std::span<const 
     running_.erase(std::remove_if(running_.begin(), running_.end(),
                                   [&](int64_t q) { return std::find(ended.begin(), ended.end(), q) != ended.end(); }),
                    running_.end());
-  // The plan ahead becomes the oldest uncommitted one.
+  // The plan ahead, if any, becomes the oldest uncommitted one.
+  plan_.clear();
   if (has_ahead_) std::swap(plan_, ahead_);
   plan_is_ahead_ = has_ahead_;
   has_ahead_ = false;
-  ahead_.rows.clear();
-  ahead_.chunks.clear();
-  ahead_.copies.clear();
-  if (!plan_is_ahead_) {
-    plan_.rows.clear();
-    plan_.chunks.clear();
-    plan_.copies.clear();
-  }
 }
 
 void Scheduler::commit(std::span<const int32_t> tokens, std::span<const float> logprobs) {
@@ -326,9 +321,7 @@ void Scheduler::commit(std::span<const int32_t> tokens, std::span<const float> l
     blocks_.free(seqs_[size_t(seq)].table);
   }
   running_ = std::move(next_running);
-  plan_.rows.clear();
-  plan_.chunks.clear();
-  plan_.copies.clear();
+  plan_.clear();
 }
 
 RolloutBatch Scheduler::result() const {

@@ -5,8 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <functional>
+#include <numeric>
 #include <random>
 #include <vector>
 
@@ -20,6 +23,23 @@ inline std::vector<float> random_vector(size_t n, uint32_t seed, float lo = -1.0
   std::vector<float> v(n);
   for (auto& x : v) x = dist(gen);
   return v;
+}
+
+// A KV-cache write's rows: T positions in [0, 32768) and T distinct slots
+// of a pool of `slots_total` (>= T), every fifth row's (i % 5 == 3) -1, a
+// row that writes nothing.
+struct PositionsAndSlots {
+  std::vector<int32_t> pos, slots;
+};
+inline PositionsAndSlots random_positions_and_slots(int64_t T, int64_t slots_total, uint32_t seed) {
+  std::mt19937 gen(seed);
+  PositionsAndSlots r{std::vector<int32_t>(size_t(T)), std::vector<int32_t>(size_t(T))};
+  for (auto& p : r.pos) p = int32_t(gen() % 32768);
+  std::vector<int32_t> all(static_cast<size_t>(slots_total));
+  std::iota(all.begin(), all.end(), 0);
+  std::shuffle(all.begin(), all.end(), gen);
+  for (int64_t i = 0; i < T; ++i) r.slots[size_t(i)] = i % 5 == 3 ? -1 : all[size_t(i)];
+  return r;
 }
 
 // sum_i g[i] * y[i] in double: the scalar loss whose gradient an op's

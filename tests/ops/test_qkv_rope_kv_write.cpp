@@ -21,12 +21,7 @@ struct Case {
 void run_case(const Case& c, uint32_t seed) {
   SCOPED_TRACE(testing::Message() << "T " << c.T << " Hq " << c.Hq << " Hkv " << c.Hkv << " D " << c.D);
   const int64_t T = c.T, Nq = c.Hq * c.D, Nkv = c.Hkv * c.D, slots_total = c.num_blocks * c.block_size;
-  std::mt19937 gen(seed);
-  std::vector<int32_t> pos(static_cast<size_t>(T)), all(static_cast<size_t>(slots_total)), slots(pos.size());
-  for (auto& p : pos) p = int32_t(gen() % 32768);
-  std::iota(all.begin(), all.end(), 0);
-  std::shuffle(all.begin(), all.end(), gen);
-  for (int64_t i = 0; i < T; ++i) slots[size_t(i)] = i % 5 == 3 ? -1 : all[size_t(i)];
+  auto [pos, slots] = test::random_positions_and_slots(T, slots_total, seed);
   auto in = test::random_vector(size_t(T * c.C), seed + 1);
   auto wq = test::random_vector(size_t(Nq * c.C), seed + 2), bq = test::random_vector(size_t(Nq), seed + 3);
   auto wk = test::random_vector(size_t(Nkv * c.C), seed + 4), bk = test::random_vector(size_t(Nkv), seed + 5);

@@ -74,6 +74,7 @@ struct StepPlan {
   std::vector<BlockCopy> copies;  // to run, in order, before the forward
   std::vector<SampleRow> rows;
   int64_t num_tokens() const;
+  void clear();
 };
 
 struct SchedulerStats {
