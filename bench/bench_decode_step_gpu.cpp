@@ -18,9 +18,11 @@
 //     no kernel runs, so the two add up to traced_step_ms (the replay with
 //     CUPTI on) less the gap between replays; idle_before_us is the idle
 //     time just before each kernel's launches. Absent without CUPTI.
+//     With --by-grid, launches of one kernel with different grids are
+//     listed apart ("name [x,y,z]"): the products one GEMM kernel serves.
 // The weights' share of the step: the GEMMs (linear_forward*) read every
 // weight once, attention reads the KV.
-//   bench_decode_step_gpu [0.5b|1.5b|7b] [--batch 128] [--context 512] [--reps 20]
+//   bench_decode_step_gpu [0.5b|1.5b|7b] [--batch 128] [--context 512] [--reps 20] [--by-grid]
 #include <algorithm>
 #include <cstdio>
 #include <random>
@@ -59,12 +61,14 @@ int main(int argc, char** argv) {
   parallel::Runtime runtime(&argc, &argv);
   std::string size = "0.5b";
   int64_t B = 128, C = 512, reps = 20;
+  bool by_grid = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&] { return i + 1 < argc ? std::stoll(argv[++i]) : 0LL; };
     if (a == "--batch") B = next();
     else if (a == "--context") C = next();
     else if (a == "--reps") reps = next();
+    else if (a == "--by-grid") by_grid = true;
     else size = a;
   }
   if (ops::cuda_device_count() == 0) {
@@ -153,7 +157,7 @@ int main(int argc, char** argv) {
   bench::KernelTimeline timeline;
   double traced_ms = 0;
   if (bench::KernelTrace::available()) {
-    bench::KernelTrace trace;
+    bench::KernelTrace trace(false, by_grid);
     const ops::CapturedGraph traced = ops::CapturedGraph::capture(ctx, [&] { step(ctx); });
     for (int i = 0; i < 3; ++i) traced.launch(ctx);
     ops::stream_synchronize(ctx);

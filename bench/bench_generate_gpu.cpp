@@ -20,8 +20,8 @@
 // With --trace, the load runs once more under CUPTI (bench/kernel_trace.h):
 // the GPU's idle time over the run (no kernel or copy on it: the host's
 // share of the critical path) and which kernels and copies it came before.
-// --launch-ahead: EngineOptions::launch_ahead (steps_ahead counts its steps).
-// Usage: bench_generate_gpu 0.5b [--batch 128 --prompt 256 --new 512] [--trace] [--launch-ahead]
+// --no-launch-ahead: EngineOptions::launch_ahead off (on by default; steps_ahead counts its steps).
+// Usage: bench_generate_gpu 0.5b [--batch 128 --prompt 256 --new 512] [--trace] [--no-launch-ahead]
 //        bench_generate_gpu 1.5b --dapo [--prompts 64 --n 16 --mean-len 800 --max-len 8192] [--profile]
 #include <algorithm>
 #include <cstdio>
@@ -99,7 +99,7 @@ int main(int argc, char** argv) {
   std::string size = "0.5b";
   int64_t batch = 128, prompt = 256, new_tokens = 512;
   int64_t prompts = 64, n = 16, mean_len = 800, max_len = 8192, max_seqs = 256, max_tokens = 8192;
-  bool dapo_load = false, profile = false, trace = false, launch_ahead = false;
+  bool dapo_load = false, profile = false, trace = false, launch_ahead = true;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&] { return i + 1 < argc ? std::stoll(argv[++i]) : 0LL; };
@@ -115,7 +115,7 @@ int main(int argc, char** argv) {
     else if (a == "--dapo") dapo_load = true;
     else if (a == "--profile") profile = true;
     else if (a == "--trace") trace = true;
-    else if (a == "--launch-ahead") launch_ahead = true;
+    else if (a == "--no-launch-ahead") launch_ahead = false;
     else size = a;
   }
   if (ops::cuda_device_count() == 0) {

@@ -67,7 +67,9 @@ class KernelTrace {
   // after warm-up and before capturing the graphs to trace (CUPTI must be
   // on when a graph is instantiated for its nodes to report).
   // With `copies`, memory copies join the timeline too ("memcpy HtoD", ...).
-  explicit KernelTrace(bool copies = false) : copies_(copies) {
+  // With `by_grid`, launches of one kernel with different grids count
+  // apart ("name [x,y,z]"): the products that share a GEMM kernel.
+  explicit KernelTrace(bool copies = false, bool by_grid = false) : copies_(copies), by_grid_(by_grid) {
     DAPO_CUPTI_CHECK(cuptiActivityRegisterCallbacks(&buffer_requested, &buffer_completed));
     DAPO_CUPTI_CHECK(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
     if (copies_) DAPO_CUPTI_CHECK(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY));
@@ -101,8 +103,12 @@ class KernelTrace {
     std::map<std::string, TracedKernel> by_name;
     uint64_t busy_until = rs.empty() ? 0 : rs.front().start;
     for (const Record& r : rs) {
-      TracedKernel& k = by_name[r.name];
-      k.name = r.name;
+      const std::string key = by_grid_ && r.grid[0] > 0 ? r.name + " [" + std::to_string(r.grid[0]) + "," +
+                                                              std::to_string(r.grid[1]) + "," +
+                                                              std::to_string(r.grid[2]) + "]"
+                                                        : r.name;
+      TracedKernel& k = by_name[key];
+      k.name = key;
       k.calls += 1;
       k.total_ns += double(r.end - r.start);
       if (r.start > busy_until) {
@@ -124,8 +130,9 @@ class KernelTrace {
   struct Record {
     std::string name;
     uint64_t start, end;
+    int32_t grid[3] = {0, 0, 0};  // a kernel's; zeros for a copy
   };
-  bool copies_ = false;
+  bool copies_ = false, by_grid_ = false;
   // CUPTI's buffer callbacks take no user pointer: the records of the one
   // live trace sit here, filled on CUPTI's thread and read after the flush.
   static std::vector<Record>& records() {
@@ -167,7 +174,7 @@ class KernelTrace {
     while (cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
       if (rec->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
         const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(rec);
-        records().push_back({short_name(k->name), k->start, k->end});
+        records().push_back({short_name(k->name), k->start, k->end, {k->gridX, k->gridY, k->gridZ}});
       } else if (rec->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
         const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(rec);
         const char* kind = m->copyKind == CUPTI_ACTIVITY_MEMCPY_KIND_HTOD   ? "HtoD"
@@ -185,7 +192,7 @@ class KernelTrace {
 
 class KernelTrace {
  public:
-  explicit KernelTrace(bool = false) {}
+  explicit KernelTrace(bool = false, bool = false) {}
   static bool available() { return false; }
   static uint64_t now_ns() { return 0; }
   KernelTimeline collect(uint64_t, uint64_t) { return {}; }

@@ -302,13 +302,16 @@ RolloutBatch GenerationEngine::generate(std::span<const PromptInput> prompts, co
   const auto [logits, sampled] = carve_step_rows(carve_rows, max_seqs, VL);
   StepStaging staging(mem.staging, ctx);
   // Two read-back slots: a step's tokens land in one while the host reads
-  // the previous step's from the other (launch-ahead).
-  Arena readback(4 * (size_t(max_seqs) * sizeof(int32_t) + Arena::kAlign), Arena::Pinned{}, "sampled-tokens-host");
+  // the previous step's from the other (launch-ahead). A slot mirrors
+  // `sampled` (max_seqs tokens, then max_seqs log-probs), so that one copy
+  // of its first max_seqs + R words brings both back.
+  Arena readback(2 * (2 * size_t(max_seqs) * sizeof(int32_t) + Arena::kAlign), Arena::Pinned{},
+                 "sampled-tokens-host");
   int32_t* host_tokens[2];
   float* host_logprobs[2];
   for (int i = 0; i < 2; ++i) {
-    host_tokens[i] = readback.alloc_array<int32_t>(size_t(max_seqs));
-    host_logprobs[i] = readback.alloc_array<float>(size_t(max_seqs));
+    host_tokens[i] = readback.alloc_array<int32_t>(2 * size_t(max_seqs));
+    host_logprobs[i] = reinterpret_cast<float*>(host_tokens[i] + max_seqs);
   }
   ops::StreamEvent done_event[2] = {ops::StreamEvent(ctx), ops::StreamEvent(ctx)};
 
@@ -423,10 +426,10 @@ RolloutBatch GenerationEngine::generate(std::span<const PromptInput> prompts, co
                          model_.dims().vocab_start);
       else
         ops::sample_tokens(ctx, tokens, logprobs, step_logits, rows_of, v.streams, v.counters, params);
-      // The one read-back of the step; it also tells the host that the
-      // step's staged metadata was consumed.
-      ops::copy(ctx, Tensor(host_tokens[slot], DType::i32, {R}), tokens);
-      ops::copy(ctx, Tensor(host_logprobs[slot], DType::f32, {R}), logprobs);
+      // The one read-back of the step (tokens, the rows between, log-probs);
+      // it also tells the host that the step's staged metadata was consumed.
+      ops::copy(ctx, Tensor(host_tokens[slot], DType::i32, {max_seqs + R}),
+                Tensor(sampled, DType::i32, {max_seqs + R}, device));
     }
     done_event[slot].record(ctx);
     return l;

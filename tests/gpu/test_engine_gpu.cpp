@@ -252,11 +252,14 @@ TEST_F(EngineGpu, SampledRunsRepeatBitForBitAndLogprobsAreTheFullSoftmax) {
   }
 }
 
-// Launch-ahead (EngineOptions::launch_ahead): the decode step after a
-// running one is launched before the running one's tokens reach the host,
-// its input tokens copied on the device. Without ends in between every
-// step has the same rows either way, so the bits are the same; with EOS
-// ids, the rows of responses that just ended ride along once, dropped.
+// Launch-ahead (EngineOptions::launch_ahead, on by default): the decode
+// step after a running one is launched before the running one's tokens
+// reach the host, its input tokens copied on the device. Without ends in
+// between every step has the same rows either way, so the bits are the
+// same; with EOS ids, the rows of responses that just ended ride along
+// once, dropped (a step's batch-size bucket, and with it the products'
+// plans, can then differ from a run without: the bits of such a run are
+// its own, and the same at every rerun).
 TEST_F(EngineGpu, LaunchAheadGivesTheSameResponses) {
   load_random(mid_config(), 15);
   const auto prompts = random_prompts({9, 33, 2, 17}, config_.vocab_size, 6);
@@ -289,6 +292,11 @@ TEST_F(EngineGpu, LaunchAheadGivesTheSameResponses) {
   }
   EXPECT_GT(eos, 0);
   EXPECT_EQ(stats_.scheduler.sampled_tokens, ended.total_response_tokens());
+  const rollout::RolloutBatch again = run(true, prompts, s, o);
+  EXPECT_EQ(again.response_tokens, ended.response_tokens);
+  ASSERT_EQ(again.sampling_logprobs.size(), ended.sampling_logprobs.size());
+  EXPECT_EQ(0, std::memcmp(again.sampling_logprobs.data(), ended.sampling_logprobs.data(),
+                           ended.sampling_logprobs.size() * sizeof(float)));
 }
 
 // A pool of a few sequences for 12 responses: sequences queue and get
