@@ -16,7 +16,8 @@
 //    (geometric lengths, capped at max-len): a long-tailed load that
 //    drains. Reports tokens/s, the split of the time into host work,
 //    prefill steps and decode steps, the sampling share (with --profile),
-//    and tokens/s by how many sequences were running.
+//    and tokens/s and the share of the run's time by how many sequences
+//    were running (buckets of powers of two: 8 means 8 to 15).
 // With --trace, the load runs once more under CUPTI (bench/kernel_trace.h):
 // the GPU's idle time over the run (no kernel or copy on it: the host's
 // share of the critical path) and which kernels and copies it came before.
@@ -235,6 +236,15 @@ int main(int argc, char** argv) {
     for (auto it = by_running.rbegin(); it != by_running.rend(); ++it) {
       std::printf("%s\"%lld\": %.0f", first ? "" : ", ", (long long)it->first,
                   it->second.second > 0 ? double(it->second.first) / it->second.second : 0.0);
+      first = false;
+    }
+    // Where the time goes as the batch drains: the share of the run spent
+    // with each number of sequences running.
+    std::printf("}, \"share_s_by_running\": {");
+    first = true;
+    for (auto it = by_running.rbegin(); it != by_running.rend(); ++it) {
+      std::printf("%s\"%lld\": %.3f", first ? "" : ", ", (long long)it->first,
+                  st.seconds > 0 ? it->second.second / st.seconds : 0.0);
       first = false;
     }
     std::printf("}}\n");

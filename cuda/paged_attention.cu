@@ -834,8 +834,16 @@ detail::PagedSplit make_plan(int64_t N, int64_t B, int64_t Hq, int64_t Hkv, int6
   // Qwen2.5 shapes) measured 4 clusters of 8 CTAs per item 1.07-2.0x faster
   // (median 1.3x; 1.5B, one sequence at 8,192: 664 against 427 GB/s) and
   // within 4% of the best swept split in every case with at most 4 items.
-  if (N == B && best_split.stages == 3 && items <= 4 && max_ctx >= 4096) {
-    best_split.groups = 4;
+  // From 5 to 16 items one cluster of 8 per item, merged in distributed
+  // shared memory with no merge kernel: in the decode graph (H100,
+  // bench_decode_step_gpu at 4,096 positions) the whole step ran 2.7-9.7%
+  // faster than with the time model's pick (1.5B batch 4: 2.100 ms against
+  // 2.159, batch 8: 2.260 against 2.362; 0.5B batch 4: 1.095 against
+  // 1.213), and slower at 32 items (1.5B batch 16, 2,048 positions: 2.483
+  // against 2.370) and with one item or two (1.5B batch 1: 2.015 against
+  // 1.992 with 4 x 8).
+  if (N == B && best_split.stages == 3 && max_ctx >= 4096 && items <= 16) {
+    best_split.groups = items <= 4 ? 4 : 1;
     best_split.cluster = 8;
     return best_split;
   }

@@ -128,6 +128,10 @@ TEST_F(KvCacheGpu, DecodeQwenShapesMatchCpu) {
   run_attention({12, 2, 128, 16, {8192}, {1}, false}, 37);
   run_attention({14, 2, 64, 16, {20000, 4097}, {1, 1}, true}, 38);
   run_attention({28, 4, 128, 16, {5000}, {1}, false}, 39);
+  // 5 to 16 items: one cluster of 8 per item, ragged (a sequence shorter
+  // than the cluster's reach, one a block past a partition).
+  run_attention({12, 2, 128, 16, {4096, 6000, 300, 4113}, {1, 1, 1, 1}, true}, 40);
+  run_attention({14, 2, 64, 16, {8192, 4100, 4096, 9, 5000, 7000, 4097, 1}, {1, 1, 1, 1, 1, 1, 1, 1}, false}, 41);
 }
 
 TEST_F(KvCacheGpu, ChunkedPrefillMatchesCpu) {
