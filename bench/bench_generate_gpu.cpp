@@ -21,7 +21,7 @@
 // With --trace, the load runs once more under CUPTI (bench/kernel_trace.h):
 // the GPU's idle time over the run (no kernel or copy on it: the host's
 // share of the critical path) and which kernels and copies it came before.
-// --no-launch-ahead: EngineOptions::launch_ahead off (on by default; steps_ahead counts its steps).
+// --no-launch-ahead: EngineOptions::launch_ahead off (on by default on GPUs; steps_ahead counts its steps).
 // Usage: bench_generate_gpu 0.5b [--batch 128 --prompt 256 --new 512] [--trace] [--no-launch-ahead]
 //        bench_generate_gpu 1.5b --dapo [--prompts 64 --n 16 --mean-len 800 --max-len 8192] [--profile]
 #include <algorithm>

@@ -319,6 +319,7 @@ RolloutBatch GenerationEngine::generate(std::span<const PromptInput> prompts, co
   // Decode steps replay CUDA graphs (not while a profiler brackets each
   // op), whose padding rows read one reserved block of the pool.
   const bool graphs = on_gpu && options_.cuda_graphs && ctx_.profiler == nullptr;
+  const bool launch_ahead = options_.launch_ahead.value_or(on_gpu);
   const int64_t reserved = graphs ? 1 : 0;
   size_t budget = options_.kv_cache_bytes;
   if (budget == 0) {
@@ -449,7 +450,7 @@ RolloutBatch GenerationEngine::generate(std::span<const PromptInput> prompts, co
     // While this step runs: the next one, if it is sure to decode the same
     // sequences (a sequence that ends now computes one dropped position).
     std::optional<Launched> next;
-    if (options_.launch_ahead && !running->has_prefill && sched.can_plan_ahead()) {
+    if (launch_ahead && !running->has_prefill && sched.can_plan_ahead()) {
       const auto t_ahead = Clock::now();
       const StepPlan& plan = sched.plan_ahead();
       host += seconds_since(t_ahead);

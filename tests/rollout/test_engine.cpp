@@ -192,6 +192,9 @@ TEST_F(EngineTest, LaunchAheadChangesNothing) {
     EXPECT_EQ(last_stats.scheduler.sampled_tokens, plain.scheduler.sampled_tokens) << what;
     EXPECT_EQ(last_stats.prefill_steps + last_stats.decode_steps, plain.scheduler.steps) << what;
   }
+  // Unset, it is off on the CPU backend (nothing to overlap there).
+  run(prompts, s, opts(4, 0, 256, 4096));
+  EXPECT_EQ(last_stats.steps_ahead, 0);
 }
 
 TEST_F(EngineTest, APromptIsPrefilledOnceForAllItsSamples) {
