@@ -232,21 +232,20 @@ int main(int argc, char** argv) {
         st.decode_step_seconds / st.seconds, st.host_seconds / st.seconds, (long long)st.scheduler.steps,
         (long long)st.scheduler.preemptions, (long long)st.decode_graphs, st.graph_capture_seconds,
         (long long)st.steps_ahead, double(st.kv_cache_bytes) / gib);
-    bool first = true;
-    for (auto it = by_running.rbegin(); it != by_running.rend(); ++it) {
-      std::printf("%s\"%lld\": %.0f", first ? "" : ", ", (long long)it->first,
-                  it->second.second > 0 ? double(it->second.first) / it->second.second : 0.0);
-      first = false;
-    }
+    // One JSON object over the running-count buckets, largest first.
+    auto print_by_running = [&](const char* fmt, auto value) {
+      bool first = true;
+      for (auto it = by_running.rbegin(); it != by_running.rend(); ++it) {
+        std::printf("%s\"%lld\": ", first ? "" : ", ", (long long)it->first);
+        std::printf(fmt, value(it->second.first, it->second.second));
+        first = false;
+      }
+    };
+    print_by_running("%.0f", [](int64_t tok, double sec) { return sec > 0 ? double(tok) / sec : 0.0; });
     // Where the time goes as the batch drains: the share of the run spent
     // with each number of sequences running.
     std::printf("}, \"share_s_by_running\": {");
-    first = true;
-    for (auto it = by_running.rbegin(); it != by_running.rend(); ++it) {
-      std::printf("%s\"%lld\": %.3f", first ? "" : ", ", (long long)it->first,
-                  st.seconds > 0 ? it->second.second / st.seconds : 0.0);
-      first = false;
-    }
+    print_by_running("%.3f", [&](int64_t, double sec) { return st.seconds > 0 ? sec / st.seconds : 0.0; });
     std::printf("}}\n");
   }
   std::fflush(stdout);
