@@ -123,7 +123,8 @@ int main(int argc, char** argv) {
   const Tensor logits = logits_arena.alloc(DType::f32, {B, c.vocab_size});
 
   Arena act(model.cached_activation_bytes(B, B), Device::cuda, "activations");
-  Arena scratch(model.scratch_bytes(B, C, B, 1), Device::cuda, "scratch");
+  Arena scratch(std::max(model.scratch_bytes(B, C, B, 1), ops::sample_tokens_gpu_scratch_bytes(B)), Device::cuda,
+                "scratch");
   ops::Ctx ctx = gpu.ctx(&scratch);
   ops::SamplingParams sp;
   sp.seed = 1;

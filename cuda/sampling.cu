@@ -18,7 +18,10 @@
 //
 // Without top-k or top-p (untruncated_kernel) one pass folds each warp's
 // contiguous id range into (max, sum of exp); the draw picks its range from
-// those and only that range is walked.
+// those and only that range is walked. With scratch for the ranges' sums,
+// the pass runs over 8 CTAs a row (untruncated_parts_kernel) and the choice
+// and the walk in a second kernel: the same ranges and sums, so the same
+// bits, with a row's reads spread over 8 SMs.
 //
 // The same block-level pieces make the per-shard ops of tp sampling (one
 // CTA per row each, no compaction), so a shard makes the same decisions.
@@ -30,6 +33,7 @@
 #include <type_traits>
 
 #include "common.cuh"
+#include "pdl.cuh"
 #include "dapo/core/rng.h"
 #include "dapo/ops/sampling.h"
 #include "dapo/ops/sampling_select.h"
@@ -574,7 +578,9 @@ __device__ __forceinline__ void fold(const float (&z)[N], float& mt, double& st)
 // Every lane of the warp gets the part [begin, end)'s (max z, sum of
 // exp(z - max)), the same bits in every lane. Ids before the first 16-byte
 // boundary and after the last one are read one per lane (fewer than 8 each).
-template <class T>
+// kPipelined: the next kPartLoads loads go out before the current ones are
+// folded (twice the registers; the same folds in the same order).
+template <class T, bool kPipelined = false>
 __device__ void warp_part(const T* row, int32_t begin, int32_t end, float inv_t, float& mt, double& st) {
   constexpr int kVec = 16 / int(sizeof(T));
   const int32_t lane = int32_t(threadIdx.x & 31);
@@ -593,12 +599,21 @@ __device__ void warp_part(const T* row, int32_t begin, int32_t end, float inv_t,
   const uint4* p = reinterpret_cast<const uint4*>(row + a);
   // Past the part: -inf logits (weight 0), in either dtype's bits.
   const uint32_t ninf = sizeof(T) == 4 ? 0xff800000u : 0xff80ff80u;
-  for (int32_t i0 = 0; i0 < nvec; i0 += 32 * kPartLoads) {
-    uint4 q[kPartLoads];
+  auto load = [&](int32_t i0, uint4(&q)[kPartLoads]) {
 #pragma unroll
     for (int j = 0; j < kPartLoads; ++j) {
       const int32_t i = i0 + j * 32 + lane;
       q[j] = i < nvec ? __ldg(p + i) : make_uint4(ninf, ninf, ninf, ninf);
+    }
+  };
+  uint4 q[kPartLoads];
+  if constexpr (kPipelined) load(0, q);
+  for (int32_t i0 = 0; i0 < nvec; i0 += 32 * kPartLoads) {
+    uint4 next[kPartLoads];
+    if constexpr (kPipelined) {
+      if (i0 + 32 * kPartLoads < nvec) load(i0 + 32 * kPartLoads, next);
+    } else {
+      load(i0, q);
     }
     // Folded 16 ids at a time (the registers for 32 bf16 would spill).
     constexpr int kFoldVecs = 16 / kVec;
@@ -613,6 +628,10 @@ __device__ void warp_part(const T* row, int32_t begin, int32_t end, float inv_t,
         for (int k = 0; k < kVec; ++k) z[j * kVec + k] = __fmul_rn(x[k], inv_t);
       }
       fold(z, mt, st);
+    }
+    if constexpr (kPipelined) {
+#pragma unroll
+      for (int j = 0; j < kPartLoads; ++j) q[j] = next[j];
     }
   }
   if (a + nvec * kVec + lane < end) one(a + nvec * kVec + lane);
@@ -630,18 +649,10 @@ __device__ void warp_part(const T* row, int32_t begin, int32_t end, float inv_t,
 // (the parts' masses summed in part order), sm.walk_target (u * total),
 // sm.walk_part (the first part whose inclusive cumulative mass exceeds the
 // target; it has a mass > 0) and sm.walk_before (the mass before it).
-template <class T>
-__device__ void row_parts(const T* row, int32_t V, float inv_t, double u, Smem& sm) {
-  const int32_t S = part_size(V), w = int32_t(threadIdx.x >> 5), lane = int32_t(threadIdx.x & 31);
-  const int32_t begin = min(w * S, V);
-  float mt;
-  double st;
-  warp_part(row, begin, min(begin + S, V), inv_t, mt, st);
-  if (lane == 0) {
-    sm.part_max[w] = mt;
-    sm.part_sum[w] = st;
-  }
-  __syncthreads();
+// choose_part: the choice alone, from the parts' (max, sum) in sm.part_max
+// and sm.part_sum (every thread of the block calls it).
+__device__ void choose_part(double u, Smem& sm) {
+  const int32_t w = int32_t(threadIdx.x >> 5), lane = int32_t(threadIdx.x & 31);
   if (w == 0) {
     const float mw = sm.part_max[lane];
     float m = mw;
@@ -674,6 +685,21 @@ __device__ void row_parts(const T* row, int32_t V, float inv_t, double u, Smem& 
   __syncthreads();
 }
 
+template <class T>
+__device__ void row_parts(const T* row, int32_t V, float inv_t, double u, Smem& sm) {
+  const int32_t S = part_size(V), w = int32_t(threadIdx.x >> 5), lane = int32_t(threadIdx.x & 31);
+  const int32_t begin = min(w * S, V);
+  float mt;
+  double st;
+  warp_part(row, begin, min(begin + S, V), inv_t, mt, st);
+  if (lane == 0) {
+    sm.part_max[w] = mt;
+    sm.part_sum[w] = st;
+  }
+  __syncthreads();
+  choose_part(u, sm);
+}
+
 // Without truncation: the token (its part's walk, started from the mass
 // before the part) and m, total. The parts' masses and the walk's weights
 // round differently (exp(z - part max) rescaled vs expf(z - m)), so the
@@ -681,9 +707,7 @@ __device__ void row_parts(const T* row, int32_t V, float inv_t, double u, Smem& 
 // parts, and if even the row's end is short (the target within rounding of
 // the total), takes the last id with w > 0, as the CPU op does.
 template <class T>
-__device__ int32_t sample_untruncated(const T* row, int32_t V, float inv_t, double u, Smem& sm, float& m,
-                                      double& total) {
-  row_parts(row, V, inv_t, u, sm);
+__device__ int32_t walk_untruncated(const T* row, int32_t V, float inv_t, Smem& sm, float& m, double& total) {
   m = sm.row_m;
   total = sm.row_total;
   if (!(isfinite(total) && total > 0)) return -1;  // the same in every thread
@@ -705,6 +729,13 @@ __device__ int32_t sample_untruncated(const T* row, int32_t V, float inv_t, doub
     }
   }
   return walk_pick(sm);
+}
+
+template <class T>
+__device__ int32_t sample_untruncated(const T* row, int32_t V, float inv_t, double u, Smem& sm, float& m,
+                                      double& total) {
+  row_parts(row, V, inv_t, u, sm);
+  return walk_untruncated(row, V, inv_t, sm, m, total);
 }
 
 // ---- the search on candidates compacted to shared memory -------------------
@@ -962,6 +993,73 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// The same draw in two kernels, for the decode step's hundreds of rows and
+// for its tail of a few: untruncated_parts_kernel folds each row's 32 parts
+// in kPartCtas CTAs of kPartThreads (the same parts and warp_part, so the
+// same bits as one CTA's 32 warps), which spreads a row over 8 SMs and
+// frees registers to keep two batches of loads in flight per lane;
+// untruncated_walk_kernel chooses the part and walks it as
+// untruncated_kernel does. Both are programmatic dependents.
+constexpr int kPartCtas = 8, kPartThreads = kThreads / kPartCtas;
+
+template <class T>
+__global__ void __launch_bounds__(kPartThreads)
+    untruncated_parts_kernel(float* __restrict__ part_max, double* __restrict__ part_sum,
+                             const T* __restrict__ logits, int64_t B, int32_t V, const int32_t* __restrict__ logit_rows,
+                             float temperature) {
+  pdl_wait();
+  pdl_launch_dependents();
+  const int64_t r = blockIdx.x / kPartCtas;
+  const int32_t w = int32_t(blockIdx.x % kPartCtas) * (kPartThreads / 32) + int32_t(threadIdx.x >> 5);
+  // A bad logits row is flagged by the walk kernel, once.
+  const int64_t lr = logit_rows == nullptr ? r : int64_t(logit_rows[r]);
+  if (lr < 0 || lr >= B) return;
+  const int32_t S = part_size(V), begin = min(w * S, V);
+  float mt;
+  double st;
+  warp_part<T, true>(logits + lr * int64_t(V), begin, min(begin + S, V), 1.0f / temperature, mt, st);
+  if ((threadIdx.x & 31) == 0) {
+    part_max[r * kWarps + w] = mt;
+    part_sum[r * kWarps + w] = st;
+  }
+}
+
+template <class T>
+__global__ void __launch_bounds__(kThreads)
+    untruncated_walk_kernel(int32_t* __restrict__ tokens, float* __restrict__ logprobs,
+                            const float* __restrict__ part_max, const double* __restrict__ part_sum,
+                            const T* __restrict__ logits, int64_t B, int32_t V, const int32_t* __restrict__ logit_rows,
+                            const int64_t* __restrict__ streams, const int64_t* __restrict__ counters, uint64_t seed,
+                            float temperature, DeviceFlags* flags) {
+  __shared__ Smem sm;
+  pdl_wait();
+  pdl_launch_dependents();
+  const int64_t r = blockIdx.x;
+  const int64_t lr = logit_row_of(logit_rows, r, B, flags);
+  if (lr < 0) return write_bad_row(tokens, logprobs, r);
+  const T* row = logits + lr * int64_t(V);
+  const float inv_t = 1.0f / temperature;
+  const U32x4 d = philox_draw(seed, uint64_t(streams[r]), uint64_t(counters[r]));
+  if (threadIdx.x < kWarps) {
+    sm.part_max[threadIdx.x] = part_max[r * kWarps + threadIdx.x];
+    sm.part_sum[threadIdx.x] = part_sum[r * kWarps + threadIdx.x];
+  }
+  __syncthreads();
+  choose_part(double(uniform_float(d.v[0])), sm);
+  float m;
+  double total;
+  const int32_t chosen = walk_untruncated(row, V, inv_t, sm, m, total);
+  if (!(isfinite(total) && total > 0)) {
+    if (threadIdx.x == 0) flag_non_finite(flags, FlagSite::sampling, r);
+    return write_bad_row(tokens, logprobs, r);
+  }
+  if (threadIdx.x == 0) {
+    const int32_t c = chosen < 0 ? 0 : chosen;
+    tokens[r] = c;
+    logprobs[r] = float(double(dz_of(load_f32(row, c), inv_t, m)) - log(total));
+  }
+}
+
 __global__ void philox_kernel(uint32_t* out, const int64_t* streams, const int64_t* counters, int64_t B,
                               uint64_t seed) {
   const int64_t b = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
@@ -1203,6 +1301,18 @@ void sample_tokens(const Ctx& ctx, Tensor tokens, Tensor logprobs, Tensor logits
   by_dtype(logits, [&](auto* x) {
     using T = std::remove_const_t<std::remove_pointer_t<decltype(x)>>;
     if (untruncated) {
+      if (ctx.scratch != nullptr && ctx.scratch->capacity() - ctx.scratch->used() >= sample_tokens_gpu_scratch_bytes(R)) {
+        ArenaScope scope(*ctx.scratch);
+        float* part_max = ctx.scratch->alloc_array<float>(size_t(R) * kWarps);
+        double* part_sum = ctx.scratch->alloc_array<double>(size_t(R) * kWarps);
+        DAPO_CUDA_CHECK(launch_pdl(untruncated_parts_kernel<T>, dim3(unsigned(R * kPartCtas)), dim3(kPartThreads), 0,
+                                   stream_of(ctx), part_max, part_sum, x, a.B, a.V, a.rows, p.temperature));
+        DAPO_CUDA_CHECK(launch_pdl(untruncated_walk_kernel<T>, dim3(unsigned(R)), dim3(kThreads), 0, stream_of(ctx),
+                                   tokens.ptr<int32_t>(), logprobs.ptr<float>(), part_max, part_sum, x, a.B, a.V,
+                                   a.rows, rng_streams.ptr<int64_t>(), rng_counters.ptr<int64_t>(), p.seed,
+                                   p.temperature, ctx.flags));
+        return;
+      }
       untruncated_kernel<<<unsigned(R), kThreads, 0, stream_of(ctx)>>>(
           tokens.ptr<int32_t>(), logprobs.ptr<float>(), x, a.B, a.V, a.rows, rng_streams.ptr<int64_t>(),
           rng_counters.ptr<int64_t>(), p.seed, p.temperature, ctx.flags);

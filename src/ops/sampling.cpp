@@ -10,6 +10,10 @@ void sample_tokens(const Ctx& ctx, Tensor tokens, Tensor logprobs, Tensor logits
   DAPO_DISPATCH(ctx, sample_tokens, tokens, logprobs, logits, logit_rows, rng_streams, rng_counters, p);
 }
 
+size_t sample_tokens_gpu_scratch_bytes(int64_t R) {
+  return size_t(R) * 32 * (sizeof(float) + sizeof(double)) + 2 * Arena::kAlign;
+}
+
 void sampling_shard_max(const Ctx& ctx, Tensor out, Tensor logits, Tensor logit_rows, float temperature) {
   DAPO_DISPATCH(ctx, sampling_shard_max, out, logits, logit_rows, temperature);
 }

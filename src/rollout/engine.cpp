@@ -237,8 +237,9 @@ GenerationMemory generation_memory(const model::Qwen2Model::Plan& plan, int64_t 
   GenerationMemory m;
   const int64_t V = plan.dims.V, tp = plan.dims.tp, max_blocks = (max_len + block_size - 1) / block_size;
   m.activations = plan.cached_activation_bytes(max_tokens, max_seqs);
-  // The CPU sampler's per-thread row copies; the GPU's needs none.
-  const size_t sampling = device == Device::cpu ? size_t(threads) * 8 * size_t(V) + 2 * Arena::kAlign : 0;
+  // The CPU sampler's per-thread row copies; the GPU's per-part sums.
+  const size_t sampling = device == Device::cpu ? size_t(threads) * 8 * size_t(V) + 2 * Arena::kAlign
+                                                : ops::sample_tokens_gpu_scratch_bytes(max_seqs);
   // Under tp, sample_tokens_tp's per-row search state (tp_sampling.h).
   const size_t sharded = tp > 1 ? size_t(max_seqs) * (4352 + 24 * size_t(tp)) + (size_t(1) << 16) : 0;
   m.scratch = std::max(plan.scratch_bytes(max_tokens, max_len, max_seqs, threads), sampling + sharded);

@@ -51,18 +51,22 @@ class SamplingGpu : public GpuTest {
     device_->copy_to_device(Tensor(t.data, t.dtype, {t.numel()}, Device::cuda),
                             Tensor(const_cast<T*>(v.data()), dtype_of<T>(), {t.numel()}));
   }
-  // Runs the GPU op into fresh guarded outputs.
+  // Runs the GPU op into fresh guarded outputs; with one_cta, without
+  // scratch (untruncated rows: one CTA a row instead of the two kernels).
   void run_gpu(Tensor logits, Tensor streams, Tensor counters, const ops::SamplingParams& p,
-               std::vector<int32_t>& tok, std::vector<float>& lp) {
+               std::vector<int32_t>& tok, std::vector<float>& lp, bool one_cta = false) {
     const int64_t B = logits.size(0);
     Tensor t = guarded(DType::i32, {B}), l = guarded(DType::f32, {B});
-    ops::sample_tokens(gpu(), t, l, logits, Tensor{}, streams, counters, p);
+    ops::Ctx ctx = gpu();
+    if (one_cta) ctx.scratch = nullptr;
+    ops::sample_tokens(ctx, t, l, logits, Tensor{}, streams, counters, p);
     device_->synchronize();
     tok = download_i32(t);
     lp = download(l);
   }
   // The CPU op on host logits (B, V) f32 into want, and the GPU op on dl
-  // (the same values) into got, twice: both runs must give the same bits,
+  // (the same values) into got, twice, and once without scratch (the
+  // untruncated sampler's one-CTA path): all three must give the same bits,
   // every token must be an id in [0, V) with a finite log-prob, and where
   // the tokens agree so must the log-probs. bad: the rows whose token
   // differs from the CPU's. Call it through ASSERT_NO_FATAL_FAILURE.
@@ -74,12 +78,15 @@ class SamplingGpu : public GpuTest {
     ops::sample_tokens(cpu(), tensor_i32(want.data(), {B}), tensor_f32(want_lp.data(), {B}),
                        tensor_f32(logits.data(), {B, V}), Tensor{}, tensor_i64(streams.data(), {B}),
                        tensor_i64(counters.data(), {B}), p);
-    std::vector<int32_t> got2;
-    std::vector<float> lp, lp2;
+    std::vector<int32_t> got2, got1;
+    std::vector<float> lp, lp2, lp1;
     run_gpu(dl, ds, dc, p, got, lp);
     run_gpu(dl, ds, dc, p, got2, lp2);
+    run_gpu(dl, ds, dc, p, got1, lp1, true);
     ASSERT_EQ(got, got2) << "tokens differ between two runs";
     ASSERT_EQ(std::memcmp(lp.data(), lp2.data(), lp.size() * sizeof(float)), 0) << "log-probs differ between two runs";
+    ASSERT_EQ(got, got1) << "tokens differ without scratch";
+    ASSERT_EQ(std::memcmp(lp.data(), lp1.data(), lp.size() * sizeof(float)), 0) << "log-probs differ without scratch";
     bad = 0;
     for (int64_t b = 0; b < B; ++b) {
       ASSERT_GE(got[b], 0);
@@ -542,10 +549,13 @@ TEST_F(SamplingGpu, SamplingPerf) {
                         {"T0.7_topp0.95", params(0.7f, 0, 0.95f)},
                         {"T0.7_topk20_topp0.9", params(0.7f, 20, 0.9f)},
                         {"T0.7_topk1000_topp0.95", params(0.7f, 1000, 0.95f)}};
-  for (const int64_t B : {int64_t(128), int64_t(512)})
+  ops::Ctx one_cta = ctx;  // the untruncated sampler's one CTA a row (no scratch)
+  one_cta.scratch = nullptr;
+  for (const int64_t B : {int64_t(1), int64_t(8), int64_t(128), int64_t(512)})
     for (const DType dt : {DType::f32, DType::bf16})
       for (const float spread : {8.0f, 20.0f}) {  // logits uniform in [-spread, spread)
         if (B == 512 && (dt == DType::f32 || spread != 8.0f)) continue;
+        if (B < 128 && (dt == DType::bf16 || spread != 8.0f)) continue;
         ArenaScope scope(big);
         Tensor logits = big.alloc(dt, {B, V});
         fill_random(*device_, logits, 1, -spread, spread);
@@ -556,6 +566,7 @@ TEST_F(SamplingGpu, SamplingPerf) {
         device_->copy_to_device(dc, tensor_i64(counters.data(), {B}));
         Tensor tok = big.alloc(DType::i32, {B}), lp = big.alloc(DType::f32, {B});
         for (const Case& c : cases) {
+          if (B < 128 && (c.p.top_k > 0 || c.p.top_p < 1.0f)) continue;  // T1 and greedy only
           const double ms =
               time_ms(ctx.stream, [&] { ops::sample_tokens(ctx, tok, lp, logits, Tensor{}, ds, dc, c.p); }, 20);
           print_perf(std::string("sample_tokens_") + c.name,
@@ -563,6 +574,12 @@ TEST_F(SamplingGpu, SamplingPerf) {
                          std::to_string(int(spread)) + ")",
                      dtype_name(dt), ms, double(B) * double(V) * double(dtype_size(dt)));
         }
+        const double ms = time_ms(
+            ctx.stream, [&] { ops::sample_tokens(one_cta, tok, lp, logits, Tensor{}, ds, dc, cases[0].p); }, 20);
+        print_perf("sample_tokens_T1_one_cta",
+                   "B=" + std::to_string(B) + ",V=" + std::to_string(V) + ",logits~U(+-" +
+                       std::to_string(int(spread)) + ")",
+                   dtype_name(dt), ms, double(B) * double(V) * double(dtype_size(dt)));
       }
 }
 

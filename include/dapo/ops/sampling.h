@@ -55,7 +55,11 @@ struct SamplingParams {
 // rng_streams (R) i64: stream ids from stream_id(), bit-cast to i64.
 // rng_counters (R) i64: the draw index within the stream (e.g. the position
 //   of the token being sampled).
-// ctx.scratch: 8 * V bytes per OpenMP thread on the CPU backend; none on CUDA.
+// ctx.scratch: 8 * V bytes per OpenMP thread on the CPU backend. On CUDA,
+//   sample_tokens_gpu_scratch_bytes(R) lets untruncated rows (temperature >
+//   0, no top-k/top-p) run as two kernels, each row's pass over 8 SMs (H100,
+//   in a decode graph: one row 24 -> 15 us, four 25 -> 17; 128 rows 40 ->
+//   42); with less (or no scratch) one CTA a row. The same bits either way.
 // CUDA: logits f32 or bf16 (widened exactly, fp32 math as on the CPU), every
 //   tensor on the device; tokens and logprobs are written by the kernel and
 //   nothing is copied to the host. The token equals the CPU op's except
@@ -81,6 +85,9 @@ struct SamplingParams {
 //   (the compacted candidates), none otherwise.
 void sample_tokens(const Ctx& ctx, Tensor tokens, Tensor logprobs, Tensor logits, Tensor logit_rows,
                    Tensor rng_streams, Tensor rng_counters, const SamplingParams& p);
+// The CUDA op's optional scratch for R sampled rows (see ctx.scratch above):
+// each row's 32 parts' (max, sum of exp), 12 bytes each, and alignment.
+size_t sample_tokens_gpu_scratch_bytes(int64_t R);
 
 inline bool has_logit_rows(const Tensor& logit_rows) {
   return logit_rows.data != nullptr && logit_rows.numel() > 0;
