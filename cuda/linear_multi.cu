@@ -349,9 +349,10 @@ __device__ __forceinline__ void split_k_epilogue(const SkinnyArgs& a, const Segm
     bf16_t* also[2] = {nullptr, nullptr};
 #pragma unroll
     for (int j = 0; j < 2; ++j) {
-      const int i = j == 0 || idx + stride < total ? idx + j * stride : idx;  // a duplicate read, not stored
+      const bool in_range = j == 0 || idx + stride < total;
+      const int i = in_range ? idx + j * stride : idx;  // out of range: a duplicate read, not stored
       t[j] = i / kGroups, f[j] = (i % kGroups) * 4;
-      ok[j] = (j == 0 || idx + stride < total) && f[j] < rows;
+      ok[j] = in_range && f[j] < rows;
       at[j] = t[j] * C::kLd + f[j];
       if constexpr (E::kRope) {
         if (ok[j] && sg.fuse == kFuseCache) {

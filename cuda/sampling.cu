@@ -963,6 +963,24 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// The untruncated draw's outputs for row r: the chosen token and its
+// log-prob, or, when the row's total is not finite and > 0, the flag and a
+// bad row.
+template <class T>
+__device__ __forceinline__ void write_untruncated(int32_t* tokens, float* logprobs, int64_t r, const T* row,
+                                                  int32_t chosen, float inv_t, float m, double total,
+                                                  DeviceFlags* flags) {
+  if (!(isfinite(total) && total > 0)) {
+    if (threadIdx.x == 0) flag_non_finite(flags, FlagSite::sampling, r);
+    return write_bad_row(tokens, logprobs, r);
+  }
+  if (threadIdx.x == 0) {
+    const int32_t c = chosen < 0 ? 0 : chosen;
+    tokens[r] = c;
+    logprobs[r] = float(double(dz_of(load_f32(row, c), inv_t, m)) - log(total));
+  }
+}
+
 // Temperature > 0 without top-k or top-p (the DAPO recipe's sampling): its
 // own kernel, so that the one pass gets the registers it needs and no
 // candidate buffer.
@@ -982,15 +1000,7 @@ __global__ void __launch_bounds__(kThreads)
   float m;
   double total;
   const int32_t chosen = sample_untruncated(row, V, inv_t, double(uniform_float(d.v[0])), sm, m, total);
-  if (!(isfinite(total) && total > 0)) {
-    if (threadIdx.x == 0) flag_non_finite(flags, FlagSite::sampling, r);
-    return write_bad_row(tokens, logprobs, r);
-  }
-  if (threadIdx.x == 0) {
-    const int32_t c = chosen < 0 ? 0 : chosen;
-    tokens[r] = c;
-    logprobs[r] = float(double(dz_of(load_f32(row, c), inv_t, m)) - log(total));
-  }
+  write_untruncated(tokens, logprobs, r, row, chosen, inv_t, m, total, flags);
 }
 
 // The same draw in two kernels, for the decode step's hundreds of rows and
@@ -1049,15 +1059,7 @@ __global__ void __launch_bounds__(kThreads)
   float m;
   double total;
   const int32_t chosen = walk_untruncated(row, V, inv_t, sm, m, total);
-  if (!(isfinite(total) && total > 0)) {
-    if (threadIdx.x == 0) flag_non_finite(flags, FlagSite::sampling, r);
-    return write_bad_row(tokens, logprobs, r);
-  }
-  if (threadIdx.x == 0) {
-    const int32_t c = chosen < 0 ? 0 : chosen;
-    tokens[r] = c;
-    logprobs[r] = float(double(dz_of(load_f32(row, c), inv_t, m)) - log(total));
-  }
+  write_untruncated(tokens, logprobs, r, row, chosen, inv_t, m, total, flags);
 }
 
 __global__ void philox_kernel(uint32_t* out, const int64_t* streams, const int64_t* counters, int64_t B,
