@@ -21,7 +21,6 @@
 
 #include <cooperative_groups.h>
 #include <cuda.h>
-#include <cudaTypedefs.h>
 
 #include "common.cuh"
 #include "dapo/ops/linear_multi.h"
@@ -29,6 +28,7 @@
 #include "mma_ptx.cuh"
 #include "pdl.cuh"
 #include "rope_common.cuh"
+#include "tma_map.h"
 #include "tma_ptx.cuh"
 #include "wgmma_ptx.cuh"
 
@@ -704,37 +704,6 @@ int ctas_per_sm(int id) {
   return std::max(per_sm, 1);
 }
 
-// cuTensorMapEncodeTiled from the driver (the runtime library has no
-// wrapper); resolved once, an immutable function pointer after that.
-PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
-  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    DAPO_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q));
-    DAPO_CHECK(q == cudaDriverEntryPointSuccess && p != nullptr, "the driver has no cuTensorMapEncodeTiled");
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
-  }();
-  return fn;
-}
-
-// A map of `rows` x K bf16 (row-major, 16-byte aligned, K % 8 == 0) read in
-// boxes of 64 of K x box_rows, 128-byte swizzled; out-of-range elements read
-// as zeros.
-[[maybe_unused]] CUtensorMap box_map(const void* base, int64_t rows, int64_t K, int box_rows) {
-  CUtensorMap m{};
-  const cuuint64_t dims[2] = {cuuint64_t(K), cuuint64_t(rows)};
-  const cuuint64_t strides[1] = {cuuint64_t(K) * 2};
-  const cuuint32_t box[2] = {cuuint32_t(kBK), cuuint32_t(box_rows)};
-  const cuuint32_t elem[2] = {1, 1};
-  const CUresult r = tensor_map_encoder()(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(base), dims,
-                                          strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                          CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                                          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  DAPO_CHECK(r == CUDA_SUCCESS, "cuTensorMapEncodeTiled failed (", int(r), ") for a ", rows, " x ", K,
-             " bf16 matrix in boxes of ", box_rows, " rows");
-  return m;
-}
-
 int sm_count();
 
 // Clusters of `splits` CTAs of configuration `id` the GPU runs at once. A
@@ -1009,8 +978,8 @@ void run_skinny(const Ctx& ctx, const Tensor& in, std::span<const LinearSegment>
     using C = decltype(t);
     if constexpr (C::kTma) {
       TmaMaps maps{};
-      for (int i = 0; i < n_seg; ++i) maps.weight[i] = box_map(a.seg[i].weight, a.seg[i].n, K, C::BN);
-      maps.in = box_map(a.in, M, K, C::BM);
+      for (int i = 0; i < n_seg; ++i) maps.weight[i] = tma_box_map_bf16(a.seg[i].weight, a.seg[i].n, K, C::BN);
+      maps.in = tma_box_map_bf16(a.in, M, K, C::BM);
       if (rope != nullptr) launch(skinny_tma_kernel<C, RopeEpilogue>, t, maps, *rope);
       else launch(skinny_tma_kernel<C, PlainEpilogue>, t, maps, PlainEpilogue{});
     } else {

@@ -6,6 +6,7 @@
 #include "dapo/ops/attention.h"
 #include "dapo/ops/kv_cache.h"
 #include "dapo/ops/linear_multi.h"
+#include "dapo/ops/linear_swiglu.h"
 #include "dapo/ops/matmul.h"
 #include "dapo/ops/qkv_rope_kv_write.h"
 #include "dapo/ops/residual_rmsnorm.h"
@@ -89,9 +90,15 @@ void layer_forward(const ops::Ctx& ctx, const parallel::Comm& tp, const Dims& d,
 
   // MLP block.
   parallel::copy_to_tp_forward(ctx, tp, a.xn2, a.xn2);
-  const ops::LinearSegment gate_up[] = {{a.gate, w.wg, Tensor{}}, {a.up, w.wu, Tensor{}}};
-  ops::linear_forward_multi(ctx, a.xn2, gate_up);
-  ops::swiglu_forward(ctx, a.h, a.gate, a.up);
+  if (cache != nullptr) {
+    // Generation keeps no activations for a backward pass: gate and up need
+    // not reach memory (on CUDA one launch where the fused kernel takes it).
+    ops::linear_swiglu_forward(ctx, a.h, a.gate, a.up, a.xn2, w.wg, w.wu);
+  } else {
+    const ops::LinearSegment gate_up[] = {{a.gate, w.wg, Tensor{}}, {a.up, w.wu, Tensor{}}};
+    ops::linear_forward_multi(ctx, a.xn2, gate_up);
+    ops::swiglu_forward(ctx, a.h, a.gate, a.up);
+  }
   if (next == nullptr) return;
   ops::linear_forward(ctx, partial, a.h, w.wd, Tensor{});
   parallel::reduce_from_tp_forward(ctx, tp, partial, partial);

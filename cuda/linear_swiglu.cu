@@ -1,0 +1,314 @@
+// CUDA fused gate/up products and SwiGLU (linear_swiglu.h), for the decode
+// step's few rows.
+//
+// The product runs rows-major, unlike linear_multi.cu's transposed skinny
+// kernel: the input rows are wgmma's 64-row M side (one consumer warpgroup
+// per 64 rows, all of a CTA's rows at once) and the weight rows its N side,
+// so a tile can be any multiple of 16 weight rows wide and every CTA sums
+// the whole of K itself. That removes what made short products slow there:
+// no K split, no cluster, no fp32 tile staged and summed through distributed
+// shared memory (a timing build put that epilogue at over half of the
+// 0.5B q/k/v product's time). The price is that every CTA reads all of its
+// input rows, so the tile width is chosen per shape to balance weight bytes
+// against input bytes over one wave of CTAs (linear_swiglu_plan).
+//
+// A CTA's weight tile is `cols` gate rows followed by the same `cols` up
+// rows: wgmma's accumulator layout gives a thread the same 2 columns of
+// every 8-column block, so the thread that holds gate column c also holds up
+// column c (block j + cols / 8), and SwiGLU is applied in registers. A
+// producer warp asks TMA for each k-block's input, gate and up boxes into a
+// ring of stages (full/empty mbarriers, as linear_multi.cu's TMA kernel);
+// the consumers free a stage one k-block behind its products.
+#include <algorithm>
+#include <array>
+
+#include "common.cuh"
+#include "dapo/ops/linear_multi.h"
+#include "dapo/ops/linear_swiglu.h"
+#include "dapo/ops/swiglu.h"
+#include "mma_ptx.cuh"
+#include "pdl.cuh"
+#include "tma_map.h"
+#include "tma_ptx.cuh"
+#include "wgmma_n_ptx.cuh"
+
+namespace dapo::ops::cuda {
+namespace {
+
+using namespace cuda_detail;
+using bf16_t = __nv_bfloat16;
+
+constexpr int kBK = 64;  // k per stage: 128-byte rows, the swizzle's span
+
+// COLS h columns (gate rows, then as many up rows) x 64 * CW input rows.
+template <int COLS_, int CW_>
+struct SwigluTile {
+  static constexpr int COLS = COLS_;
+  static constexpr int BN = 2 * COLS;  // weight rows: wgmma's N
+  static constexpr int CW = CW_;       // consumer warpgroups
+  static constexpr int BM = 64 * CW;
+  static constexpr int kConsumerThreads = 128 * CW;
+  static constexpr int kThreads = kConsumerThreads + 32;  // + the producer warp
+  static constexpr int kInBytes = BM * 128;
+  static constexpr int kStageBytes = (BM + BN) * 128;
+  // As many stages as fit in 112 KB (two CTAs an SM), 2 to 8.
+  static constexpr int STAGES = std::clamp(112 * 1024 / kStageBytes, 2, 8);
+  static constexpr int kBarrierOffset = STAGES * kStageBytes;
+  static constexpr int kSmem = kBarrierOffset + 16 * STAGES;
+  // 1024-byte aligned boxes (the swizzle keys on address bits 7-9).
+  static_assert(COLS % 8 == 0 && BN <= 256, "tiles of 8k h columns, at most 128");
+};
+
+struct SwigluArgs {
+  bf16_t* h;  // (M, I)
+  int32_t M, I, m_tiles, k_blocks;
+  int8_t pair_store;  // two adjacent h values go as one 4-byte store
+};
+
+// The boxes: input rows (M x K in boxes of 64 x BM), gate and up (I x K in
+// boxes of 64 x COLS).
+struct SwigluMaps {
+  CUtensorMap in, gate, up;
+};
+
+template <class C>
+__global__ void __launch_bounds__(C::kThreads, 1)
+    linear_swiglu_kernel(const __grid_constant__ SwigluArgs a, const __grid_constant__ SwigluMaps maps) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ __align__(1024) unsigned char smem[];
+  const uint32_t sbase = smem_u32(smem);
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  // The m-tiles of one weight tile are consecutive CTAs: the later ones read
+  // it from L2.
+  const int mt = int(blockIdx.x) % a.m_tiles, tile = int(blockIdx.x) / a.m_tiles;
+  const int m0 = mt * C::BM, j0 = tile * C::COLS;
+  const uint32_t full = sbase + C::kBarrierOffset, empty = full + 8 * C::STAGES;
+  if (tid == 0) {
+    for (int s = 0; s < C::STAGES; ++s) {
+      mbar_init(full + 8 * s, 1);
+      mbar_init(empty + 8 * s, C::CW);  // one arrival per consumer warpgroup
+    }
+    mbar_init_fence();
+  }
+  __syncthreads();
+  // Programmatic dependent launch: the input comes from the previous kernel.
+  pdl_wait();
+  pdl_launch_dependents();
+  const int nkb = a.k_blocks;
+
+  if (warp == 4 * C::CW) {
+    // Producer: one thread, every k-block, as soon as its stage is free.
+    if (lane == 0) {
+      for (int i = 0; i < nkb; ++i) {
+        const int slot = i % C::STAGES;
+        if (i >= C::STAGES) mbar_wait(empty + 8 * slot, uint32_t((i / C::STAGES - 1) & 1));
+        const uint32_t sw = sbase + uint32_t(slot * C::kStageBytes), bar = full + 8 * slot;
+        mbar_arrive_expect_tx(bar, uint32_t(C::kStageBytes));
+        const int k = i * kBK;
+        tma_load_2d(sw, &maps.in, k, m0, bar);
+        tma_load_2d(sw + C::kInBytes, &maps.gate, k, j0, bar);
+        tma_load_2d(sw + C::kInBytes + C::COLS * 128, &maps.up, k, j0, bar);
+      }
+    }
+    return;  // the consumers wait for every box it asked for
+  }
+
+  // Consumers: warpgroup g multiplies input rows 64g.. by every weight row
+  // of the tile, one k-block of products in flight.
+  const int wg = warp >> 2;
+  const uint32_t a_off = uint32_t(wg * 64 * 128);
+  float acc[C::BN / 8][4];
+#pragma unroll
+  for (int j = 0; j < C::BN / 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[j][e] = 0.0f;
+  for (int i = 0; i < nkb; ++i) {
+    const int slot = i % C::STAGES;
+    mbar_wait(full + 8 * slot, uint32_t((i / C::STAGES) & 1));
+    const uint32_t sw = sbase + uint32_t(slot * C::kStageBytes), sb = sw + C::kInBytes;
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < kBK / 16; ++ks)
+      wgmma_m64nk16<C::BN>(acc, wgmma_desc_sw128(sw + a_off + ks * 32), wgmma_desc_sw128(sb + ks * 32));
+    wgmma_commit();
+    wgmma_wait<1>();
+    if (i > 0 && (tid & 127) == 0) mbar_arrive(empty + 8 * ((i - 1) % C::STAGES));
+  }
+  wgmma_wait<0>();
+
+  // acc[j] holds h columns j0 + 8j + 2 (lane % 4) + {0, 1} of gate (j <
+  // COLS / 8) or up (the rest), rows 16 (warp % 4) + lane / 4 (+ 8). Each
+  // product is rounded to bf16 as the unfused path stores it, then
+  // swiglu_forward's arithmetic.
+  constexpr int kHalf = C::COLS / 8;
+  const int row = m0 + wg * 64 + (warp & 3) * 16 + (lane >> 2);
+#pragma unroll
+  for (int j = 0; j < kHalf; ++j) {
+    const int col = j0 + 8 * j + 2 * (lane & 3);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int m = row + 8 * half;
+      if (m >= a.M || col >= a.I) continue;
+      float o[2];
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const float g = __bfloat162float(__float2bfloat16_rn(acc[j][2 * half + e]));
+        const float u = __bfloat162float(__float2bfloat16_rn(acc[j + kHalf][2 * half + e]));
+        const float s = 1.0f / (1.0f + __expf(-g));
+        o[e] = g * s * u;
+      }
+      bf16_t* dst = a.h + int64_t(m) * a.I + col;
+      if (a.pair_store && col + 1 < a.I) {
+        *reinterpret_cast<__nv_bfloat162*>(dst) = __floats2bfloat162_rn(o[0], o[1]);
+      } else {
+        dst[0] = __float2bfloat16_rn(o[0]);
+        if (col + 1 < a.I) dst[1] = __float2bfloat16_rn(o[1]);
+      }
+    }
+  }
+#else
+  __trap();  // not an sm_90a build: the host plans no fused launch
+#endif
+}
+
+// ---- configurations --------------------------------------------------------------
+
+// The tile widths (h columns) the kernel is built for: wgmma's N is twice
+// that, 32 to 192 (linear_swiglu_plan picks one per shape).
+constexpr std::array<int, 8> kWidths = {16, 24, 32, 40, 48, 64, 80, 96};
+
+#if defined(DAPO_CUDA_WGMMA)
+constexpr bool kBuilt = true;
+#else
+constexpr bool kBuilt = false;
+#endif
+
+template <class F>
+void with_tile(int cols, int rows, F&& f) {
+  auto pick = [&](auto cw) {
+    constexpr int CW = decltype(cw)::value;
+    switch (cols) {
+      case 16: return f(SwigluTile<16, CW>{});
+      case 24: return f(SwigluTile<24, CW>{});
+      case 32: return f(SwigluTile<32, CW>{});
+      case 40: return f(SwigluTile<40, CW>{});
+      case 48: return f(SwigluTile<48, CW>{});
+      case 64: return f(SwigluTile<64, CW>{});
+      case 80: return f(SwigluTile<80, CW>{});
+      case 96: return f(SwigluTile<96, CW>{});
+      default: DAPO_FAIL("linear_swiglu: no tile of ", cols, " columns");
+    }
+  };
+  if (rows == 64) return pick(std::integral_constant<int, 1>{});
+  if (rows == 128) return pick(std::integral_constant<int, 2>{});
+  DAPO_FAIL("linear_swiglu: no tile of ", rows, " input rows");
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+void check_bf16_matrix(const Ctx& ctx, const Tensor& t, const char* name) {
+  check_device(ctx, t, name);
+  DAPO_CHECK(t.ndim == 2, "linear_swiglu_forward: ", name, " ", t.shape_string(), " must be 2-D");
+  DAPO_CHECK(t.data != nullptr || t.numel() == 0, "linear_swiglu_forward: ", name, " has no data");
+}
+
+}  // namespace
+
+namespace detail {
+
+std::span<const int> linear_swiglu_widths() { return {kWidths.data(), kWidths.size()}; }
+
+bool linear_swiglu_supported(const Tensor& h, const Tensor& in, const Tensor& w_gate, const Tensor& w_up) {
+  if (!kBuilt) return false;
+  if (in.dtype != DType::bf16 || h.dtype != DType::bf16 || w_gate.dtype != DType::bf16 || w_up.dtype != DType::bf16)
+    return false;
+  if (in.ndim != 2 || w_gate.ndim != 2) return false;
+  const int64_t M = in.shape[0], K = in.shape[1], I = w_gate.shape[0];
+  if (K < 1 || K % 8 != 0 || K > INT32_MAX || M > INT32_MAX || I > INT32_MAX) return false;
+  return aligned16(in.data) && aligned16(w_gate.data) && aligned16(w_up.data) && aligned16(h.data);
+}
+
+// Where the fused launch beat the product then swiglu_forward in
+// LinearSwigluGpuPerf (H100, CUDA graphs, cold L2; us fused / unfused): up
+// to 128 rows on every Qwen2.5 shape (128 rows: 0.5B 10.2 / 11.2, 1.5B
+// 23.8 / 28.4, 7B 99.6 / 111.1; 1 row: 0.5B 9.3 / 11.2, 7B 94.8 / 98.9), and
+// at 256 rows only on small matrices (0.5B 11.4 / 13.6; 1.5B 33.6 / 31.3,
+// 7B 150.6 / 124.1: every CTA then reads 256 input rows of all of K).
+bool linear_swiglu_preferred(int64_t M, int64_t K, int64_t I) {
+  return M >= 1 && (M <= 128 || (M <= 256 && I * K <= (int64_t(8) << 20)));
+}
+
+// 64 input rows a CTA up to 64 rows, else 128; tiles of 40 h columns (80
+// weight rows), or 80 for large matrices at up to 64 rows. The H100 sweep of
+// every width (LinearSwigluGpuPerf) had 40 best or within 4% of the best on
+// every Qwen2.5 shape at 1 to 128 rows but 7B at up to 64 rows, where 80 was
+// (1 row: 94.8 us against 103.9). The widths' CTA counts alone do not rank
+// them: 1.5B at 128 rows ran 224 CTAs of 40 columns in 23.8 us and 112 of
+// 80 in 28.1, though each SM then reads more input rows.
+SwigluPlan linear_swiglu_plan(int64_t M, int64_t K, int64_t I) {
+  SwigluPlan p;
+  p.rows = M <= 64 ? 64 : 128;
+  p.cols = p.rows == 64 && I * K >= (int64_t(48) << 20) ? 80 : 40;
+  return p;
+}
+
+void linear_swiglu_fused(const Ctx& ctx, Tensor h, Tensor in, Tensor w_gate, Tensor w_up, const SwigluPlan* plan) {
+  DAPO_CHECK(linear_swiglu_supported(h, in, w_gate, w_up), "linear_swiglu_fused: the fused kernel cannot take in ",
+             in.shape_string(), " (", dtype_name(in.dtype), ")");
+  const int64_t M = in.shape[0], K = in.shape[1], I = w_gate.shape[0];
+  if (M == 0 || I == 0) return;
+  const SwigluPlan p = plan != nullptr ? *plan : linear_swiglu_plan(M, K, I);
+  with_tile(p.cols, p.rows, [&](auto t) {
+    using C = decltype(t);
+    SwigluArgs a{};
+    a.h = static_cast<bf16_t*>(h.data);
+    a.M = int32_t(M);
+    a.I = int32_t(I);
+    a.m_tiles = int32_t(ceil_div(M, C::BM));
+    a.k_blocks = int32_t(ceil_div(K, kBK));
+    a.pair_store = I % 2 == 0;
+    SwigluMaps maps{};
+    maps.in = tma_box_map_bf16(in.data, M, K, C::BM);
+    maps.gate = tma_box_map_bf16(w_gate.data, I, K, C::COLS);
+    maps.up = tma_box_map_bf16(w_up.data, I, K, C::COLS);
+    const int64_t grid = ceil_div(I, C::COLS) * a.m_tiles;
+    DAPO_CHECK(grid <= INT32_MAX, "linear_swiglu: a grid of ", grid, " CTAs");
+    const auto kernel = linear_swiglu_kernel<C>;
+    DAPO_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem));
+    cudaLaunchAttribute attr;
+    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr.val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(unsigned(grid));
+    config.blockDim = dim3(C::kThreads);
+    config.dynamicSmemBytes = C::kSmem;
+    config.stream = stream_of(ctx);
+    config.attrs = &attr;
+    config.numAttrs = 1;
+    DAPO_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, a, maps));
+  });
+}
+
+}  // namespace detail
+
+void linear_swiglu_forward(const Ctx& ctx, Tensor h, Tensor gate, Tensor up, Tensor in, Tensor w_gate,
+                           Tensor w_up) {
+  check_bf16_matrix(ctx, in, "in");
+  check_bf16_matrix(ctx, w_gate, "w_gate");
+  check_bf16_matrix(ctx, w_up, "w_up");
+  check_bf16_matrix(ctx, h, "h");
+  const int64_t M = in.shape[0], K = in.shape[1], I = w_gate.shape[0];
+  DAPO_CHECK_SHAPE(w_gate, {I, K});
+  DAPO_CHECK_SHAPE(w_up, {I, K});
+  DAPO_CHECK_SHAPE(h, {M, I});
+  DAPO_CHECK(!overlaps(h, in) && !overlaps(h, w_gate) && !overlaps(h, w_up),
+             "linear_swiglu_forward: h overlaps in or a weight");
+  if (detail::linear_swiglu_supported(h, in, w_gate, w_up) && detail::linear_swiglu_preferred(M, K, I))
+    return detail::linear_swiglu_fused(ctx, h, in, w_gate, w_up);
+  DAPO_CHECK(!overlaps(h, gate) && !overlaps(h, up), "linear_swiglu_forward: h overlaps the gate or up scratch");
+  const LinearSegment segs[] = {{gate, w_gate, Tensor{}}, {up, w_up, Tensor{}}};
+  cuda::linear_forward_multi(ctx, in, segs);
+  cuda::swiglu_forward(ctx, h, gate, up);
+}
+
+}  // namespace dapo::ops::cuda

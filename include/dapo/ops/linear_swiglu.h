@@ -1,0 +1,72 @@
+// Qwen2's MLP up to the down projection in one op: the gate and up products
+// of one input and SwiGLU of them,
+//   h = silu(in @ w_gate^T) * (in @ w_up^T),
+// which is linear_forward_multi(in, {gate, up}) then swiglu_forward(h, gate,
+// up) (linear_multi.h, swiglu.h). It exists for the decode step, where the
+// SwiGLU pass is a kernel of its own whose launch and dependency cost more
+// than its work (an H100 spent ~2.5 us a layer on it at the Qwen2.5-0.5B
+// shape, 128 sequences); on CUDA's fused path it is the epilogue of the
+// product and the gate and up outputs never reach memory.
+#pragma once
+
+#include <span>
+
+#include "dapo/ops/context.h"
+
+namespace dapo::ops {
+
+// in:     (M, K), the post-attention normed hidden states.
+// w_gate: (I, K), w_up: (I, K), HF's gate_proj and up_proj weights (no bias).
+// h:      (M, I), OVERWRITTEN.
+// gate, up: (M, I) scratch: the unfused path writes the two products there;
+//         their contents afterwards are unspecified (the fused path does not
+//         touch them).
+// h, gate and up must not overlap each other, in or the weights.
+// CPU: f32 throughout, the two ops exactly. CUDA: bf16 in, weights and
+// outputs (or all f32: the two ops).
+void linear_swiglu_forward(const Ctx& ctx, Tensor h, Tensor gate, Tensor up, Tensor in, Tensor w_gate,
+                           Tensor w_up);
+
+namespace cpu {
+void linear_swiglu_forward(const Ctx& ctx, Tensor h, Tensor gate, Tensor up, Tensor in, Tensor w_gate,
+                           Tensor w_up);
+}  // namespace cpu
+
+// CUDA builds only. The fused path (sm_90a builds; detail::linear_swiglu_fused
+// says when: bf16, few rows) is one launch: every CTA holds all of its input
+// rows (64 a warpgroup) and a tile of gate rows with the up rows of the same
+// columns, streams them over the whole of K through a TMA ring, multiplies
+// with wgmma (fp32 accumulation, one fixed order over K: no split, no
+// atomics, so the same call on the same GPU gives the same bits), rounds
+// each product to bf16 and applies SwiGLU with swiglu_forward's arithmetic.
+// Its bits differ from the unfused path's only where cuBLASLt or the skinny
+// kernel sum the products in another order. CUDA-graph capturable; launched
+// as a programmatic dependent (it reads `in` only after the previous kernel
+// has finished).
+namespace cuda {
+void linear_swiglu_forward(const Ctx& ctx, Tensor h, Tensor gate, Tensor up, Tensor in, Tensor w_gate,
+                           Tensor w_up);
+
+namespace detail {
+// The fused launch's tile: h columns (gate rows, and as many up rows) per CTA,
+// and input rows per CTA (64 or 128). cols == 0: no fused plan.
+struct SwigluPlan {
+  int cols = 0;
+  int rows = 0;
+};
+// Whether the fused kernel can take the call (an sm_90a build, bf16,
+// K % 8 == 0, 16-byte aligned bases) and is the op's choice for it.
+bool linear_swiglu_supported(const Tensor& h, const Tensor& in, const Tensor& w_gate, const Tensor& w_up);
+bool linear_swiglu_preferred(int64_t M, int64_t K, int64_t I);
+// The plan the op uses, and the widths the kernel is
+// built for (for tests and tuning sweeps).
+SwigluPlan linear_swiglu_plan(int64_t M, int64_t K, int64_t I);
+std::span<const int> linear_swiglu_widths();
+// The fused kernel alone (the call must be supported) with `plan` or, when
+// null, linear_swiglu_plan's.
+void linear_swiglu_fused(const Ctx& ctx, Tensor h, Tensor in, Tensor w_gate, Tensor w_up,
+                         const SwigluPlan* plan = nullptr);
+}  // namespace detail
+}  // namespace cuda
+
+}  // namespace dapo::ops

@@ -1,0 +1,17 @@
+// CPU fused gate/up + SwiGLU: the two ops it stands for, through the
+// caller's gate and up scratch.
+#include "dapo/ops/linear_swiglu.h"
+
+#include "dapo/ops/linear_multi.h"
+#include "dapo/ops/swiglu.h"
+
+namespace dapo::ops::cpu {
+
+void linear_swiglu_forward(const Ctx& ctx, Tensor h, Tensor gate, Tensor up, Tensor in, Tensor w_gate,
+                           Tensor w_up) {
+  const LinearSegment segs[] = {{gate, w_gate, Tensor{}}, {up, w_up, Tensor{}}};
+  cpu::linear_forward_multi(ctx, in, segs);
+  cpu::swiglu_forward(ctx, h, gate, up);
+}
+
+}  // namespace dapo::ops::cpu
