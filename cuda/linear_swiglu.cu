@@ -40,8 +40,9 @@ using bf16_t = __nv_bfloat16;
 
 constexpr int kBK = 64;  // k per stage: 128-byte rows, the swizzle's span
 
-// COLS h columns (gate rows, then as many up rows) x 64 * CW input rows.
-template <int COLS_, int CW_>
+// COLS h columns (gate rows, then as many up rows) x 64 * CW input rows;
+// DEEP: a ring of up to 160 KB for grids of at most one CTA an SM.
+template <int COLS_, int CW_, bool DEEP_>
 struct SwigluTile {
   static constexpr int COLS = COLS_;
   static constexpr int BN = 2 * COLS;  // weight rows: wgmma's N
@@ -51,8 +52,9 @@ struct SwigluTile {
   static constexpr int kThreads = kConsumerThreads + 32;  // + the producer warp
   static constexpr int kInBytes = BM * 128;
   static constexpr int kStageBytes = (BM + BN) * 128;
-  // As many stages as fit in 112 KB (two CTAs an SM), 2 to 8.
-  static constexpr int STAGES = std::clamp(112 * 1024 / kStageBytes, 2, 8);
+  // As many stages as fit in 112 KB (two CTAs an SM) or, DEEP, 160 KB (one:
+  // more bytes in flight), 2 to 8.
+  static constexpr int STAGES = std::clamp((DEEP_ ? 160 : 112) * 1024 / kStageBytes, 2, 8);
   static constexpr int kBarrierOffset = STAGES * kStageBytes;
   static constexpr int kSmem = kBarrierOffset + 16 * STAGES;
   // 1024-byte aligned boxes (the swizzle keys on address bits 7-9).
@@ -183,25 +185,32 @@ constexpr bool kBuilt = true;
 constexpr bool kBuilt = false;
 #endif
 
-template <class F>
+template <bool DEEP, class F>
 void with_tile(int cols, int rows, F&& f) {
   auto pick = [&](auto cw) {
     constexpr int CW = decltype(cw)::value;
     switch (cols) {
-      case 16: return f(SwigluTile<16, CW>{});
-      case 24: return f(SwigluTile<24, CW>{});
-      case 32: return f(SwigluTile<32, CW>{});
-      case 40: return f(SwigluTile<40, CW>{});
-      case 48: return f(SwigluTile<48, CW>{});
-      case 64: return f(SwigluTile<64, CW>{});
-      case 80: return f(SwigluTile<80, CW>{});
-      case 96: return f(SwigluTile<96, CW>{});
+      case 16: return f(SwigluTile<16, CW, DEEP>{});
+      case 24: return f(SwigluTile<24, CW, DEEP>{});
+      case 32: return f(SwigluTile<32, CW, DEEP>{});
+      case 40: return f(SwigluTile<40, CW, DEEP>{});
+      case 48: return f(SwigluTile<48, CW, DEEP>{});
+      case 64: return f(SwigluTile<64, CW, DEEP>{});
+      case 80: return f(SwigluTile<80, CW, DEEP>{});
+      case 96: return f(SwigluTile<96, CW, DEEP>{});
       default: DAPO_FAIL("linear_swiglu: no tile of ", cols, " columns");
     }
   };
   if (rows == 64) return pick(std::integral_constant<int, 1>{});
   if (rows == 128) return pick(std::integral_constant<int, 2>{});
   DAPO_FAIL("linear_swiglu: no tile of ", rows, " input rows");
+}
+
+int sm_count() {
+  int device = 0, sms = 0;
+  DAPO_CUDA_CHECK(cudaGetDevice(&device));
+  DAPO_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  return std::max(sms, 1);
 }
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -249,6 +258,10 @@ SwigluPlan linear_swiglu_plan(int64_t M, int64_t K, int64_t I) {
   SwigluPlan p;
   p.rows = M <= 64 ? 64 : 128;
   p.cols = p.rows == 64 && I * K >= (int64_t(48) << 20) ? 80 : 40;
+  // A deep ring where the grid is one CTA an SM at most (H100, 0.5B decode
+  // graph at 128 rows, 122 CTAs: 1.379 -> 1.331 ms a step); not where two
+  // CTAs an SM must share it (1.5B, 224 CTAs: 2.657 -> 2.75).
+  p.deep = ceil_div(I, p.cols) * ceil_div(std::max<int64_t>(M, 1), p.rows) <= sm_count();
   return p;
 }
 
@@ -258,7 +271,7 @@ void linear_swiglu_fused(const Ctx& ctx, Tensor h, Tensor in, Tensor w_gate, Ten
   const int64_t M = in.shape[0], K = in.shape[1], I = w_gate.shape[0];
   if (M == 0 || I == 0) return;
   const SwigluPlan p = plan != nullptr ? *plan : linear_swiglu_plan(M, K, I);
-  with_tile(p.cols, p.rows, [&](auto t) {
+  auto launch = [&](auto t) {
     using C = decltype(t);
     SwigluArgs a{};
     a.h = static_cast<bf16_t*>(h.data);
@@ -286,7 +299,9 @@ void linear_swiglu_fused(const Ctx& ctx, Tensor h, Tensor in, Tensor w_gate, Ten
     config.attrs = &attr;
     config.numAttrs = 1;
     DAPO_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, a, maps));
-  });
+  };
+  if (p.deep) with_tile<true>(p.cols, p.rows, launch);
+  else with_tile<false>(p.cols, p.rows, launch);
 }
 
 }  // namespace detail

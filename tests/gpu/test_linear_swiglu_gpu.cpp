@@ -74,9 +74,9 @@ class LinearSwigluGpu : public GpuTest {
   }
 };
 
-// Every width at 64 and 128 input rows a CTA, on shapes with partial tiles
-// (rows past M, columns past I, K not a multiple of 64), twice: the same
-// bits both times.
+// Every width at 64 and 128 input rows a CTA, with either ring, on shapes
+// with partial tiles (rows past M, columns past I, K not a multiple of 64),
+// twice: the same bits both times, and with both rings.
 TEST_F(LinearSwigluGpu, EveryTileMatchesCpu) {
   struct Shape {
     int64_t M, K, I;
@@ -86,21 +86,25 @@ TEST_F(LinearSwigluGpu, EveryTileMatchesCpu) {
                         Shape{128, 896, 200}, Shape{200, 96, 72}}) {
     const size_t mark = arena_->mark();
     const Case c = make_case(s.M, s.K, s.I, seed += 10);
+    std::vector<unsigned char> shallow;  // the bits of the tile with the 112 KB ring
     for (const int rows : {64, 128})
-      for (const int cols : cd::linear_swiglu_widths()) {
-        SCOPED_TRACE(testing::Message() << "rows " << rows << " cols " << cols);
-        const cd::SwigluPlan plan{cols, rows};
-        Tensor h = guarded(DType::bf16, {s.M, s.I});
-        cd::linear_swiglu_fused(gpu(), h, c.in, c.wg, c.wu, &plan);
-        device_->synchronize();
-        expect_matches(c, h, "fused");
-        const auto first = bits(h);
-        cd::linear_swiglu_fused(gpu(), h, c.in, c.wg, c.wu, &plan);
-        device_->synchronize();
-        EXPECT_TRUE(bits(h) == first) << "a rerun changed the bits";
-        check_guards();
-        if (HasFailure()) return;
-      }
+      for (const int cols : cd::linear_swiglu_widths())
+        for (const bool deep : {false, true}) {
+          SCOPED_TRACE(testing::Message() << "rows " << rows << " cols " << cols << " deep " << deep);
+          const cd::SwigluPlan plan{cols, rows, deep};
+          Tensor h = guarded(DType::bf16, {s.M, s.I});
+          cd::linear_swiglu_fused(gpu(), h, c.in, c.wg, c.wu, &plan);
+          device_->synchronize();
+          expect_matches(c, h, "fused");
+          const auto first = bits(h);
+          cd::linear_swiglu_fused(gpu(), h, c.in, c.wg, c.wu, &plan);
+          device_->synchronize();
+          EXPECT_TRUE(bits(h) == first) << "a rerun changed the bits";
+          if (!deep) shallow = first;
+          else EXPECT_TRUE(first == shallow) << "the deep ring changed the bits";
+          check_guards();
+          if (HasFailure()) return;
+        }
     guards_.clear();
     arena_->reset(mark);
   }
@@ -190,13 +194,13 @@ TEST_F(LinearSwigluGpu, DecodePerf) {
       const cd::SwigluPlan plan = cd::linear_swiglu_plan(M, m.K, m.I);
       const double fused = time_us([&](Tensor wg, Tensor wu) { cd::linear_swiglu_fused(ctx, h, in, wg, wu, &plan); });
       std::printf("{\"op\":\"linear_swiglu\",\"model\":\"%s\",\"M\":%lld,\"weight_mb\":%.2f,\"unfused_us\":%.2f,"
-                  "\"fused_us\":%.2f,\"plan\":\"%dx%d\",\"fused_gbps\":%.0f,\"widths_us\":{",
+                  "\"fused_us\":%.2f,\"plan\":\"%dx%d%s\",\"fused_gbps\":%.0f,\"widths_us\":{",
                   m.name, (long long)M, double(set) / 1e6, unfused, fused, plan.cols, plan.rows,
-                  double(set) / (fused * 1e3));
-      // Every width at this row count, for the plan's rule.
+                  plan.deep ? " deep" : "", double(set) / (fused * 1e3));
+      // Every width at this row count (with the plan's ring), for the plan's rule.
       bool first = true;
       for (const int cols : cd::linear_swiglu_widths()) {
-        const cd::SwigluPlan p{cols, plan.rows};
+        const cd::SwigluPlan p{cols, plan.rows, plan.deep};
         const double us = time_us([&](Tensor wg, Tensor wu) { cd::linear_swiglu_fused(ctx, h, in, wg, wu, &p); });
         std::printf("%s\"%d\":%.2f", first ? "" : ",", cols, us);
         first = false;

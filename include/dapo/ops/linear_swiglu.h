@@ -53,6 +53,7 @@ namespace detail {
 struct SwigluPlan {
   int cols = 0;
   int rows = 0;
+  bool deep = false;  // a ring of up to 160 KB instead of 112 (one CTA an SM)
 };
 // Whether the fused kernel can take the call (an sm_90a build, bf16,
 // K % 8 == 0, 16-byte aligned bases) and is the op's choice for it.
