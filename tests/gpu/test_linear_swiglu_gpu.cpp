@@ -205,6 +205,15 @@ TEST_F(LinearSwigluGpu, DecodePerf) {
         std::printf("%s\"%d\":%.2f", first ? "" : ",", cols, us);
         first = false;
       }
+      // And every width with the other ring.
+      std::printf("},\"other_ring_us\":{");
+      first = true;
+      for (const int cols : cd::linear_swiglu_widths()) {
+        const cd::SwigluPlan p{cols, plan.rows, !plan.deep};
+        const double us = time_us([&](Tensor wg, Tensor wu) { cd::linear_swiglu_fused(ctx, h, in, wg, wu, &p); });
+        std::printf("%s\"%d\":%.2f", first ? "" : ",", cols, us);
+        first = false;
+      }
       std::printf("}}\n");
       std::fflush(stdout);
     }
