@@ -9,8 +9,8 @@
 // no K split, no cluster, no fp32 tile staged and summed through distributed
 // shared memory (a timing build put that epilogue at over half of the
 // 0.5B q/k/v product's time). The price is that every CTA reads all of its
-// input rows, so the tile width is chosen per shape to balance weight bytes
-// against input bytes over one wave of CTAs (linear_swiglu_plan).
+// input rows; linear_swiglu_plan's widths come from a sweep of all of them
+// (their CTA counts and bytes alone did not rank them).
 //
 // A CTA's weight tile is `cols` gate rows followed by the same `cols` up
 // rows: wgmma's accumulator layout gives a thread the same 2 columns of
