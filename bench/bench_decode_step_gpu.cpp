@@ -7,6 +7,9 @@
 //     to back (the engine's decode step less its metadata copy and
 //     read-back), against the HBM roofline (weights + every sequence's KV
 //     read once per step, at the card's spec bandwidth);
+//   - step_with_*_ms: the replays with the engine's copies between them
+//     (the metadata upload, the fed tokens, the samples' read-back; each
+//     alone, then all three): what the step boundary costs the GPU;
 //   - ops: each op's GPU time per step with the op profiler. A spinning
 //     kernel holds the stream while the host enqueues the step, so the ops
 //     then run back to back and the events time the GPU alone; their sum
@@ -103,6 +106,10 @@ int main(int argc, char** argv) {
   }
   cu[size_t(B)] = int32_t(B);
   Arena meta(size_t(16) << 20, Device::cuda, "metadata");
+  // What the engine stages for such a step: tokens, positions, slots,
+  // cu_seqlens, last rows, context lengths, the table, the rows' streams
+  // and counters.
+  const int64_t meta_bytes = (6 * B + 1 + B * W) * 4 + 16 * B;
   model::CachedBatch batch;
   batch.tokens = upload_i32(base, meta, tokens, B);
   batch.positions = upload_i32(base, meta, positions, B);
@@ -144,6 +151,31 @@ int main(int argc, char** argv) {
   ops::stream_synchronize(ctx);
   const double graph_ms = 1e3 * seconds_since(t0) / double(reps);
 
+  // The step boundary as the engine has it: between replays the step's
+  // metadata upload (H2D from pinned memory, the size of the staged
+  // metadata), the fed tokens (D2D, samples to input tokens) and the
+  // samples' read-back (D2H to pinned memory); each alone, then all three.
+  Arena pinned(2 * (size_t(meta_bytes) + 4096), Arena::Pinned{}, "boundary-host");
+  const Tensor meta_host(pinned.alloc_bytes(size_t(meta_bytes)), DType::i32, {meta_bytes / 4});
+  const Tensor back_host(pinned.alloc_bytes(size_t(B) * 4), DType::i32, {B});
+  const Tensor meta_dev = meta.alloc(DType::i32, {meta_bytes / 4});
+  auto boundary_ms = [&](bool h2d, bool d2d, bool d2h) {
+    auto one = [&] {
+      if (h2d) ops::copy(ctx, meta_dev, meta_host);
+      if (d2d) ops::copy(ctx, batch.tokens, sampled);
+      graph.launch(ctx);
+      if (d2h) ops::copy(ctx, back_host, sampled);
+    };
+    for (int i = 0; i < 3; ++i) one();
+    ops::stream_synchronize(ctx);
+    const auto tb = Clock::now();
+    for (int64_t i = 0; i < reps; ++i) one();
+    ops::stream_synchronize(ctx);
+    return 1e3 * seconds_since(tb) / double(reps);
+  };
+  const double h2d_ms = boundary_ms(true, false, false), d2d_ms = boundary_ms(false, true, false);
+  const double d2h_ms = boundary_ms(false, false, true), all_ms = boundary_ms(true, true, true);
+
   // Op by op, the host held back.
   ops::OpProfiler profiler;
   ops::Ctx pctx = ctx;
@@ -179,9 +211,12 @@ int main(int argc, char** argv) {
   for (const auto& e : entries) ops_ms += e.ms / double(reps);
   std::printf("{\"bench\": \"decode_step_gpu\", \"model\": \"%s\", \"gpu\": \"%s\", \"batch\": %lld, \"context\": %lld, "
               "\"graph_step_ms\": %.3f, \"tok_s\": %.0f, \"weight_mb\": %.1f, \"kv_mb\": %.1f, "
-              "\"roofline_step_ms_spec_bw\": %.3f, \"fraction_of_roofline\": %.3f, \"ops_sum_ms\": %.3f, \"ops\": [",
+              "\"roofline_step_ms_spec_bw\": %.3f, \"fraction_of_roofline\": %.3f, \"step_with_h2d_ms\": %.3f, "
+              "\"step_with_d2d_ms\": %.3f, \"step_with_d2h_ms\": %.3f, \"step_with_copies_ms\": %.3f, "
+              "\"ops_sum_ms\": %.3f, \"ops\": [",
               size.c_str(), gpu.name().c_str(), (long long)B, (long long)C, graph_ms, double(B) / graph_ms * 1e3,
-              weight_bytes / 1e6, kv_bytes / 1e6, roof_ms, roof_ms > 0 ? roof_ms / graph_ms : 0.0, ops_ms);
+              weight_bytes / 1e6, kv_bytes / 1e6, roof_ms, roof_ms > 0 ? roof_ms / graph_ms : 0.0, h2d_ms, d2d_ms,
+              d2h_ms, all_ms, ops_ms);
   for (size_t i = 0; i < entries.size(); ++i)
     std::printf("%s{\"op\": \"%s\", \"calls_per_step\": %lld, \"us_per_step\": %.1f, \"share\": %.3f}",
                 i ? ", " : "", entries[i].op.c_str(), (long long)(entries[i].calls / reps),
