@@ -63,6 +63,14 @@ __device__ __forceinline__ float load_f32(const __nv_bfloat16* p, int64_t i) { r
 __device__ __forceinline__ void store_f32(float* p, int64_t i, float v) { p[i] = v; }
 __device__ __forceinline__ void store_f32(__nv_bfloat16* p, int64_t i, float v) { p[i] = __float2bfloat16_rn(v); }
 
+// The current device's SM count (at least 1).
+inline int sm_count() {
+  int device = 0, sms = 0;
+  DAPO_CUDA_CHECK(cudaGetDevice(&device));
+  DAPO_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  return sms > 1 ? sms : 1;
+}
+
 // Whether p allows 16-byte (128-bit) loads and stores.
 inline __host__ __device__ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 

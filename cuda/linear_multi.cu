@@ -704,8 +704,6 @@ int ctas_per_sm(int id) {
   return std::max(per_sm, 1);
 }
 
-int sm_count();
-
 // Clusters of `splits` CTAs of configuration `id` the GPU runs at once. A
 // cluster's CTAs share one GPC, so this is less than the CTA slots over
 // `splits` by up to a cluster per GPC; if the runtime cannot say, an
@@ -733,13 +731,6 @@ int64_t resident_clusters(int id, int splits) {
   });
   if (known) return clusters;
   return int64_t(sm_count() / 16) * ((16 * ctas_per_sm(id)) / splits);
-}
-
-int sm_count() {
-  int device = 0, sms = 0;
-  DAPO_CUDA_CHECK(cudaGetDevice(&device));
-  DAPO_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  return std::max(sms, 1);
 }
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }

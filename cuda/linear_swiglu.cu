@@ -206,13 +206,6 @@ void with_tile(int cols, int rows, F&& f) {
   DAPO_FAIL("linear_swiglu: no tile of ", rows, " input rows");
 }
 
-int sm_count() {
-  int device = 0, sms = 0;
-  DAPO_CUDA_CHECK(cudaGetDevice(&device));
-  DAPO_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  return std::max(sms, 1);
-}
-
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 void check_bf16_matrix(const Ctx& ctx, const Tensor& t, const char* name) {
@@ -288,17 +281,7 @@ void linear_swiglu_fused(const Ctx& ctx, Tensor h, Tensor in, Tensor w_gate, Ten
     DAPO_CHECK(grid <= INT32_MAX, "linear_swiglu: a grid of ", grid, " CTAs");
     const auto kernel = linear_swiglu_kernel<C>;
     DAPO_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem));
-    cudaLaunchAttribute attr;
-    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr.val.programmaticStreamSerializationAllowed = 1;
-    cudaLaunchConfig_t config{};
-    config.gridDim = dim3(unsigned(grid));
-    config.blockDim = dim3(C::kThreads);
-    config.dynamicSmemBytes = C::kSmem;
-    config.stream = stream_of(ctx);
-    config.attrs = &attr;
-    config.numAttrs = 1;
-    DAPO_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, a, maps));
+    DAPO_CUDA_CHECK(launch_pdl(kernel, dim3(unsigned(grid)), dim3(C::kThreads), C::kSmem, stream_of(ctx), a, maps));
   };
   if (p.deep) with_tile<true>(p.cols, p.rows, launch);
   else with_tile<false>(p.cols, p.rows, launch);

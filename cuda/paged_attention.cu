@@ -763,14 +763,12 @@ const void* kernel_for(int64_t D, int64_t stages, int& smem) {
 
 // CTAs of the main kernel the device holds at once.
 int64_t resident_ctas(int64_t D, int64_t stages) {
-  int device = 0, sms = 0, per_sm = 0, smem = 0;
-  DAPO_CUDA_CHECK(cudaGetDevice(&device));
-  DAPO_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  int per_sm = 0, smem = 0;
   const void* k = kernel_for(D, stages, smem);
   if (smem > 48 * 1024)
     DAPO_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   DAPO_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, kThreads, size_t(smem)));
-  return int64_t(std::max(sms, 1)) * std::max(per_sm, 1);
+  return int64_t(sm_count()) * std::max(per_sm, 1);
 }
 
 // The shared-memory stages the plan uses: decode with D 64 or 128.

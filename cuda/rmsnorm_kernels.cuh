@@ -306,11 +306,9 @@ bool wide_rows(int64_t C, std::initializer_list<const void*> ptrs) {
 // registers instead of re-reading it per row).
 template <class Kernel>
 unsigned resident_grid(Kernel kernel, int threads, int64_t rows) {
-  int device = 0, sms = 0, per_sm = 0;
-  DAPO_CUDA_CHECK(cudaGetDevice(&device));
-  DAPO_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  int per_sm = 0;
   DAPO_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0));
-  const int64_t resident = int64_t(sms) * (per_sm > 0 ? per_sm : 1);
+  const int64_t resident = int64_t(sm_count()) * (per_sm > 0 ? per_sm : 1);
   return unsigned(rows < resident ? rows : resident);
 }
 

@@ -17,6 +17,7 @@
 
 #include "dapo/core/arena.h"
 #include "dapo/ops/cuda_device.h"
+#include "dapo/ops/cuda_graph.h"
 
 namespace dapo::test {
 
@@ -86,6 +87,33 @@ double median_ms(cudaStream_t stream, F&& f, int iters = 20) {
   for (auto& e : ev) cudaEventDestroy(e);
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
+}
+
+// Microseconds per call of one(i), i = 0..calls-1 (each enqueues its work
+// on ctx's stream), captured as one CUDA graph: the best of `reps` replays
+// after one warm-up replay.
+inline double graph_us_per_call(const ops::Ctx& ctx, int calls, const std::function<void(int)>& one, int reps = 3) {
+  const ops::CapturedGraph graph = ops::CapturedGraph::capture(ctx, [&] {
+    for (int i = 0; i < calls; ++i) one(i);
+  });
+  const auto stream = static_cast<cudaStream_t>(ctx.stream);
+  graph.launch(ctx);
+  cudaEvent_t e0, e1;
+  EXPECT_EQ(cudaSuccess, cudaEventCreate(&e0));
+  EXPECT_EQ(cudaSuccess, cudaEventCreate(&e1));
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    EXPECT_EQ(cudaSuccess, cudaEventRecord(e0, stream));
+    graph.launch(ctx);
+    EXPECT_EQ(cudaSuccess, cudaEventRecord(e1, stream));
+    EXPECT_EQ(cudaSuccess, cudaEventSynchronize(e1));
+    float ms = 0;
+    EXPECT_EQ(cudaSuccess, cudaEventElapsedTime(&ms, e0, e1));
+    best = std::min(best, 1e3 * double(ms) / calls);
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  return best;
 }
 
 // One JSON line without a dtype field (the op's name or shape says it).

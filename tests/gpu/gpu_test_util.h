@@ -80,6 +80,15 @@ class GpuTest : public ::testing::Test {
     guards_.push_back({base, n});
     return t;
   }
+  // The bytes of a device tensor, for the bit-for-bit checks.
+  std::vector<unsigned char> bits(const Tensor& t) {
+    std::vector<unsigned char> out(t.nbytes());
+    if (out.empty()) return out;
+    device_->copy_to_host(Tensor(out.data(), DType::bf16, {int64_t(out.size() / 2)}),
+                          Tensor(t.data, DType::bf16, {int64_t(out.size() / 2)}, Device::cuda));
+    return out;
+  }
+
   void check_guards() {
     device_->synchronize();
     for (const auto& g : guards_) {

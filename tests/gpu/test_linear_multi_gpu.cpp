@@ -169,14 +169,6 @@ class LinearMultiGpu : public GpuTest {
     check_routed(c);
   }
 
-  std::vector<unsigned char> bits(const Tensor& t) {
-    std::vector<unsigned char> out(t.nbytes());
-    if (out.empty()) return out;
-    device_->copy_to_host(Tensor(out.data(), DType::bf16, {int64_t(out.size() / 2)}),
-                          Tensor(t.data, DType::bf16, {int64_t(out.size() / 2)}, Device::cuda));
-    return out;
-  }
-
   // Guards checked and the case's memory released (guarded() memory included).
   void release(size_t arena_mark, size_t big_mark) {
     check_guards();
@@ -577,27 +569,7 @@ class LinearMultiGpuPerf : public LinearMultiGpu {
   double time_us(const Bench& b, int64_t M, F&& one, int calls = 50, int reps = 3) {
     const ops::Ctx ctx = gpu();
     const Tensor in(b.in.data, DType::bf16, {M, b.K}, Device::cuda);
-    const ops::CapturedGraph graph = ops::CapturedGraph::capture(ctx, [&] {
-      for (int i = 0; i < calls; ++i) one(ctx, in, segments(b, M, i));
-    });
-    const auto stream = static_cast<cudaStream_t>(ctx.stream);
-    graph.launch(ctx);
-    cudaEvent_t e0, e1;
-    EXPECT_EQ(cudaSuccess, cudaEventCreate(&e0));
-    EXPECT_EQ(cudaSuccess, cudaEventCreate(&e1));
-    double best = 1e30;
-    for (int r = 0; r < reps; ++r) {
-      EXPECT_EQ(cudaSuccess, cudaEventRecord(e0, stream));
-      graph.launch(ctx);
-      EXPECT_EQ(cudaSuccess, cudaEventRecord(e1, stream));
-      EXPECT_EQ(cudaSuccess, cudaEventSynchronize(e1));
-      float ms = 0;
-      EXPECT_EQ(cudaSuccess, cudaEventElapsedTime(&ms, e0, e1));
-      best = std::min(best, 1e3 * double(ms) / calls);
-    }
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
-    return best;
+    return graph_us_per_call(ctx, calls, [&](int i) { one(ctx, in, segments(b, M, i)); }, reps);
   }
 
   static double weight_bytes(const Shape& s) {

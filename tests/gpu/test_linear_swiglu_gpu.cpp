@@ -9,7 +9,6 @@
 #include <cmath>
 #include <cstring>
 
-#include "dapo/ops/cuda_graph.h"
 #include "dapo/ops/linear_multi.h"
 #include "dapo/ops/swiglu.h"
 #include "gpu/gpu_perf_util.h"
@@ -63,14 +62,6 @@ class LinearSwigluGpu : public GpuTest {
         ++bad;
       }
     }
-  }
-
-  std::vector<unsigned char> bits(const Tensor& t) {
-    std::vector<unsigned char> out(t.nbytes());
-    if (out.empty()) return out;
-    device_->copy_to_host(Tensor(out.data(), DType::bf16, {int64_t(out.size() / 2)}),
-                          Tensor(t.data, DType::bf16, {int64_t(out.size() / 2)}, Device::cuda));
-    return out;
   }
 };
 
@@ -148,7 +139,6 @@ TEST_F(LinearSwigluGpu, DecodePerf) {
                           {"qwen2.5-7b-tp2", 3584, 9472},
                           {"qwen2.5-7b", 3584, 18944}};
   const ops::Ctx ctx = gpu();
-  const auto stream = static_cast<cudaStream_t>(ctx.stream);
   for (const Model& m : models)
     for (const int64_t M : {int64_t(1), int64_t(8), int64_t(32), int64_t(64), int64_t(128), int64_t(256)}) {
       ArenaScope scope(big);
@@ -165,26 +155,7 @@ TEST_F(LinearSwigluGpu, DecodePerf) {
                       Device::cuda);
       };
       auto time_us = [&](auto&& one) {
-        const ops::CapturedGraph graph = ops::CapturedGraph::capture(ctx, [&] {
-          for (int i = 0; i < calls; ++i) one(weights(i, 0), weights(i, 1));
-        });
-        graph.launch(ctx);
-        cudaEvent_t e0, e1;
-        EXPECT_EQ(cudaSuccess, cudaEventCreate(&e0));
-        EXPECT_EQ(cudaSuccess, cudaEventCreate(&e1));
-        double best = 1e30;
-        for (int r = 0; r < 3; ++r) {
-          EXPECT_EQ(cudaSuccess, cudaEventRecord(e0, stream));
-          graph.launch(ctx);
-          EXPECT_EQ(cudaSuccess, cudaEventRecord(e1, stream));
-          EXPECT_EQ(cudaSuccess, cudaEventSynchronize(e1));
-          float ms = 0;
-          EXPECT_EQ(cudaSuccess, cudaEventElapsedTime(&ms, e0, e1));
-          best = std::min(best, 1e3 * double(ms) / calls);
-        }
-        cudaEventDestroy(e0);
-        cudaEventDestroy(e1);
-        return best;
+        return graph_us_per_call(ctx, calls, [&](int i) { one(weights(i, 0), weights(i, 1)); });
       };
       const double unfused = time_us([&](Tensor wg, Tensor wu) {
         const ops::LinearSegment segs[] = {{gate, wg, Tensor{}}, {up, wu, Tensor{}}};

@@ -79,14 +79,6 @@ class MatmulGpuBase : public GpuTest {
   Tensor input(const std::vector<float>& v, std::initializer_list<int64_t> dims, DType dt) {
     return v.empty() ? device_empty(dt, dims) : upload(v, dims, dt);
   }
-  // Bits of a device tensor, for the determinism checks.
-  std::vector<unsigned char> bits(const Tensor& t) {
-    std::vector<unsigned char> out(t.nbytes());
-    if (out.empty()) return out;
-    device_->copy_to_host(Tensor(out.data(), DType::bf16, {int64_t(out.size() / 2)}),
-                          Tensor(t.data, DType::bf16, {int64_t(out.size() / 2)}, Device::cuda));
-    return out;
-  }
 };
 
 // ---- matmul ---------------------------------------------------------------------
