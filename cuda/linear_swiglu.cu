@@ -208,9 +208,8 @@ void with_tile(int cols, int rows, F&& f) {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-void check_bf16_matrix(const Ctx& ctx, const Tensor& t, const char* name) {
+void check_on_device(const Ctx& ctx, const Tensor& t, const char* name) {
   check_device(ctx, t, name);
-  DAPO_CHECK(t.ndim == 2, "linear_swiglu_forward: ", name, " ", t.shape_string(), " must be 2-D");
   DAPO_CHECK(t.data != nullptr || t.numel() == 0, "linear_swiglu_forward: ", name, " has no data");
 }
 
@@ -261,6 +260,7 @@ SwigluPlan linear_swiglu_plan(int64_t M, int64_t K, int64_t I) {
 void linear_swiglu_fused(const Ctx& ctx, Tensor h, Tensor in, Tensor w_gate, Tensor w_up, const SwigluPlan* plan) {
   DAPO_CHECK(linear_swiglu_supported(h, in, w_gate, w_up), "linear_swiglu_fused: the fused kernel cannot take in ",
              in.shape_string(), " (", dtype_name(in.dtype), ")");
+  ops::detail::check_linear_swiglu(h, in, w_gate, w_up);
   const int64_t M = in.shape[0], K = in.shape[1], I = w_gate.shape[0];
   if (M == 0 || I == 0) return;
   const SwigluPlan p = plan != nullptr ? *plan : linear_swiglu_plan(M, K, I);
@@ -291,16 +291,12 @@ void linear_swiglu_fused(const Ctx& ctx, Tensor h, Tensor in, Tensor w_gate, Ten
 
 void linear_swiglu_forward(const Ctx& ctx, Tensor h, Tensor gate, Tensor up, Tensor in, Tensor w_gate,
                            Tensor w_up) {
-  check_bf16_matrix(ctx, in, "in");
-  check_bf16_matrix(ctx, w_gate, "w_gate");
-  check_bf16_matrix(ctx, w_up, "w_up");
-  check_bf16_matrix(ctx, h, "h");
+  check_on_device(ctx, in, "in");
+  check_on_device(ctx, w_gate, "w_gate");
+  check_on_device(ctx, w_up, "w_up");
+  check_on_device(ctx, h, "h");
+  ops::detail::check_linear_swiglu(h, in, w_gate, w_up);
   const int64_t M = in.shape[0], K = in.shape[1], I = w_gate.shape[0];
-  DAPO_CHECK_SHAPE(w_gate, {I, K});
-  DAPO_CHECK_SHAPE(w_up, {I, K});
-  DAPO_CHECK_SHAPE(h, {M, I});
-  DAPO_CHECK(!overlaps(h, in) && !overlaps(h, w_gate) && !overlaps(h, w_up),
-             "linear_swiglu_forward: h overlaps in or a weight");
   if (detail::linear_swiglu_supported(h, in, w_gate, w_up) && detail::linear_swiglu_preferred(M, K, I))
     return detail::linear_swiglu_fused(ctx, h, in, w_gate, w_up);
   DAPO_CHECK(!overlaps(h, gate) && !overlaps(h, up), "linear_swiglu_forward: h overlaps the gate or up scratch");

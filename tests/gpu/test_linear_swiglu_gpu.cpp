@@ -120,6 +120,22 @@ TEST_F(LinearSwigluGpu, RoutedMatchesCpu) {
   }
 }
 
+// The CUDA op's own checks: a wrong shape or an aliased output is named.
+TEST_F(LinearSwigluGpu, BadArgumentsAreRejected) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const int64_t M = 4, K = 64, I = 40;
+  const Case c = make_case(M, K, I, 321);
+  Tensor h = device_empty(DType::bf16, {M, I}), g = device_empty(DType::bf16, {M, I}), u = device_empty(DType::bf16, {M, I});
+  EXPECT_DEATH(ops::linear_swiglu_forward(gpu(), device_empty(DType::bf16, {M, I - 8}), g, u, c.in, c.wg, c.wu),
+               "h has shape");
+  EXPECT_DEATH(ops::linear_swiglu_forward(gpu(), h, g, u, c.in, c.wg, Tensor(c.wu.data, DType::bf16, {I - 8, K}, Device::cuda)),
+               "w_up has shape");
+  // h on top of the input (a (4, 40) view of in's first elements).
+  EXPECT_DEATH(ops::linear_swiglu_forward(gpu(), Tensor(c.in.data, DType::bf16, {M, I}, Device::cuda), g, u, c.in,
+                                          c.wg, c.wu),
+               "overlaps");
+}
+
 // Speed: the fused launch against the gate/up product (as linear_forward_multi
 // routes it) then swiglu_forward, on Qwen2.5 MLP shapes, in CUDA graphs of
 // `calls` back-to-back calls whose weights rotate through ~1 GB (cold L2).

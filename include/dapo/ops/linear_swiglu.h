@@ -27,6 +27,12 @@ namespace dapo::ops {
 void linear_swiglu_forward(const Ctx& ctx, Tensor h, Tensor gate, Tensor up, Tensor in, Tensor w_gate,
                            Tensor w_up);
 
+namespace detail {
+// The shapes every backend requires: in (M, K), w_gate and w_up (I, K), h
+// (M, I), all 2-D, h overlapping none of the others (fails naming the tensor).
+void check_linear_swiglu(const Tensor& h, const Tensor& in, const Tensor& w_gate, const Tensor& w_up);
+}  // namespace detail
+
 namespace cpu {
 void linear_swiglu_forward(const Ctx& ctx, Tensor h, Tensor gate, Tensor up, Tensor in, Tensor w_gate,
                            Tensor w_up);

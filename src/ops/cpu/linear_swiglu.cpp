@@ -9,6 +9,7 @@ namespace dapo::ops::cpu {
 
 void linear_swiglu_forward(const Ctx& ctx, Tensor h, Tensor gate, Tensor up, Tensor in, Tensor w_gate,
                            Tensor w_up) {
+  ops::detail::check_linear_swiglu(h, in, w_gate, w_up);
   const LinearSegment segs[] = {{gate, w_gate, Tensor{}}, {up, w_up, Tensor{}}};
   cpu::linear_forward_multi(ctx, in, segs);
   cpu::swiglu_forward(ctx, h, gate, up);
