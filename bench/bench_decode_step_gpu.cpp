@@ -10,6 +10,8 @@
 //   - step_with_*_ms: the replays with the engine's copies between them
 //     (the metadata upload, the fed tokens, the samples' read-back; each
 //     alone, then all three): what the step boundary costs the GPU;
+//     step_with_io_in_graph_ms: the same three done inside the graph by
+//     ops::step_in / step_out (ops/step_io.h), as the engine now runs it;
 //   - ops: each op's GPU time per step with the op profiler. A spinning
 //     kernel holds the stream while the host enqueues the step, so the ops
 //     then run back to back and the events time the GPU alone; their sum
@@ -41,6 +43,7 @@
 #include "dapo/ops/cuda_graph.h"
 #include "dapo/ops/op_profiler.h"
 #include "dapo/ops/sampling.h"
+#include "dapo/ops/step_io.h"
 #include "dapo/parallel/comm.h"
 #include "dapo/parallel/runtime.h"
 #include "kernel_trace.h"
@@ -176,6 +179,38 @@ int main(int argc, char** argv) {
   const double h2d_ms = boundary_ms(true, false, false), d2d_ms = boundary_ms(false, true, false);
   const double d2h_ms = boundary_ms(false, false, true), all_ms = boundary_ms(true, true, true);
 
+  // The same three inside the graph, as the engine's decode graphs have
+  // them (ops/step_io.h): step_in from one of two pinned blocks (with the B
+  // fed tokens), the step, step_out of the samples, re-targeted at the
+  // other blocks before every replay.
+  Arena pinned_io(2 * (size_t(meta_bytes) + size_t(B) * 4 + 8192), Arena::Pinned{}, "io-host");
+  Tensor io_host[2], io_back[2];
+  for (int i = 0; i < 2; ++i) {
+    io_host[i] = Tensor(pinned_io.alloc_bytes(size_t(meta_bytes)), DType::i32, {meta_bytes / 4});
+    io_back[i] = Tensor(pinned_io.alloc_bytes(size_t(B) * 4), DType::i32, {B});
+  }
+  const Tensor io_tokens(meta_dev.data, DType::i32, {B}, Device::cuda);
+  auto io_in = [&](int i) { return ops::StepIn{io_host[i], meta_dev, io_tokens, sampled, B, meta_bytes / 4}; };
+  auto io_out = [&](int i) { return ops::StepOut{io_back[i], sampled, B}; };
+  ops::CapturedGraph io_graph = ops::CapturedGraph::capture(ctx, [&] {
+    ops::step_in(ctx, io_in(0));
+    step(ctx);
+    ops::step_out(ctx, io_out(0));
+  });
+  auto io_replays = [&](int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+      ops::set_step_in(io_graph, io_in(int(i % 2)));
+      ops::set_step_out(io_graph, io_out(int(i % 2)));
+      io_graph.launch(ctx);
+    }
+  };
+  io_replays(3);
+  ops::stream_synchronize(ctx);
+  const auto t_io = Clock::now();
+  io_replays(reps);
+  ops::stream_synchronize(ctx);
+  const double io_ms = 1e3 * seconds_since(t_io) / double(reps);
+
   // Op by op, the host held back.
   ops::OpProfiler profiler;
   ops::Ctx pctx = ctx;
@@ -213,10 +248,10 @@ int main(int argc, char** argv) {
               "\"graph_step_ms\": %.3f, \"tok_s\": %.0f, \"weight_mb\": %.1f, \"kv_mb\": %.1f, "
               "\"roofline_step_ms_spec_bw\": %.3f, \"fraction_of_roofline\": %.3f, \"step_with_h2d_ms\": %.3f, "
               "\"step_with_d2d_ms\": %.3f, \"step_with_d2h_ms\": %.3f, \"step_with_copies_ms\": %.3f, "
-              "\"ops_sum_ms\": %.3f, \"ops\": [",
+              "\"step_with_io_in_graph_ms\": %.3f, \"ops_sum_ms\": %.3f, \"ops\": [",
               size.c_str(), gpu.name().c_str(), (long long)B, (long long)C, graph_ms, double(B) / graph_ms * 1e3,
               weight_bytes / 1e6, kv_bytes / 1e6, roof_ms, roof_ms > 0 ? roof_ms / graph_ms : 0.0, h2d_ms, d2d_ms,
-              d2h_ms, all_ms, ops_ms);
+              d2h_ms, all_ms, io_ms, ops_ms);
   for (size_t i = 0; i < entries.size(); ++i)
     std::printf("%s{\"op\": \"%s\", \"calls_per_step\": %lld, \"us_per_step\": %.1f, \"share\": %.3f}",
                 i ? ", " : "", entries[i].op.c_str(), (long long)(entries[i].calls / reps),

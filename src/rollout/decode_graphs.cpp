@@ -43,12 +43,12 @@ void pad_decode(PaddedDecode& out, const std::vector<int32_t>& tokens, const std
                 out.block_table.begin() + std::ptrdiff_t(b * W));
 }
 
-const ops::CapturedGraph* DecodeGraphs::find(int64_t Bp, int64_t Cp) const {
+ops::CapturedGraph* DecodeGraphs::find(int64_t Bp, int64_t Cp) {
   const auto it = graphs_.find({Bp, Cp});
   return it == graphs_.end() ? nullptr : &it->second;
 }
 
-const ops::CapturedGraph& DecodeGraphs::add(int64_t Bp, int64_t Cp, ops::CapturedGraph graph) {
+ops::CapturedGraph& DecodeGraphs::add(int64_t Bp, int64_t Cp, ops::CapturedGraph graph) {
   return graphs_[{Bp, Cp}] = std::move(graph);
 }
 

@@ -37,8 +37,8 @@ void pad_decode(PaddedDecode& out, const std::vector<int32_t>& tokens, const std
 class DecodeGraphs {
  public:
   // The graph of key (Bp, Cp), or nullptr when none was captured yet.
-  const ops::CapturedGraph* find(int64_t Bp, int64_t Cp) const;
-  const ops::CapturedGraph& add(int64_t Bp, int64_t Cp, ops::CapturedGraph graph);
+  ops::CapturedGraph* find(int64_t Bp, int64_t Cp);
+  ops::CapturedGraph& add(int64_t Bp, int64_t Cp, ops::CapturedGraph graph);
   int64_t size() const { return int64_t(graphs_.size()); }
 
  private:

@@ -17,6 +17,7 @@
 #include "dapo/ops/copy.h"
 #include "dapo/ops/fill.h"
 #include "dapo/ops/sampling.h"
+#include "dapo/ops/step_io.h"
 #include "decode_graphs.h"
 #include "dapo/rollout/tp_sampling.h"
 #include "step_staging.h"
@@ -128,12 +129,18 @@ struct StepViews {
   Tensor copy_src, copy_dst, logit_rows, streams, counters;
 };
 
-// The forward's arrays first: for a padded decode step their sizes, and so
-// their device addresses, are the same at every replay of its graph.
-StepViews stage(StepStaging& staging, const PaddedDecode& a, int64_t width, int64_t max_context_len,
-                const StepBuffers& s) {
+// The forward's arrays first, then the sampled rows' keys: for a padded
+// decode step their sizes, and so their device addresses, are the same at
+// every replay of its graph. `rows` >= R: the keys are padded with zeros to
+// that many rows (a decode graph samples its padding rows too). Packs only:
+// the caller uploads (StepStaging::upload) or a graph's step_in moves them.
+StepViews stage(StepStaging& staging, const PaddedDecode& a, int64_t width, int64_t max_context_len, StepBuffers& s,
+                int64_t rows) {
   const int64_t N = int64_t(a.tokens.size()), B = int64_t(a.last_rows.size());
-  const int64_t M = int64_t(s.copy_src.size()), R = int64_t(s.streams.size());
+  const int64_t M = int64_t(s.copy_src.size()), R = int64_t(s.logit_rows.size());
+  DAPO_CHECK(rows >= R, "stage: ", R, " sampled rows padded to ", rows);
+  s.streams.resize(size_t(rows), 0);
+  s.counters.resize(size_t(rows), 0);
   staging.begin();
   StepViews v;
   v.batch.tokens = staging.add_i32(a.tokens, {N});
@@ -144,12 +151,11 @@ StepViews stage(StepStaging& staging, const PaddedDecode& a, int64_t width, int6
   v.batch.block_table = staging.add_i32(a.block_table, {B, width});
   v.batch.context_lens = staging.add_i32(a.context_lens, {B});
   v.batch.max_context_len = max_context_len;
+  v.streams = staging.add_i64(s.streams, {rows});
+  v.counters = staging.add_i64(s.counters, {rows});
+  v.logit_rows = staging.add_i32(s.logit_rows, {R});
   v.copy_src = staging.add_i32(s.copy_src, {M});
   v.copy_dst = staging.add_i32(s.copy_dst, {M});
-  v.logit_rows = staging.add_i32(s.logit_rows, {R});
-  v.streams = staging.add_i64(s.streams, {R});
-  v.counters = staging.add_i64(s.counters, {R});
-  staging.upload();
   return v;
 }
 
@@ -385,8 +391,11 @@ RolloutBatch GenerationEngine::generate(std::span<const PromptInput> prompts, co
                " sequences, ", step.tokens.size(), " tokens and ", R, " rows over the planned ", max_seqs, " and ",
                max_tokens);
     // A pure decode step replays the graph of its (batch, context) bucket,
-    // captured the first time the bucket comes up; anything else runs eagerly.
-    const bool replay = graphs && !l.has_prefill;
+    // captured the first time the bucket comes up; anything else runs
+    // eagerly. The graph holds the whole step: the metadata's way in (and
+    // the fed tokens), the forward, the sampling of every padded row and
+    // the samples' way out (ops/step_io.h), so a step is one launch.
+    const bool replay = graphs && !l.has_prefill && step.rows_are_chunks && R == B;
     int64_t Bp = B, Cp = step.max_context_len;
     if (replay) {
       Bp = batch_bucket(B, max_seqs);
@@ -394,44 +403,67 @@ RolloutBatch GenerationEngine::generate(std::span<const PromptInput> prompts, co
       pad_decode(padded, step.tokens, step.positions, step.slot_mapping, step.block_table, step.max_blocks,
                  step.context_lens, Bp, (Cp + bs - 1) / bs, pad_block);
     }
-    StepViews v = replay ? stage(staging, padded, (Cp + bs - 1) / bs, Cp, step)
-                         : stage(staging, step.arrays, step.max_blocks, step.max_context_len, step);
-    if (fed)
-      ops::copy(ctx, Tensor(v.batch.tokens.data, DType::i32, {B}, device), Tensor(sampled, DType::i32, {B}, device));
-    // GPU prefill steps of fresh prompts take the flash attention kernels;
-    // the CPU backend (the reference) keeps one attention path for all steps.
-    if (on_gpu && !replay) v.batch.fresh_max_seqlen = step.fresh_max_seqlen;
-    run_copies(ctx, cache, step, v);
-    const Tensor step_logits(logits, DType::f32, {B, VL}, device);
+    StepViews v = replay ? stage(staging, padded, (Cp + bs - 1) / bs, Cp, step, Bp)
+                         : stage(staging, step.arrays, step.max_blocks, step.max_context_len, step, R);
+    // Rows map to logits rows one for one, except where a prompt whose
+    // prefill ends here is sampled n times from its one row.
+    auto sample = [&](int64_t rows, const Tensor& step_logits, const Tensor& rows_of) {
+      const Tensor tokens(sampled, DType::i32, {rows}, device);
+      const Tensor logprobs(sampled + max_seqs, DType::f32, {rows}, device);
+      const Tensor streams(v.streams.data, DType::i64, {rows}, device);
+      const Tensor counters(v.counters.data, DType::i64, {rows}, device);
+      if (tp_size > 1)
+        sample_tokens_tp(ctx, tp_, tokens, logprobs, step_logits, rows_of, streams, counters, params,
+                         model_.dims().vocab_start);
+      else
+        ops::sample_tokens(ctx, tokens, logprobs, step_logits, rows_of, streams, counters, params);
+    };
+    // The one read-back of the step (tokens, the rows between, log-probs);
+    // it also tells the host that the step's staged metadata was consumed.
+    auto readback = [&](int64_t rows) {
+      return ops::StepOut{Tensor(host_tokens[slot], DType::i32, {max_seqs + rows}),
+                          Tensor(sampled, DType::i32, {max_seqs + rows}, device), 2 * max_seqs};
+    };
     if (replay) {
-      const Tensor padded_logits(logits, DType::f32, {Bp, VL}, device);
-      const ops::CapturedGraph* graph = decode_graphs.find(Bp, Cp);
+      const ops::StepIn in{staging.packed_host(), staging.packed_device(), v.batch.tokens,
+                           Tensor(sampled, DType::i32, {B}, device), fed ? B : 0, staging.capacity_words()};
+      const ops::StepOut out = readback(Bp);
+      // Copy-on-writes read their block lists before the graph: upload them
+      // (the graph's step_in then moves the same bytes again).
+      if (!step.copy_src.empty()) {
+        staging.upload();
+        run_copies(ctx, cache, step, v);
+      }
+      ops::CapturedGraph* graph = decode_graphs.find(Bp, Cp);
       if (graph == nullptr) {
         const auto t_capture = Clock::now();
+        const Tensor padded_logits(logits, DType::f32, {Bp, VL}, device);
         graph = &decode_graphs.add(Bp, Cp, ops::CapturedGraph::capture(ctx, [&] {
+          ops::step_in(ctx, in);
           model_.forward_cached(ctx, act, cache, v.batch, padded_logits);
+          sample(Bp, padded_logits, Tensor{});
+          ops::step_out(ctx, out);
         }));
         stats_.graph_capture_seconds += seconds_since(t_capture);
       }
+      ops::set_step_in(*graph, in);
+      ops::set_step_out(*graph, out);
       graph->launch(ctx);
     } else {
+      staging.upload();
+      if (fed)
+        ops::copy(ctx, Tensor(v.batch.tokens.data, DType::i32, {B}, device), Tensor(sampled, DType::i32, {B}, device));
+      // GPU prefill steps of fresh prompts take the flash attention kernels;
+      // the CPU backend (the reference) keeps one attention path for all steps.
+      if (on_gpu) v.batch.fresh_max_seqlen = step.fresh_max_seqlen;
+      run_copies(ctx, cache, step, v);
+      const Tensor step_logits(logits, DType::f32, {B, VL}, device);
       model_.forward_cached(ctx, act, cache, v.batch, step_logits);
-    }
-    if (R > 0) {
-      // Rows map to logits rows one for one, except where a prompt whose
-      // prefill ends here is sampled n times from its one row.
-      const Tensor tokens(sampled, DType::i32, {R}, device);
-      const Tensor logprobs(sampled + max_seqs, DType::f32, {R}, device);
-      const Tensor rows_of = step.rows_are_chunks ? Tensor{} : v.logit_rows;
-      if (tp_size > 1)
-        sample_tokens_tp(ctx, tp_, tokens, logprobs, step_logits, rows_of, v.streams, v.counters, params,
-                         model_.dims().vocab_start);
-      else
-        ops::sample_tokens(ctx, tokens, logprobs, step_logits, rows_of, v.streams, v.counters, params);
-      // The one read-back of the step (tokens, the rows between, log-probs);
-      // it also tells the host that the step's staged metadata was consumed.
-      ops::copy(ctx, Tensor(host_tokens[slot], DType::i32, {max_seqs + R}),
-                Tensor(sampled, DType::i32, {max_seqs + R}, device));
+      if (R > 0) {
+        sample(R, step_logits, step.rows_are_chunks ? Tensor{} : v.logit_rows);
+        const ops::StepOut out = readback(R);
+        ops::copy(ctx, out.host, out.device);
+      }
     }
     done_event[slot].record(ctx);
     return l;

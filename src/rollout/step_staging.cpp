@@ -62,6 +62,13 @@ Tensor StepStaging::add_i64(std::span<const int64_t> values, std::initializer_li
   return add(values.data(), values.size_bytes(), DType::i64, dims);
 }
 
+Tensor StepStaging::packed_host() const { return Tensor(host_block_, DType::i32, {int64_t(used_ / 4)}, Device::cpu); }
+
+Tensor StepStaging::packed_device() const {
+  DAPO_CHECK(on_device_, "StepStaging: no device mirror on the CPU backend");
+  return Tensor(device_block_, DType::i32, {int64_t(used_ / 4)}, Device::cuda);
+}
+
 void StepStaging::upload() {
   if (!on_device_ || used_ == 0) return;
   ops::copy(ctx_, Tensor(view_block_, DType::i32, {int64_t(used_ / 4)}, Device::cuda),

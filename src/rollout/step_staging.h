@@ -35,6 +35,12 @@ class StepStaging {
   // Queues the one copy of this step's bytes (CPU backend: nothing to do).
   void upload();
   size_t used() const { return used_; }
+  // This step's packed bytes as i32 words: where they were packed (pinned
+  // host) and where the ops read them (the device mirror; CUDA only), for
+  // ops::step_in, which moves them inside a decode graph instead of upload().
+  Tensor packed_host() const;
+  Tensor packed_device() const;
+  int64_t capacity_words() const { return int64_t(capacity_ / 4); }
 
   // The capacity for a step of at most `tokens` new positions, `seqs`
   // sequences with block tables of `max_blocks` entries, `copies` block
