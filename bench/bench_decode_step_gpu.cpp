@@ -27,7 +27,12 @@
 //     listed apart ("name [x,y,z]"): the products one GEMM kernel serves.
 // The weights' share of the step: the GEMMs (linear_forward*) read every
 // weight once, attention reads the KV.
-//   bench_decode_step_gpu [0.5b|1.5b|7b] [--batch 128] [--context 512] [--reps 20] [--by-grid]
+// --interleaved: block j of sequence b is pool block j * B + b (how a pool
+// hands out blocks to sequences that grow in lockstep) instead of b * W + j.
+// --bucket Cb: the step planned for contexts up to Cb >= C (an engine
+// graph's context bucket), the sequences still at C.
+//   bench_decode_step_gpu [0.5b|1.5b|7b] [--batch 128] [--context 512] [--reps 20] [--by-grid] [--interleaved]
+//                         [--bucket Cb]
 #include <algorithm>
 #include <cstdio>
 #include <random>
@@ -66,8 +71,8 @@ Tensor upload_i32(const ops::Ctx& ctx, Arena& arena, std::vector<int32_t>& v, in
 int main(int argc, char** argv) {
   parallel::Runtime runtime(&argc, &argv);
   std::string size = "0.5b";
-  int64_t B = 128, C = 512, reps = 20;
-  bool by_grid = false;
+  int64_t B = 128, C = 512, reps = 20, bucket = 0;
+  bool by_grid = false, interleaved = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&] { return i + 1 < argc ? std::stoll(argv[++i]) : 0LL; };
@@ -75,6 +80,8 @@ int main(int argc, char** argv) {
     else if (a == "--context") C = next();
     else if (a == "--reps") reps = next();
     else if (a == "--by-grid") by_grid = true;
+    else if (a == "--interleaved") interleaved = true;
+    else if (a == "--bucket") bucket = next();
     else size = a;
   }
   if (ops::cuda_device_count() == 0) {
@@ -93,7 +100,11 @@ int main(int argc, char** argv) {
   const model::Qwen2Model model(params, tp);
 
   // The cache: each sequence owns W blocks; the new token sits at C - 1.
-  const int64_t bs = 16, W = (C + bs - 1) / bs;
+  // With --bucket Cb the launch is planned for contexts up to Cb (the
+  // table's width and max_context_len), as an engine graph whose context
+  // bucket is above the sequences' lengths.
+  DAPO_CHECK(bucket == 0 || bucket >= C, "--bucket ", bucket, " below --context ", C);
+  const int64_t bs = 16, Cb = bucket > 0 ? bucket : C, W = (Cb + bs - 1) / bs;
   Arena kv_arena(model::kv_cache_bytes(c, 1, B * W, bs, Device::cuda), Device::cuda, "kv-cache");
   const model::KvCache cache = model::allocate_kv_cache(kv_arena, c, 1, B * W, bs);
   const size_t nb = size_t(B);
@@ -104,8 +115,11 @@ int main(int argc, char** argv) {
     tokens[size_t(b)] = int32_t(gen() % uint32_t(c.vocab_size));
     cu[size_t(b)] = int32_t(b);
     last[size_t(b)] = int32_t(b);
-    slots[size_t(b)] = int32_t(b * W * bs + C - 1);
-    for (int64_t j = 0; j < W; ++j) table[size_t(b * W + j)] = int32_t(b * W + j);
+    // Each sequence's blocks one after the other, or (--interleaved) block
+    // j of every sequence next to each other, as a pool hands out blocks to
+    // sequences that grow in lockstep.
+    for (int64_t j = 0; j < W; ++j) table[size_t(b * W + j)] = int32_t(interleaved ? j * B + b : b * W + j);
+    slots[size_t(b)] = int32_t(table[size_t(b * W + (C - 1) / bs)] * bs + (C - 1) % bs);
   }
   cu[size_t(B)] = int32_t(B);
   Arena meta(size_t(16) << 20, Device::cuda, "metadata");
@@ -121,7 +135,7 @@ int main(int argc, char** argv) {
   batch.slot_mapping = upload_i32(base, meta, slots, B);
   batch.block_table = upload_i32(base, meta, table, B, W);
   batch.context_lens = upload_i32(base, meta, lens, B);
-  batch.max_context_len = C;
+  batch.max_context_len = Cb;
   std::vector<int64_t> streams(nb);
   for (int64_t b = 0; b < B; ++b) streams[size_t(b)] = b;
   std::vector<int64_t> counters(nb, 0);
@@ -245,11 +259,14 @@ int main(int argc, char** argv) {
   double ops_ms = 0;
   for (const auto& e : entries) ops_ms += e.ms / double(reps);
   std::printf("{\"bench\": \"decode_step_gpu\", \"model\": \"%s\", \"gpu\": \"%s\", \"batch\": %lld, \"context\": %lld, "
+              "\"bucket\": %lld, \"blocks\": \"%s\", "
               "\"graph_step_ms\": %.3f, \"tok_s\": %.0f, \"weight_mb\": %.1f, \"kv_mb\": %.1f, "
               "\"roofline_step_ms_spec_bw\": %.3f, \"fraction_of_roofline\": %.3f, \"step_with_h2d_ms\": %.3f, "
               "\"step_with_d2d_ms\": %.3f, \"step_with_d2h_ms\": %.3f, \"step_with_copies_ms\": %.3f, "
               "\"step_with_io_in_graph_ms\": %.3f, \"ops_sum_ms\": %.3f, \"ops\": [",
-              size.c_str(), gpu.name().c_str(), (long long)B, (long long)C, graph_ms, double(B) / graph_ms * 1e3,
+              size.c_str(), gpu.name().c_str(), (long long)B, (long long)C, (long long)Cb,
+              interleaved ? "interleaved" : "contiguous",
+              graph_ms, double(B) / graph_ms * 1e3,
               weight_bytes / 1e6, kv_bytes / 1e6, roof_ms, roof_ms > 0 ? roof_ms / graph_ms : 0.0, h2d_ms, d2d_ms,
               d2h_ms, all_ms, io_ms, ops_ms);
   for (size_t i = 0; i < entries.size(); ++i)

@@ -43,9 +43,16 @@ void pad_decode(PaddedDecode& out, const std::vector<int32_t>& tokens, const std
                 out.block_table.begin() + std::ptrdiff_t(b * W));
 }
 
-ops::CapturedGraph* DecodeGraphs::find(int64_t Bp, int64_t Cp) {
-  const auto it = graphs_.find({Bp, Cp});
-  return it == graphs_.end() ? nullptr : &it->second;
+DecodeGraphs::Pick DecodeGraphs::pick(int64_t Bp, int64_t Cp) {
+  const int64_t seen = steps_[{Bp, Cp}]++;
+  if (const auto it = graphs_.find({Bp, Cp}); it != graphs_.end()) return {&it->second, Bp};
+  if (seen < kPadSteps)
+    for (auto it = graphs_.upper_bound({Bp, Cp}); it != graphs_.end(); ++it)
+      if (it->first.second == Cp) {
+        ++padded_steps_;
+        return {&it->second, it->first.first};
+      }
+  return {nullptr, Bp};
 }
 
 ops::CapturedGraph& DecodeGraphs::add(int64_t Bp, int64_t Cp, ops::CapturedGraph graph) {

@@ -36,13 +36,28 @@ void pad_decode(PaddedDecode& out, const std::vector<int32_t>& tokens, const std
 
 class DecodeGraphs {
  public:
-  // The graph of key (Bp, Cp), or nullptr when none was captured yet.
-  ops::CapturedGraph* find(int64_t Bp, int64_t Cp);
+  // A bucket's first kPadSteps steps without a graph of their own replay
+  // the smallest captured graph of the same context bucket with more rows,
+  // padded up to its rows, before one is captured: a capture (~1.8 ms at
+  // 0.5B on an H100) costs more than a few steps with extra padding rows,
+  // and a fixed-length load ends with buckets that last 1-2 steps (the
+  // prompts prefilled in the last chunks finish last). Buckets that last
+  // (a draining batch) get their own graph on their (kPadSteps + 1)-th step.
+  static constexpr int64_t kPadSteps = 3;
+  struct Pick {
+    ops::CapturedGraph* graph = nullptr;  // nullptr: capture one for (rows, Cp)
+    int64_t rows = 0;                     // what the step is padded to: Bp, or the larger graph's
+  };
+  // The graph a step of bucket (Bp, Cp) replays; counts the step.
+  Pick pick(int64_t Bp, int64_t Cp);
   ops::CapturedGraph& add(int64_t Bp, int64_t Cp, ops::CapturedGraph graph);
   int64_t size() const { return int64_t(graphs_.size()); }
+  int64_t padded_steps() const { return padded_steps_; }  // steps replayed on a larger bucket's graph
 
  private:
   std::map<std::pair<int64_t, int64_t>, ops::CapturedGraph> graphs_;
+  std::map<std::pair<int64_t, int64_t>, int64_t> steps_;  // steps seen per bucket
+  int64_t padded_steps_ = 0;
 };
 
 }  // namespace dapo::rollout

@@ -397,9 +397,11 @@ RolloutBatch GenerationEngine::generate(std::span<const PromptInput> prompts, co
     // the samples' way out (ops/step_io.h), so a step is one launch.
     const bool replay = graphs && !l.has_prefill && step.rows_are_chunks && R == B;
     int64_t Bp = B, Cp = step.max_context_len;
+    DecodeGraphs::Pick pick;
     if (replay) {
-      Bp = batch_bucket(B, max_seqs);
       Cp = context_bucket(step.max_context_len, max_blocks * bs);
+      pick = decode_graphs.pick(batch_bucket(B, max_seqs), Cp);
+      Bp = pick.rows;
       pad_decode(padded, step.tokens, step.positions, step.slot_mapping, step.block_table, step.max_blocks,
                  step.context_lens, Bp, (Cp + bs - 1) / bs, pad_block);
     }
@@ -434,7 +436,7 @@ RolloutBatch GenerationEngine::generate(std::span<const PromptInput> prompts, co
         staging.upload();
         run_copies(ctx, cache, step, v);
       }
-      ops::CapturedGraph* graph = decode_graphs.find(Bp, Cp);
+      ops::CapturedGraph* graph = pick.graph;
       if (graph == nullptr) {
         const auto t_capture = Clock::now();
         const Tensor padded_logits(logits, DType::f32, {Bp, VL}, device);
@@ -526,6 +528,7 @@ RolloutBatch GenerationEngine::generate(std::span<const PromptInput> prompts, co
   }
   stats_.scheduler = sched.stats();
   stats_.decode_graphs = decode_graphs.size();
+  stats_.padded_graph_steps = decode_graphs.padded_steps();
   stats_.seconds = seconds_since(start);
   stats_.tokens_per_s = stats_.seconds > 0 ? double(stats_.scheduler.sampled_tokens) / stats_.seconds : 0.0;
   return sched.result();

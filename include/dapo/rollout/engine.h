@@ -167,6 +167,9 @@ struct GenerationStats {
   int64_t decode_steps = 0;
   int64_t steps_ahead = 0;        // decode steps launched while the step before them ran (launch_ahead)
   int64_t decode_graphs = 0;      // CUDA graphs captured (one per batch and context bucket met)
+  // Decode steps that replayed a larger batch bucket's graph while their own
+  // bucket had none yet (DecodeGraphs::kPadSteps).
+  int64_t padded_graph_steps = 0;
   // Of decode_step_seconds: capturing and instantiating those graphs (their
   // steps run eagerly under capture, then launch once).
   double graph_capture_seconds = 0;
