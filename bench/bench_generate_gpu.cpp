@@ -204,8 +204,8 @@ int main(int argc, char** argv) {
         "\"roofline_tok_s_copy_bw\": %.0f, \"fraction_of_roofline_copy\": %.3f, \"steps\": %lld, "
         "\"decode_step_ms\": %.3f, \"decode_enqueue_ms\": %.3f, \"prefill_s\": %.3f, \"decode_s\": %.3f, "
         "\"host_s\": %.3f, "
-        "\"decode_graphs\": %lld, \"padded_graph_steps\": %lld, \"graph_capture_s\": %.3f, \"steps_ahead\": %lld, "
-        "\"kv_cache_gib\": %.2f, \"device_used_gib\": %.2f}\n",
+        "\"decode_graphs\": %lld, \"padded_graph_steps\": %lld, \"graphs_captured_ahead\": %lld, "
+        "\"graph_capture_s\": %.3f, \"steps_ahead\": %lld, \"kv_cache_gib\": %.2f, \"device_used_gib\": %.2f}\n",
         size.c_str(), gpu.name().c_str(), (long long)batch, (long long)prompt, (long long)new_tokens,
         (long long)tokens, st.seconds, tok_s, roof_spec, roof_spec > 0 ? tok_s / roof_spec : 0.0, bw_copy / 1e9,
         roof_copy, tok_s / roof_copy, (long long)st.scheduler.steps,
@@ -213,7 +213,7 @@ int main(int argc, char** argv) {
         1e3 * (st.decode_step_seconds - st.decode_wait_seconds) / double(std::max<int64_t>(st.decode_steps, 1)),
         st.prefill_step_seconds,
         st.decode_step_seconds, st.host_seconds, (long long)st.decode_graphs, (long long)st.padded_graph_steps,
-        st.graph_capture_seconds, (long long)st.steps_ahead, double(st.kv_cache_bytes) / gib,
+        (long long)st.graphs_captured_ahead, st.graph_capture_seconds, (long long)st.steps_ahead, double(st.kv_cache_bytes) / gib,
         double(used_before) / gib);
   } else {
     std::vector<int64_t> lengths;
@@ -225,14 +225,14 @@ int main(int argc, char** argv) {
         "\"n\": %lld, \"max_num_seqs\": %lld, \"tokens\": %lld, \"length_mean\": %.0f, \"length_p50\": %lld, "
         "\"length_p90\": %lld, \"length_max\": %lld, \"s\": %.3f, \"tok_s\": %.0f, \"share_prefill_steps\": %.3f, "
         "\"share_decode_steps\": %.3f, \"share_host\": %.3f, \"steps\": %lld, \"preemptions\": %lld, "
-        "\"decode_graphs\": %lld, \"padded_graph_steps\": %lld, \"graph_capture_s\": %.3f, \"steps_ahead\": %lld, "
-        "\"kv_cache_gib\": %.2f, \"tok_s_by_running\": {",
+        "\"decode_graphs\": %lld, \"padded_graph_steps\": %lld, \"graphs_captured_ahead\": %lld, "
+        "\"graph_capture_s\": %.3f, \"steps_ahead\": %lld, \"kv_cache_gib\": %.2f, \"tok_s_by_running\": {",
         size.c_str(), gpu.name().c_str(), (long long)prompts, (long long)n, (long long)max_seqs, (long long)tokens,
         double(tokens) / double(out.num_responses()), (long long)pct(0.5), (long long)pct(0.9),
         (long long)lengths.back(), st.seconds, double(tokens) / st.seconds, st.prefill_step_seconds / st.seconds,
         st.decode_step_seconds / st.seconds, st.host_seconds / st.seconds, (long long)st.scheduler.steps,
         (long long)st.scheduler.preemptions, (long long)st.decode_graphs, (long long)st.padded_graph_steps,
-        st.graph_capture_seconds, (long long)st.steps_ahead, double(st.kv_cache_bytes) / gib);
+        (long long)st.graphs_captured_ahead, st.graph_capture_seconds, (long long)st.steps_ahead, double(st.kv_cache_bytes) / gib);
     // One JSON object over the running-count buckets, largest first.
     auto print_by_running = [&](const char* fmt, auto value) {
       bool first = true;

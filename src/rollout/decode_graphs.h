@@ -51,6 +51,7 @@ class DecodeGraphs {
   // The graph a step of bucket (Bp, Cp) replays; counts the step.
   Pick pick(int64_t Bp, int64_t Cp);
   ops::CapturedGraph& add(int64_t Bp, int64_t Cp, ops::CapturedGraph graph);
+  bool has(int64_t Bp, int64_t Cp) const { return graphs_.count({Bp, Cp}) > 0; }
   int64_t size() const { return int64_t(graphs_.size()); }
   int64_t padded_steps() const { return padded_steps_; }  // steps replayed on a larger bucket's graph
 

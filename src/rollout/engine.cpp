@@ -25,6 +25,12 @@
 namespace dapo::rollout {
 namespace {
 
+// A prefill step of at least this many new positions keeps the GPU busy
+// longer than a decode graph's capture takes on the host (H100, 0.5B: a
+// step of 8,192 positions ~13 ms, a capture ~3.5 ms): the engine captures
+// one while it waits (capture_ahead).
+constexpr int64_t kCaptureAheadTokens = 4096;
+
 // The per-step rows of generate(), on the backend's device: the logits of
 // the step in this rank's vocabulary shard (B, V / tp), and the sampled tokens (R) i32 followed by their
 // log-probs (R) f32 in one block (`sampled`, 2 * max_seqs words), so that
@@ -371,12 +377,79 @@ RolloutBatch GenerationEngine::generate(std::span<const PromptInput> prompts, co
   std::vector<uint64_t> uids;
   for (const PromptInput& p : prompts) uids.push_back(p.uid);
 
+  // Rows map to logits rows one for one, except where a prompt whose
+  // prefill ends here is sampled n times from its one row.
+  auto sample = [&](int64_t rows, const Tensor& step_logits, const Tensor& rows_of, const StepViews& v) {
+    const Tensor tokens(sampled, DType::i32, {rows}, device);
+    const Tensor logprobs(sampled + max_seqs, DType::f32, {rows}, device);
+    const Tensor streams(v.streams.data, DType::i64, {rows}, device);
+    const Tensor counters(v.counters.data, DType::i64, {rows}, device);
+    if (tp_size > 1)
+      sample_tokens_tp(ctx, tp_, tokens, logprobs, step_logits, rows_of, streams, counters, params,
+                       model_.dims().vocab_start);
+    else
+      ops::sample_tokens(ctx, tokens, logprobs, step_logits, rows_of, streams, counters, params);
+  };
+  // The one read-back of a step (tokens, the rows between, log-probs) into
+  // slot `slot`; it also tells the host that the step's staged metadata was
+  // consumed.
+  auto readback_args = [&](int slot, int64_t rows) {
+    return ops::StepOut{Tensor(host_tokens[slot], DType::i32, {max_seqs + rows}),
+                        Tensor(sampled, DType::i32, {max_seqs + rows}, device), 2 * max_seqs};
+  };
+  // The decode graph of bucket (Bp, Cp) over the staged views v: the
+  // metadata's way in, the forward, the sampling of every padded row, the
+  // samples' way out (ops/step_io.h). A step is then one launch.
+  auto capture_decode = [&](int64_t Bp, int64_t Cp, const StepViews& v, const ops::StepIn& in,
+                            const ops::StepOut& out) -> ops::CapturedGraph& {
+    const auto t_capture = Clock::now();
+    const Tensor padded_logits(logits, DType::f32, {Bp, VL}, device);
+    ops::CapturedGraph& graph = decode_graphs.add(Bp, Cp, ops::CapturedGraph::capture(ctx, [&] {
+      ops::step_in(ctx, in);
+      model_.forward_cached(ctx, act, cache, v.batch, padded_logits);
+      sample(Bp, padded_logits, Tensor{}, v);
+      ops::step_out(ctx, out);
+    }));
+    stats_.graph_capture_seconds += seconds_since(t_capture);
+    return graph;
+  };
+  // While a long prefill step runs, the host has nothing to do but wait: it
+  // captures a decode graph the steps after the prefills will need (the
+  // batch of every response still to run, at the first two context buckets
+  // past the longest prompt), one per wait, instead of between two steps
+  // while the GPU idles. Its views come from staging a step of padding rows
+  // of the same shape (the same sizes give the same device addresses) into
+  // the host block the running step does not use: the step before it, its
+  // last user, has completed.
+  const int64_t context_cap = max_blocks * bs;
+  auto capture_ahead = [&] {
+    if (sampling.max_response_length < 2) return;  // no decode steps
+    const int64_t Bp =
+        batch_bucket(std::clamp<int64_t>(sched.num_responses() - sched.num_finished(), 1, max_seqs), max_seqs);
+    const int64_t first = context_bucket(longest_prompt + 1, context_cap);
+    for (const int64_t Cp : {first, first < context_cap ? context_bucket(first + 1, context_cap) : first}) {
+      if (decode_graphs.has(Bp, Cp)) continue;
+      const int64_t W = (Cp + bs - 1) / bs;
+      PaddedDecode pad;
+      pad_decode(pad, {}, {}, {}, {}, 0, {}, Bp, W, pad_block);
+      StepBuffers none;
+      const StepViews v = stage(staging, pad, W, Cp, none, Bp);
+      capture_decode(Bp, Cp, v,
+                     ops::StepIn{staging.packed_host(), staging.packed_device(), v.batch.tokens,
+                                 Tensor(sampled, DType::i32, {0}, device), 0, staging.capacity_words()},
+                     readback_args(0, Bp));
+      ++stats_.graphs_captured_ahead;
+      return;
+    }
+  };
+
   // A step on the stream: its copy-on-writes, forward and sampling, the
   // read-back of its tokens into slot `slot`, and done_event[slot] after it.
   // `fed`: a plan made ahead, whose input token at row r is the previous
   // step's sample r, copied on the device (`sampled` still holds it).
   struct Launched {
     int64_t R = 0;
+    int64_t tokens = 0;  // new positions
     int slot = 0;
     bool has_prefill = false;
   };
@@ -385,6 +458,7 @@ RolloutBatch GenerationEngine::generate(std::span<const PromptInput> prompts, co
     Launched l;
     l.slot = slot;
     l.has_prefill = int64_t(step.tokens.size()) > int64_t(plan.chunks.size());
+    l.tokens = int64_t(step.tokens.size());
     const int64_t B = int64_t(plan.chunks.size()), R = int64_t(plan.rows.size());
     l.R = R;
     DAPO_CHECK(B <= max_seqs && int64_t(step.tokens.size()) <= max_tokens && R <= max_seqs, "step of ", B,
@@ -407,47 +481,17 @@ RolloutBatch GenerationEngine::generate(std::span<const PromptInput> prompts, co
     }
     StepViews v = replay ? stage(staging, padded, (Cp + bs - 1) / bs, Cp, step, Bp)
                          : stage(staging, step.arrays, step.max_blocks, step.max_context_len, step, R);
-    // Rows map to logits rows one for one, except where a prompt whose
-    // prefill ends here is sampled n times from its one row.
-    auto sample = [&](int64_t rows, const Tensor& step_logits, const Tensor& rows_of) {
-      const Tensor tokens(sampled, DType::i32, {rows}, device);
-      const Tensor logprobs(sampled + max_seqs, DType::f32, {rows}, device);
-      const Tensor streams(v.streams.data, DType::i64, {rows}, device);
-      const Tensor counters(v.counters.data, DType::i64, {rows}, device);
-      if (tp_size > 1)
-        sample_tokens_tp(ctx, tp_, tokens, logprobs, step_logits, rows_of, streams, counters, params,
-                         model_.dims().vocab_start);
-      else
-        ops::sample_tokens(ctx, tokens, logprobs, step_logits, rows_of, streams, counters, params);
-    };
-    // The one read-back of the step (tokens, the rows between, log-probs);
-    // it also tells the host that the step's staged metadata was consumed.
-    auto readback = [&](int64_t rows) {
-      return ops::StepOut{Tensor(host_tokens[slot], DType::i32, {max_seqs + rows}),
-                          Tensor(sampled, DType::i32, {max_seqs + rows}, device), 2 * max_seqs};
-    };
     if (replay) {
       const ops::StepIn in{staging.packed_host(), staging.packed_device(), v.batch.tokens,
                            Tensor(sampled, DType::i32, {B}, device), fed ? B : 0, staging.capacity_words()};
-      const ops::StepOut out = readback(Bp);
+      const ops::StepOut out = readback_args(slot, Bp);
       // Copy-on-writes read their block lists before the graph: upload them
       // (the graph's step_in then moves the same bytes again).
       if (!step.copy_src.empty()) {
         staging.upload();
         run_copies(ctx, cache, step, v);
       }
-      ops::CapturedGraph* graph = pick.graph;
-      if (graph == nullptr) {
-        const auto t_capture = Clock::now();
-        const Tensor padded_logits(logits, DType::f32, {Bp, VL}, device);
-        graph = &decode_graphs.add(Bp, Cp, ops::CapturedGraph::capture(ctx, [&] {
-          ops::step_in(ctx, in);
-          model_.forward_cached(ctx, act, cache, v.batch, padded_logits);
-          sample(Bp, padded_logits, Tensor{});
-          ops::step_out(ctx, out);
-        }));
-        stats_.graph_capture_seconds += seconds_since(t_capture);
-      }
+      ops::CapturedGraph* graph = pick.graph != nullptr ? pick.graph : &capture_decode(Bp, Cp, v, in, out);
       ops::set_step_in(*graph, in);
       ops::set_step_out(*graph, out);
       graph->launch(ctx);
@@ -462,8 +506,8 @@ RolloutBatch GenerationEngine::generate(std::span<const PromptInput> prompts, co
       const Tensor step_logits(logits, DType::f32, {B, VL}, device);
       model_.forward_cached(ctx, act, cache, v.batch, step_logits);
       if (R > 0) {
-        sample(R, step_logits, step.rows_are_chunks ? Tensor{} : v.logit_rows);
-        const ops::StepOut out = readback(R);
+        sample(R, step_logits, step.rows_are_chunks ? Tensor{} : v.logit_rows, v);
+        const ops::StepOut out = readback_args(slot, R);
         ops::copy(ctx, out.host, out.device);
       }
     }
@@ -494,6 +538,7 @@ RolloutBatch GenerationEngine::generate(std::span<const PromptInput> prompts, co
       ++stats_.steps_ahead;
     }
     const auto t_wait = Clock::now();
+    if (graphs && running->has_prefill && running->tokens >= kCaptureAheadTokens) capture_ahead();
     done_event[running->slot].synchronize();
     const auto t_done = Clock::now();
     const int64_t R = running->R;

@@ -407,6 +407,17 @@ TEST_F(KvCacheGpu, PagedAttentionSplitSweepPerf) {
                                         {3, 8, 8},   {3, 16, 8}, {3, 32, 4}};
   const char* tail_only = std::getenv("DAPO_SWEEP_TAIL");
   const bool tail = tail_only != nullptr && std::string(tail_only) == "1";
+  // Contexts between the powers of two (a decode run crosses them step by
+  // step); DAPO_SWEEP_MID=1 runs this part alone.
+  const char* mid_only = std::getenv("DAPO_SWEEP_MID");
+  if (mid_only != nullptr && std::string(mid_only) == "1") {
+    std::vector<Variant> mid_vs = short_vs;
+    mid_vs.insert(mid_vs.end(), {{3, 2, 2}, {3, 3, 1}, {3, 4, 1}, {3, 2, 4}});
+    for (const PerfModel& m : kPerfModels)
+      for (const int64_t B : {64, 128, 256})
+        for (const int64_t len : {384, 520, 640, 768, 896}) sweep(m, B, len, mid_vs);
+    return;
+  }
   for (const PerfModel& m : kPerfModels) {
     if (!tail) {
       for (const int64_t B : {64, 128, 256})

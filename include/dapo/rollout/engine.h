@@ -170,6 +170,9 @@ struct GenerationStats {
   // Decode steps that replayed a larger batch bucket's graph while their own
   // bucket had none yet (DecodeGraphs::kPadSteps).
   int64_t padded_graph_steps = 0;
+  // Of decode_graphs: captured while a prefill step ran, before a step
+  // needed them (the host's wait for the prefill hides their capture).
+  int64_t graphs_captured_ahead = 0;
   // Of decode_step_seconds: capturing and instantiating those graphs (their
   // steps run eagerly under capture, then launch once).
   double graph_capture_seconds = 0;
