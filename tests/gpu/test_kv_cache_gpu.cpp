@@ -260,7 +260,7 @@ class DecodePerf {
   std::vector<double> decode_ms(int64_t Hq, int64_t Hkv, int64_t D, int64_t B, int64_t len,
                                 const std::function<Tensor(const std::vector<int32_t>&, std::initializer_list<int64_t>)>& up,
                                 const std::vector<const PagedSplit*>& splits = {nullptr}) {
-    const int64_t per_seq = len / kBS, NB = B * per_seq, pool_blocks = kPoolBytes / (kBS * Hkv * D * 2);
+    const int64_t per_seq = (len + kBS - 1) / kBS, NB = B * per_seq, pool_blocks = kPoolBytes / (kBS * Hkv * D * 2);
     if (NB > pool_blocks) return {};
     ArenaScope scope(big_);
     const double bytes = double(B) * double(len) * double(Hkv * D) * 2 * 2;
