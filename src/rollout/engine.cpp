@@ -538,7 +538,8 @@ RolloutBatch GenerationEngine::generate(std::span<const PromptInput> prompts, co
       ++stats_.steps_ahead;
     }
     const auto t_wait = Clock::now();
-    if (graphs && running->has_prefill && running->tokens >= kCaptureAheadTokens) capture_ahead();
+    if (graphs && options_.capture_graphs_ahead && running->has_prefill && running->tokens >= kCaptureAheadTokens)
+      capture_ahead();
     done_event[running->slot].synchronize();
     const auto t_done = Clock::now();
     const int64_t R = running->R;

@@ -303,6 +303,29 @@ TEST_F(EngineGpu, LaunchAheadGivesTheSameResponses) {
   ASSERT_NO_FATAL_FAILURE(expect_same_bits(again, ended));
 }
 
+// Decode graphs captured while a long prefill step runs (the engine's
+// capture-ahead) are the graphs a run without it captures at its first
+// decode steps: the same responses, bit for bit.
+TEST_F(EngineGpu, GraphsCapturedDuringPrefillGiveTheSameResponses) {
+  load_random(mid_config(), 16);
+  // One prefill step of 8 x 600 = 4,800 positions (>= the 4,096 that let
+  // the engine capture while it waits), then decode steps of 8 sequences.
+  const auto prompts = random_prompts(std::vector<int>(8, 600), config_.vocab_size, 7);
+  rollout::SamplingOptions s;
+  s.temperature = 1.0;
+  s.max_response_length = 40;
+  s.seed = 3;
+  rollout::EngineOptions o;
+  o.max_batch_tokens = 8192;
+  o.capture_graphs_ahead = false;
+  const rollout::RolloutBatch plain = run(true, prompts, s, o);
+  EXPECT_EQ(stats_.graphs_captured_ahead, 0);
+  o.capture_graphs_ahead = true;
+  const rollout::RolloutBatch ahead = run(true, prompts, s, o);
+  EXPECT_GT(stats_.graphs_captured_ahead, 0);
+  ASSERT_NO_FATAL_FAILURE(expect_same_bits(ahead, plain));
+}
+
 // A pool of a few sequences for 12 responses: sequences queue and get
 // preempted, are recomputed from their tokens, and every response ends at
 // full length with top-1 tokens.

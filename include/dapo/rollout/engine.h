@@ -96,6 +96,12 @@ struct EngineOptions {
   // cost (the 2-core demo's training: 54 s off, 60 s on, mean of 3-4 runs).
   // Set, it applies on either backend (the CPU tests check the loop).
   std::optional<bool> launch_ahead;
+  // With cuda_graphs: while a prefill step of >= 4,096 positions runs,
+  // capture the decode graphs the first decode steps will need (the host
+  // only waits then), instead of between two steps while the GPU idles.
+  // The same graphs either way, so the same bits (EngineGpu); H100, 0.5B
+  // fixed load: 0.765 -> 0.756 s.
+  bool capture_graphs_ahead = true;
 };
 
 struct SamplingOptions {
