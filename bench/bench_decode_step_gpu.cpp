@@ -4,8 +4,8 @@
 // sample_tokens at T = 1, as the engine's decode graphs run them.
 // Prints one JSON line:
 //   - graph_step_ms: the step captured as one CUDA graph and replayed back
-//     to back (the engine's decode step less its metadata copy and
-//     read-back), against the HBM roofline (weights + every sequence's KV
+//     to back (the engine's decode step less its metadata's way in and the
+//     samples' way out), against the HBM roofline (weights + every sequence's KV
 //     read once per step, at the card's spec bandwidth);
 //   - step_with_*_ms: the replays with the engine's copies between them
 //     (the metadata upload, the fed tokens, the samples' read-back; each
@@ -35,6 +35,7 @@
 //                         [--bucket Cb]
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -159,14 +160,20 @@ int main(int argc, char** argv) {
   step(ctx);  // warm-up: GEMM plans, kernel attributes
   ops::stream_synchronize(ctx);
 
+  // Milliseconds per call of `one` (3 calls of warm-up, then reps calls
+  // back to back, the stream drained before and after).
+  auto ms_per_call = [&](const std::function<void()>& one) {
+    for (int i = 0; i < 3; ++i) one();
+    ops::stream_synchronize(ctx);
+    const auto t = Clock::now();
+    for (int64_t i = 0; i < reps; ++i) one();
+    ops::stream_synchronize(ctx);
+    return 1e3 * seconds_since(t) / double(reps);
+  };
+
   // The step as a graph, replayed back to back.
   const ops::CapturedGraph graph = ops::CapturedGraph::capture(ctx, [&] { step(ctx); });
-  for (int i = 0; i < 3; ++i) graph.launch(ctx);
-  ops::stream_synchronize(ctx);
-  const auto t0 = Clock::now();
-  for (int64_t i = 0; i < reps; ++i) graph.launch(ctx);
-  ops::stream_synchronize(ctx);
-  const double graph_ms = 1e3 * seconds_since(t0) / double(reps);
+  const double graph_ms = ms_per_call([&] { graph.launch(ctx); });
 
   // The step boundary as the engine has it: between replays the step's
   // metadata upload (H2D from pinned memory, the size of the staged
@@ -177,18 +184,12 @@ int main(int argc, char** argv) {
   const Tensor back_host(pinned.alloc_bytes(size_t(B) * 4), DType::i32, {B});
   const Tensor meta_dev = meta.alloc(DType::i32, {meta_bytes / 4});
   auto boundary_ms = [&](bool h2d, bool d2d, bool d2h) {
-    auto one = [&] {
+    return ms_per_call([&] {
       if (h2d) ops::copy(ctx, meta_dev, meta_host);
       if (d2d) ops::copy(ctx, batch.tokens, sampled);
       graph.launch(ctx);
       if (d2h) ops::copy(ctx, back_host, sampled);
-    };
-    for (int i = 0; i < 3; ++i) one();
-    ops::stream_synchronize(ctx);
-    const auto tb = Clock::now();
-    for (int64_t i = 0; i < reps; ++i) one();
-    ops::stream_synchronize(ctx);
-    return 1e3 * seconds_since(tb) / double(reps);
+    });
   };
   const double h2d_ms = boundary_ms(true, false, false), d2d_ms = boundary_ms(false, true, false);
   const double d2h_ms = boundary_ms(false, false, true), all_ms = boundary_ms(true, true, true);
@@ -211,19 +212,13 @@ int main(int argc, char** argv) {
     step(ctx);
     ops::step_out(ctx, io_out(0));
   });
-  auto io_replays = [&](int64_t n) {
-    for (int64_t i = 0; i < n; ++i) {
-      ops::set_step_in(io_graph, io_in(int(i % 2)));
-      ops::set_step_out(io_graph, io_out(int(i % 2)));
-      io_graph.launch(ctx);
-    }
-  };
-  io_replays(3);
-  ops::stream_synchronize(ctx);
-  const auto t_io = Clock::now();
-  io_replays(reps);
-  ops::stream_synchronize(ctx);
-  const double io_ms = 1e3 * seconds_since(t_io) / double(reps);
+  int io_slot = 0;
+  const double io_ms = ms_per_call([&] {
+    ops::set_step_in(io_graph, io_in(io_slot));
+    ops::set_step_out(io_graph, io_out(io_slot));
+    io_graph.launch(ctx);
+    io_slot = 1 - io_slot;
+  });
 
   // Op by op, the host held back.
   ops::OpProfiler profiler;

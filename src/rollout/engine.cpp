@@ -470,17 +470,17 @@ RolloutBatch GenerationEngine::generate(std::span<const PromptInput> prompts, co
     // the fed tokens), the forward, the sampling of every padded row and
     // the samples' way out (ops/step_io.h), so a step is one launch.
     const bool replay = graphs && !l.has_prefill && step.rows_are_chunks && R == B;
-    int64_t Bp = B, Cp = step.max_context_len;
+    int64_t Bp = B, Cp = step.max_context_len, W = step.max_blocks;  // rows, context, table width
     DecodeGraphs::Pick pick;
     if (replay) {
-      Cp = context_bucket(step.max_context_len, max_blocks * bs);
+      Cp = context_bucket(step.max_context_len, context_cap);
+      W = (Cp + bs - 1) / bs;
       pick = decode_graphs.pick(batch_bucket(B, max_seqs), Cp);
       Bp = pick.rows;
       pad_decode(padded, step.tokens, step.positions, step.slot_mapping, step.block_table, step.max_blocks,
-                 step.context_lens, Bp, (Cp + bs - 1) / bs, pad_block);
+                 step.context_lens, Bp, W, pad_block);
     }
-    StepViews v = replay ? stage(staging, padded, (Cp + bs - 1) / bs, Cp, step, Bp)
-                         : stage(staging, step.arrays, step.max_blocks, step.max_context_len, step, R);
+    StepViews v = replay ? stage(staging, padded, W, Cp, step, Bp) : stage(staging, step.arrays, W, Cp, step, R);
     if (replay) {
       const ops::StepIn in{staging.packed_host(), staging.packed_device(), v.batch.tokens,
                            Tensor(sampled, DType::i32, {B}, device), fed ? B : 0, staging.capacity_words()};
