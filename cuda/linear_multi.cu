@@ -25,7 +25,9 @@
 #include "common.cuh"
 #include "dapo/ops/linear_multi.h"
 #include "dapo/ops/matmul.h"
+#include "dapo/ops/norm_fold.h"
 #include "mma_ptx.cuh"
+#include "norm_fold.cuh"
 #include "pdl.cuh"
 #include "rope_common.cuh"
 #include "tma_map.h"
@@ -76,6 +78,11 @@ struct SkinnyArgs {
   int32_t num_segments, M, K, m_tiles, splits, kb_per_split, k_blocks;
   int32_t lookahead;   // k-blocks past the pipeline's first ones asked of L2 before the wait
   int8_t l2_prefetch;  // weight loads prefetch 256-byte blocks into L2
+  // A folded norm of the input rows (norm_fold.h): every output of row m is
+  // scaled by its rstd before the bias. rn_ssq null: none.
+  const float* rn_ssq;
+  int32_t rn_parts;
+  float rn_inv_c, rn_eps;
 };
 
 // The kernel's epilogue: the product alone, or (qkv_rope_kv_write) RoPE on
@@ -83,10 +90,10 @@ struct SkinnyArgs {
 // device code (rope_common.cuh) on the product's rounded bf16 outputs, so
 // that the bits are those of the product followed by rope_kv_write.
 struct PlainEpilogue {
-  static constexpr bool kRope = false;
+  static constexpr bool kRope = false, kFold = false;
 };
 struct RopeEpilogue {
-  static constexpr bool kRope = true;
+  static constexpr bool kRope = true, kFold = false;
   const int32_t* positions;  // (M) position of each row's token
   const int32_t* slots;      // (M) flat cache slot; outside [0, num_slots): not written
   bf16_t* k_cache;           // (num_slots, kv_row)
@@ -95,6 +102,17 @@ struct RopeEpilogue {
   int32_t head_dim;  // D: a multiple of 8 dividing the tile's weight rows
   int32_t kv_row;    // Hkv * D elements of one slot
   RopeInvFreq inv_freq;
+};
+// linear_residual_fold's epilogue (norm_fold.h), one bias-free segment whose
+// out is y: sum = res + the product, y = sum * norm_weight, and each row's
+// sum of squares of sum over every 32 columns into ssq (M, parts).
+struct FoldEpilogue {
+  static constexpr bool kRope = false, kFold = true;
+  const bf16_t* res;          // (M, n)
+  bf16_t* sum;                // (M, n), may be res
+  const bf16_t* norm_weight;  // (n)
+  float* ssq;                 // (M, parts)
+  int32_t parts;              // ceil(n / 32)
 };
 
 // The segment that weight tile `tile` (counted over all segments) lies in:
@@ -198,7 +216,10 @@ struct Tile {
   // TMA: the full and empty mbarriers of each stage after the pipeline (the
   // output tile reuses the stages, never the barriers).
   static constexpr int kBarrierOffset = (kPipeSmem + 1023) / 1024 * 1024;
-  static constexpr int kSmem = kTma ? kBarrierOffset + 16 * STAGES : kPipeSmem;
+  // Each input row's rstd under a folded norm (SkinnyArgs::rn_ssq), past
+  // everything else: the output tile reuses the stages, never this.
+  static constexpr int kRstdOffset = ((kTma ? kBarrierOffset + 16 * STAGES : kPipeSmem) + 15) / 16 * 16;
+  static constexpr int kSmem = kRstdOffset + BM * 4;
   // Two CTAs of 256 threads per SM when their shared memory allows: the
   // register cap that keeps them resident together (128 a thread).
   static constexpr int kMinBlocks = !kTma && kThreads == 256 && kSmem <= 112 * 1024 ? 2 : 1;
@@ -263,6 +284,75 @@ __device__ __forceinline__ void cluster_sync_before_exit() {
   asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
 }
 
+// linear_residual_fold's stores (FoldEpilogue): the work items of the plain
+// epilogue (4 adjacent outputs of one row, two a thread at a time), where 8
+// consecutive lanes hold the 32 columns of one part of one row (BN and the
+// grid's strides are multiples of 32 items, so the 8 lanes share the row and
+// the trip count); their squares are summed by a fixed shuffle tree.
+template <class C, class Cluster>
+__device__ __forceinline__ void fold_epilogue(const SkinnyArgs& a, const SegmentArgs& sg, const Cluster& cluster,
+                                              float* tile_s, int S, int split, int m0, int n0, int rows, int total,
+                                              int stride, const FoldEpilogue& e) {
+  static_assert(C::BN % 32 == 0, "a tile holds whole 32-column parts");
+  constexpr int kGroups = C::BN / 4;
+  const int tid = threadIdx.x, lane = tid & 31;
+  const unsigned group = 0xffu << (lane & 24);
+  for (int idx = split * C::kThreads + tid; idx < total; idx += 2 * stride) {
+    const bool second = idx + stride < total;  // the same for the 8 lanes of a part
+    int t[2], f[2], at[2];
+    bool ok[2];
+    float r[2][4], w[2][4];
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const int i = j == 0 || second ? idx + j * stride : idx;
+      t[j] = i / kGroups, f[j] = (i % kGroups) * 4;
+      ok[j] = (j == 0 || second) && f[j] < rows;
+      at[j] = t[j] * C::kLd + f[j];
+      // The residual and the norm weight before the sums: their reads overlap.
+#pragma unroll
+      for (int k = 0; k < 4; ++k) r[j][k] = 0.0f, w[j][k] = 0.0f;
+      if (ok[j]) {
+        const int64_t at_g = int64_t(m0 + t[j]) * sg.n + n0 + f[j];
+        const uint2 rv = *reinterpret_cast<const uint2*>(e.res + at_g);
+        const uint2 wv = *reinterpret_cast<const uint2*>(e.norm_weight + n0 + f[j]);
+        const __nv_bfloat162* r2 = reinterpret_cast<const __nv_bfloat162*>(&rv);
+        const __nv_bfloat162* w2 = reinterpret_cast<const __nv_bfloat162*>(&wv);
+#pragma unroll
+        for (int k = 0; k < 2; ++k) {
+          const float2 rf = __bfloat1622float2(r2[k]), wf = __bfloat1622float2(w2[k]);
+          r[j][2 * k] = rf.x, r[j][2 * k + 1] = rf.y, w[j][2 * k] = wf.x, w[j][2 * k + 1] = wf.y;
+        }
+      }
+    }
+    float x[2][4];
+    sum_splits<2>(cluster, tile_s, S, at, x);
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      if (j == 1 && !second) break;
+      float sq = 0.0f;
+      if (ok[j]) {
+        float s[4], y[4];
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          // The product's bf16 output, then residual_rmsnorm's add, rounded once.
+          const float p = __bfloat162float(__float2bfloat16_rn(x[j][k]));
+          s[k] = __bfloat162float(__float2bfloat16_rn(r[j][k] + p));
+          y[k] = s[k] * w[j][k];
+          sq = __fmaf_rn(s[k], s[k], sq);
+        }
+        const int64_t at_g = int64_t(m0 + t[j]) * sg.n + n0 + f[j];
+        store_bf16x4(e.sum + at_g, s);
+        store_bf16x4(static_cast<bf16_t*>(sg.out) + at_g, y);
+      }
+      sq += __shfl_xor_sync(group, sq, 1);
+      sq += __shfl_xor_sync(group, sq, 2);
+      sq += __shfl_xor_sync(group, sq, 4);
+      const int part_first = f[j] - 4 * (lane & 7);
+      if ((lane & 7) == 0 && part_first < rows) e.ssq[int64_t(m0 + t[j]) * e.parts + (n0 + part_first) / 32] = sq;
+    }
+  }
+}
+
 // The output tile from every CTA's accumulators (those of threads with
 // `holds`): staged in shared memory as fp32, then each CTA of the cluster
 // sums a share of it over the S staged tiles, in split order, and stores it
@@ -288,6 +378,16 @@ __device__ __forceinline__ void split_k_epilogue(const SkinnyArgs& a, const Segm
         tile_s[(t + 1) * C::kLd + f + 8] = acc[mi][ni][3];
       }
   }
+  // The rows' rstd under a folded norm: the TMA kernel's idle producer
+  // threads computed them during the products; here, the other kernel's.
+  const float* rstd_s = reinterpret_cast<const float*>(smem + C::kRstdOffset);
+  const bool scaled = a.rn_ssq != nullptr;
+  if constexpr (!C::kTma) {
+    if (scaled)
+      for (int t = tid; t < toks; t += C::kThreads)
+        reinterpret_cast<float*>(smem + C::kRstdOffset)[t] =
+            row_rstd(a.rn_ssq, a.rn_parts, m0 + t, a.rn_inv_c, a.rn_eps);
+  }
   const cg::cluster_group cluster = cg::this_cluster();
   cluster.sync();  // every split's tile is staged
 
@@ -312,6 +412,11 @@ __device__ __forceinline__ void split_k_epilogue(const SkinnyArgs& a, const Segm
         sum_splits<2>(cluster, tile_s, S, {t * C::kLd + f1, t * C::kLd + f2}, x);
         float(&x1)[4] = x[0];
         float(&x2)[4] = x[1];
+        if (scaled) {
+          const float rs = rstd_s[t];
+#pragma unroll
+          for (int k = 0; k < 4; ++k) x1[k] *= rs, x2[k] *= rs;
+        }
         add_bias(sg, n0 + f1, 4, x1);
         add_bias(sg, n0 + f2, 4, x2);
         float c[4], sn[4];
@@ -343,29 +448,41 @@ __device__ __forceinline__ void split_k_epilogue(const SkinnyArgs& a, const Segm
   // Two groups a thread at a time, their remote reads in flight together.
   constexpr int kGroups = C::BN / 4;
   const int total = toks * kGroups, stride = S * C::kThreads;
-  for (int idx = split * C::kThreads + tid; idx < total; idx += 2 * stride) {
-    int t[2], f[2], at[2];
-    bool ok[2];
-    bf16_t* also[2] = {nullptr, nullptr};
+  if constexpr (E::kFold) {
+    fold_epilogue<C>(a, sg, cluster, tile_s, S, split, m0, n0, rows, total, stride, e);
+  } else {
+    for (int idx = split * C::kThreads + tid; idx < total; idx += 2 * stride) {
+      int t[2], f[2], at[2];
+      bool ok[2];
+      bf16_t* also[2] = {nullptr, nullptr};
 #pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      const bool in_range = j == 0 || idx + stride < total;
-      const int i = in_range ? idx + j * stride : idx;  // out of range: a duplicate read, not stored
-      t[j] = i / kGroups, f[j] = (i % kGroups) * 4;
-      ok[j] = in_range && f[j] < rows;
-      at[j] = t[j] * C::kLd + f[j];
-      if constexpr (E::kRope) {
-        if (ok[j] && sg.fuse == kFuseCache) {
-          const int64_t slot = e.slots[m0 + t[j]];
-          if (slot >= 0 && slot < e.num_slots) also[j] = e.v_cache + slot * e.kv_row;
+      for (int j = 0; j < 2; ++j) {
+        const bool in_range = j == 0 || idx + stride < total;
+        const int i = in_range ? idx + j * stride : idx;  // out of range: a duplicate read, not stored
+        t[j] = i / kGroups, f[j] = (i % kGroups) * 4;
+        ok[j] = in_range && f[j] < rows;
+        at[j] = t[j] * C::kLd + f[j];
+        if constexpr (E::kRope) {
+          if (ok[j] && sg.fuse == kFuseCache) {
+            const int64_t slot = e.slots[m0 + t[j]];
+            if (slot >= 0 && slot < e.num_slots) also[j] = e.v_cache + slot * e.kv_row;
+          }
         }
       }
-    }
-    float x[2][4];
-    sum_splits<2>(cluster, tile_s, S, at, x);
+      float x[2][4];
+      sum_splits<2>(cluster, tile_s, S, at, x);
+      if (scaled) {
 #pragma unroll
-    for (int j = 0; j < 2; ++j)
-      if (ok[j]) store_out(sg, int64_t(m0 + t[j]), n0 + f[j], min(4, rows - f[j]), x[j], also[j]);
+        for (int j = 0; j < 2; ++j) {
+          const float rs = rstd_s[t[j]];
+#pragma unroll
+          for (int k = 0; k < 4; ++k) x[j][k] *= rs;
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < 2; ++j)
+        if (ok[j]) store_out(sg, int64_t(m0 + t[j]), n0 + f[j], min(4, rows - f[j]), x[j], also[j]);
+    }
   }
   cluster_sync_before_exit();
 }
@@ -556,6 +673,12 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
         tma_load_2d(sw, &maps.weight[seg], k, n0, bar);
         tma_load_2d(sw + C::BN * 128, &maps.in, k, m0, bar);
       }
+    } else if (a.rn_ssq != nullptr && warp > C::WN) {
+      // The other producer warps: the rows' rstd under a folded norm while
+      // the products run (the epilogue reads them after the barrier below).
+      float* rstd_s = reinterpret_cast<float*>(smem + C::kRstdOffset);
+      for (int t = tid - C::kConsumerThreads - 32; t < toks; t += 96)
+        rstd_s[t] = row_rstd(a.rn_ssq, a.rn_parts, m0 + t, a.rn_inv_c, a.rn_eps);
     }
   } else {
     // Consumers: warpgroup g multiplies weight rows 64g.. of the tile by every
@@ -904,8 +1027,9 @@ detail::SkinnyPlan tma_plan(int64_t M, int64_t K, std::span<const LinearSegment>
 
 // One launch of the kernel over checked arguments with plan p; with `rope`,
 // segments 0, 1, 2 are q, k, v of qkv_rope_kv_write's epilogue.
+template <class E>
 void run_skinny(const Ctx& ctx, const Tensor& in, std::span<const LinearSegment> segments, const detail::SkinnyPlan& p,
-                const RopeEpilogue* rope) {
+                const E& epilogue, const RowNorm* rn) {
   const int64_t M = in.shape[0], K = in.shape[1];
   DAPO_CHECK(p.config >= 0 && p.config < kConfigs && p.splits >= 1 && p.splits <= kMaxSplits, "skinny plan: config ",
              p.config, " splits ", p.splits);
@@ -927,7 +1051,7 @@ void run_skinny(const Ctx& ctx, const Tensor& in, std::span<const LinearSegment>
     g.bias_kind = !s.bias.defined() ? 0 : s.bias.dtype == DType::bf16 ? 1 : 2;
     const uintptr_t align = g.out_f32 ? 16 : 8;
     g.vec_out = N % 4 == 0 && reinterpret_cast<uintptr_t>(s.out.data) % align == 0;
-    g.fuse = rope == nullptr ? kFuseNone : n_seg == 1 ? kFuseRotate : n_seg == 2 ? kFuseRotateCache : kFuseCache;
+    g.fuse = !E::kRope ? kFuseNone : n_seg == 1 ? kFuseRotate : n_seg == 2 ? kFuseRotateCache : kFuseCache;
     tiles += ceil_div(N, c.bn);
   }
   if (n_seg == 0) return;
@@ -945,6 +1069,14 @@ void run_skinny(const Ctx& ctx, const Tensor& in, std::span<const LinearSegment>
   a.k_blocks = int32_t(k_blocks);
   a.l2_prefetch = p.l2_prefetch;
   a.lookahead = int32_t(std::clamp(p.lookahead, 0, 64));
+  if (rn != nullptr && rn->active()) {
+    ops::detail::check_row_norm(*rn, M, K, "linear_forward_multi");
+    check_device(ctx, rn->ssq, "row-norm ssq");
+    a.rn_ssq = rn->ssq.ptr<float>();
+    a.rn_parts = int32_t(norm_fold_parts(K));
+    a.rn_inv_c = 1.0f / float(K);
+    a.rn_eps = rn->eps;
+  }
 
   auto launch = [&](auto kernel, auto t, const auto&... args) {
     using C = decltype(t);
@@ -971,11 +1103,9 @@ void run_skinny(const Ctx& ctx, const Tensor& in, std::span<const LinearSegment>
       TmaMaps maps{};
       for (int i = 0; i < n_seg; ++i) maps.weight[i] = tma_box_map_bf16(a.seg[i].weight, a.seg[i].n, K, C::BN);
       maps.in = tma_box_map_bf16(a.in, M, K, C::BM);
-      if (rope != nullptr) launch(skinny_tma_kernel<C, RopeEpilogue>, t, maps, *rope);
-      else launch(skinny_tma_kernel<C, PlainEpilogue>, t, maps, PlainEpilogue{});
+      launch(skinny_tma_kernel<C, E>, t, maps, epilogue);
     } else {
-      if (rope != nullptr) launch(skinny_gemm_kernel<C, RopeEpilogue>, t, *rope);
-      else launch(skinny_gemm_kernel<C, PlainEpilogue>, t, PlainEpilogue{});
+      launch(skinny_gemm_kernel<C, E>, t, epilogue);
     }
   });
 }
@@ -1086,13 +1216,13 @@ SkinnyPlan skinny_plan(int64_t M, int64_t K, std::span<const LinearSegment> segs
 }
 
 void linear_forward_multi_skinny(const Ctx& ctx, Tensor in, std::span<const LinearSegment> segments,
-                                 const SkinnyPlan* plan) {
+                                 const SkinnyPlan* plan, const RowNorm* rn) {
   check_args(ctx, in, segments);
   DAPO_CHECK(linear_multi_skinny_supported(in, segments), "linear_forward_multi: the skinny kernel cannot take in ",
              in.shape_string(), " (", dtype_name(in.dtype), ")");
   const int64_t M = in.shape[0], K = in.shape[1];
   if (M == 0) return;
-  run_skinny(ctx, in, segments, plan != nullptr ? *plan : skinny_plan(M, K, segments), nullptr);
+  run_skinny(ctx, in, segments, plan != nullptr ? *plan : skinny_plan(M, K, segments), PlainEpilogue{}, rn);
 }
 
 SkinnyPlan skinny_rope_plan(int64_t M, int64_t K, std::span<const LinearSegment> segments, int64_t head_dim) {
@@ -1117,7 +1247,7 @@ SkinnyPlan skinny_rope_plan(int64_t M, int64_t K, std::span<const LinearSegment>
 
 void linear_forward_multi_skinny_rope(const Ctx& ctx, Tensor in, std::span<const LinearSegment> qkv, Tensor k_cache,
                                       Tensor v_cache, Tensor positions, Tensor slot_mapping, float theta,
-                                      const SkinnyPlan& plan) {
+                                      const SkinnyPlan& plan, const RowNorm* rn) {
   check_args(ctx, in, qkv);
   DAPO_CHECK(qkv.size() == 3 && linear_multi_skinny_supported(in, qkv),
              "linear_forward_multi_skinny_rope: the skinny kernel cannot take in ", in.shape_string());
@@ -1140,7 +1270,37 @@ void linear_forward_multi_skinny_rope(const Ctx& ctx, Tensor in, std::span<const
   e.head_dim = int32_t(D);
   e.kv_row = int32_t(k_cache.shape[2] * D);
   e.inv_freq = rope_inv_freq(theta, D);
-  run_skinny(ctx, in, qkv, plan, &e);
+  run_skinny(ctx, in, qkv, plan, e, rn);
+}
+
+bool linear_residual_fold_supported(const Tensor& y, const Tensor& in, const Tensor& weight) {
+  const LinearSegment seg[] = {{y, weight, Tensor{}}};
+  // Stores of 4 adjacent bf16 outputs: rows of a multiple of 4, 8-byte aligned.
+  return y.dtype == DType::bf16 && y.ndim == 2 && y.shape[1] % 4 == 0 && reinterpret_cast<uintptr_t>(y.data) % 8 == 0 &&
+         linear_multi_skinny_supported(in, seg);
+}
+
+void linear_residual_fold_skinny(const Ctx& ctx, Tensor sum, Tensor y, Tensor ssq, Tensor in, Tensor weight,
+                                 Tensor res, Tensor norm_weight, const SkinnyPlan* plan) {
+  const LinearSegment seg[] = {{y, weight, Tensor{}}};
+  check_args(ctx, in, seg);
+  DAPO_CHECK(linear_residual_fold_supported(y, in, weight), "linear_residual_fold: the skinny kernel cannot take in ",
+             in.shape_string(), " and y ", y.shape_string());
+  for (const auto& [t, name] : {std::pair{&sum, "sum"}, {&res, "res"}, {&norm_weight, "norm_weight"}}) {
+    check_device(ctx, *t, name);
+    DAPO_CHECK(t->dtype == DType::bf16 && reinterpret_cast<uintptr_t>(t->data) % 8 == 0, "linear_residual_fold: ",
+               name, " must be 8-byte aligned bf16");
+  }
+  check_device(ctx, ssq, "ssq");
+  const int64_t M = in.shape[0], K = in.shape[1];
+  if (M == 0 || weight.shape[0] == 0) return;
+  FoldEpilogue e{};
+  e.res = static_cast<const bf16_t*>(res.data);
+  e.sum = static_cast<bf16_t*>(sum.data);
+  e.norm_weight = static_cast<const bf16_t*>(norm_weight.data);
+  e.ssq = ssq.ptr<float>();
+  e.parts = int32_t(norm_fold_parts(weight.shape[0]));
+  run_skinny(ctx, in, seg, plan != nullptr ? *plan : skinny_plan(M, K, seg), e, nullptr);
 }
 
 int linear_forward_multi_cublaslt(const Ctx& ctx, Tensor in, std::span<const LinearSegment> segments) {

@@ -27,6 +27,7 @@
 #include "dapo/ops/linear_swiglu.h"
 #include "dapo/ops/swiglu.h"
 #include "mma_ptx.cuh"
+#include "norm_fold.cuh"
 #include "pdl.cuh"
 #include "tma_map.h"
 #include "tma_ptx.cuh"
@@ -49,14 +50,19 @@ struct SwigluTile {
   static constexpr int CW = CW_;       // consumer warpgroups
   static constexpr int BM = 64 * CW;
   static constexpr int kConsumerThreads = 128 * CW;
-  static constexpr int kThreads = kConsumerThreads + 32;  // + the producer warp
+  // + the producer warp + a warp that computes the rows' rstd under a
+  // folded norm while the products run (loading them in the consumers
+  // before their first product cost the 0.5B product 1.9 us at 128 rows).
+  static constexpr int kThreads = kConsumerThreads + 64;
   static constexpr int kInBytes = BM * 128;
   static constexpr int kStageBytes = (BM + BN) * 128;
   // As many stages as fit in 112 KB (two CTAs an SM) or, DEEP, 160 KB (one:
   // more bytes in flight), 2 to 8.
   static constexpr int STAGES = std::clamp((DEEP_ ? 160 : 112) * 1024 / kStageBytes, 2, 8);
   static constexpr int kBarrierOffset = STAGES * kStageBytes;
-  static constexpr int kSmem = kBarrierOffset + 16 * STAGES;
+  // Each input row's rstd under a folded norm, after the barriers.
+  static constexpr int kRstdOffset = kBarrierOffset + 16 * STAGES;
+  static constexpr int kSmem = kRstdOffset + BM * 4;
   // 1024-byte aligned boxes (the swizzle keys on address bits 7-9).
   static_assert(COLS % 8 == 0 && BN <= 256, "tiles of 8k h columns, at most 128");
 };
@@ -65,6 +71,10 @@ struct SwigluArgs {
   bf16_t* h;  // (M, I)
   int32_t M, I, m_tiles, k_blocks;
   int8_t pair_store;  // two adjacent h values go as one 4-byte store
+  // A folded norm of the input rows (norm_fold.h); rn_ssq null: none.
+  const float* rn_ssq;
+  int32_t rn_parts;
+  float rn_inv_c, rn_eps;
 };
 
 // The boxes: input rows (M x K in boxes of 64 x BM), gate and up (I x K in
@@ -114,6 +124,17 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     }
     return;  // the consumers wait for every box it asked for
   }
+  if (warp == 4 * C::CW + 1) {
+    if (a.rn_ssq != nullptr) {
+      float* rstd_s = reinterpret_cast<float*>(smem + C::kRstdOffset);
+      const int toks = min(C::BM, a.M - m0);
+#pragma unroll 4
+      for (int t = lane; t < toks; t += 32)
+        rstd_s[t] = row_rstd(a.rn_ssq, a.rn_parts, m0 + t, a.rn_inv_c, a.rn_eps);
+      named_barrier_arrive(1, C::kConsumerThreads + 32);  // the consumers read them after their products
+    }
+    return;
+  }
 
   // Consumers: warpgroup g multiplies input rows 64g.. by every weight row
   // of the tile, one k-block of products in flight.
@@ -137,6 +158,14 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     if (i > 0 && (tid & 127) == 0) mbar_arrive(empty + 8 * ((i - 1) % C::STAGES));
   }
   wgmma_wait<0>();
+  float rs[2] = {1.0f, 1.0f};
+  if (a.rn_ssq != nullptr) {
+    named_barrier_sync(1, C::kConsumerThreads + 32);
+    const float* rstd_s = reinterpret_cast<const float*>(smem + C::kRstdOffset);
+    const int r0 = wg * 64 + (warp & 3) * 16 + (lane >> 2);
+    rs[0] = rstd_s[r0];
+    rs[1] = rstd_s[r0 + 8];
+  }
 
   // acc[j] holds h columns j0 + 8j + 2 (lane % 4) + {0, 1} of gate (j <
   // COLS / 8) or up (the rest), rows 16 (warp % 4) + lane / 4 (+ 8). Each
@@ -154,8 +183,9 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       float o[2];
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        const float g = __bfloat162float(__float2bfloat16_rn(acc[j][2 * half + e]));
-        const float u = __bfloat162float(__float2bfloat16_rn(acc[j + kHalf][2 * half + e]));
+        // Under a folded norm the sums are scaled by the row's rstd first.
+        const float g = __bfloat162float(__float2bfloat16_rn(acc[j][2 * half + e] * rs[half]));
+        const float u = __bfloat162float(__float2bfloat16_rn(acc[j + kHalf][2 * half + e] * rs[half]));
         const float s = 1.0f / (1.0f + __expf(-g));
         o[e] = g * s * u;
       }
@@ -257,7 +287,8 @@ SwigluPlan linear_swiglu_plan(int64_t M, int64_t K, int64_t I) {
   return p;
 }
 
-void linear_swiglu_fused(const Ctx& ctx, Tensor h, Tensor in, Tensor w_gate, Tensor w_up, const SwigluPlan* plan) {
+void linear_swiglu_fused(const Ctx& ctx, Tensor h, Tensor in, Tensor w_gate, Tensor w_up, const SwigluPlan* plan,
+                         const RowNorm* rn) {
   DAPO_CHECK(linear_swiglu_supported(h, in, w_gate, w_up), "linear_swiglu_fused: the fused kernel cannot take in ",
              in.shape_string(), " (", dtype_name(in.dtype), ")");
   ops::detail::check_linear_swiglu(h, in, w_gate, w_up);
@@ -273,6 +304,14 @@ void linear_swiglu_fused(const Ctx& ctx, Tensor h, Tensor in, Tensor w_gate, Ten
     a.m_tiles = int32_t(ceil_div(M, C::BM));
     a.k_blocks = int32_t(ceil_div(K, kBK));
     a.pair_store = I % 2 == 0;
+    if (rn != nullptr && rn->active()) {
+      ops::detail::check_row_norm(*rn, M, K, "linear_swiglu_forward");
+      check_device(ctx, rn->ssq, "row-norm ssq");
+      a.rn_ssq = rn->ssq.ptr<float>();
+      a.rn_parts = int32_t(norm_fold_parts(K));
+      a.rn_inv_c = 1.0f / float(K);
+      a.rn_eps = rn->eps;
+    }
     SwigluMaps maps{};
     maps.in = tma_box_map_bf16(in.data, M, K, C::BM);
     maps.gate = tma_box_map_bf16(w_gate.data, I, K, C::COLS);
@@ -290,7 +329,7 @@ void linear_swiglu_fused(const Ctx& ctx, Tensor h, Tensor in, Tensor w_gate, Ten
 }  // namespace detail
 
 void linear_swiglu_forward(const Ctx& ctx, Tensor h, Tensor gate, Tensor up, Tensor in, Tensor w_gate,
-                           Tensor w_up) {
+                           Tensor w_up, const RowNorm& rn) {
   check_on_device(ctx, in, "in");
   check_on_device(ctx, w_gate, "w_gate");
   check_on_device(ctx, w_up, "w_up");
@@ -298,8 +337,9 @@ void linear_swiglu_forward(const Ctx& ctx, Tensor h, Tensor gate, Tensor up, Ten
   ops::detail::check_linear_swiglu(h, in, w_gate, w_up);
   const int64_t M = in.shape[0], K = in.shape[1], I = w_gate.shape[0];
   if (detail::linear_swiglu_supported(h, in, w_gate, w_up) && detail::linear_swiglu_preferred(M, K, I))
-    return detail::linear_swiglu_fused(ctx, h, in, w_gate, w_up);
+    return detail::linear_swiglu_fused(ctx, h, in, w_gate, w_up, nullptr, &rn);
   DAPO_CHECK(!overlaps(h, gate) && !overlaps(h, up), "linear_swiglu_forward: h overlaps the gate or up scratch");
+  if (rn.active()) cuda::row_norm_apply(ctx, in, rn);
   const LinearSegment segs[] = {{gate, w_gate, Tensor{}}, {up, w_up, Tensor{}}};
   cuda::linear_forward_multi(ctx, in, segs);
   cuda::swiglu_forward(ctx, h, gate, up);

@@ -4,6 +4,7 @@
 // tile can hold whole heads; otherwise linear_forward_multi then
 // rope_kv_write, which is what the fused launch reproduces bit for bit.
 #include "common.cuh"
+#include "dapo/ops/norm_fold.h"
 #include "dapo/ops/qkv_rope_kv_write.h"
 #include "dapo/ops/rope_kv_write.h"
 #include "rope_common.cuh"
@@ -11,7 +12,7 @@
 namespace dapo::ops::cuda {
 
 void qkv_rope_kv_write(const Ctx& ctx, Tensor in, std::span<const LinearSegment> qkv, Tensor k_cache,
-                       Tensor v_cache, Tensor positions, Tensor slot_mapping, float theta) {
+                       Tensor v_cache, Tensor positions, Tensor slot_mapping, float theta, const RowNorm& rn) {
   const ops::detail::QkvHeads h = ops::detail::qkv_heads(qkv, k_cache);
   const int64_t T = in.ndim == 2 ? in.shape[0] : 0, K = in.ndim == 2 ? in.shape[1] : 0, D = k_cache.shape[3];
   bool fused = T > 0 && detail::linear_multi_skinny_supported(in, qkv) &&
@@ -26,9 +27,17 @@ void qkv_rope_kv_write(const Ctx& ctx, Tensor in, std::span<const LinearSegment>
     const detail::SkinnyPlan plan = detail::skinny_rope_plan(T, K, qkv, D);
     if (plan.config >= 0)
       return detail::linear_forward_multi_skinny_rope(ctx, in, qkv, k_cache, v_cache, positions, slot_mapping, theta,
-                                                      plan);
+                                                      plan, &rn);
   }
-  cuda::linear_forward_multi(ctx, in, qkv);
+  // Unfused: the skinny product still takes the row norm in its sums; cuBLASLt
+  // gets the normed rows.
+  if (rn.active() && T > 0 && detail::linear_multi_skinny_supported(in, qkv) &&
+      detail::linear_multi_skinny_preferred(T, K, qkv))
+    detail::linear_forward_multi_skinny(ctx, in, qkv, nullptr, &rn);
+  else {
+    if (rn.active()) cuda::row_norm_apply(ctx, in, rn);
+    cuda::linear_forward_multi(ctx, in, qkv);
+  }
   cuda::rope_kv_write(ctx, h.q, h.k, k_cache, v_cache, h.v, positions, slot_mapping, theta);
 }
 

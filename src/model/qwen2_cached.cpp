@@ -8,6 +8,7 @@
 
 #include "dapo/ops/embedding.h"
 #include "dapo/ops/matmul.h"
+#include "dapo/ops/norm_fold.h"
 #include "dapo/ops/rmsnorm.h"
 #include "dapo/parallel/mappings.h"
 #include "qwen2_plan.h"
@@ -86,14 +87,20 @@ void Qwen2Model::forward_cached(const ops::Ctx& ctx, Arena& act, const KvCache& 
   LayerActivations& a = b.layer;
   a.x = b.x;
   if (dims_.L > 0) detail::norm_input(ctx, dims_, weights_[0], a);
+  // Norms folded into the products around them where that is faster (a
+  // decode step's few rows on CUDA, norm_fold.h); not at tp > 1, where an
+  // all-reduce sits between the row-parallel products and the norm.
+  const bool fold = tp_.size() == 1 && ops::norm_fold_preferred(ctx, N);
+  a.ssq2 = fold ? b.ssq_post : Tensor{};
   for (int64_t l = 0; l < dims_.L; ++l) {
     const detail::CacheStep step{cache.k[size_t(l)],  cache.v[size_t(l)],  batch.slot_mapping,
                                  batch.block_table,   batch.context_lens, batch.cu_seqlens_q,
                                  max_context_len,     batch.fresh_max_seqlen};
     // The last layer's fused norm (model.norm over all N rows) is not used:
     // the head normalises only the B rows it samples from, below.
-    const detail::NextNorm next{b.x, a.xn1, a.rstd1,
-                                l + 1 < dims_.L ? weights_[size_t(l + 1)].w_in : norm_w};
+    const detail::NextNorm next{b.x, a.xn1, a.rstd1, l + 1 < dims_.L ? weights_[size_t(l + 1)].w_in : norm_w,
+                                fold ? b.ssq_in : Tensor{}};
+    a.ssq1 = fold && l > 0 ? b.ssq_in : Tensor{};
     detail::layer_forward(ctx, tp_, dims_, weights_[size_t(l)], a, &next, b.partial, batch.positions,
                           batch.cu_seqlens_q, 0, &step);
   }

@@ -8,6 +8,7 @@
 #include "dapo/ops/linear_multi.h"
 #include "dapo/ops/linear_swiglu.h"
 #include "dapo/ops/matmul.h"
+#include "dapo/ops/norm_fold.h"
 #include "dapo/ops/qkv_rope_kv_write.h"
 #include "dapo/ops/residual_rmsnorm.h"
 #include "dapo/ops/rmsnorm.h"
@@ -56,6 +57,11 @@ void layer_forward(const ops::Ctx& ctx, const parallel::Comm& tp, const Dims& d,
                    LayerActivations& a, const NextNorm* next, Tensor partial, Tensor positions, Tensor cu_seqlens,
                    int64_t max_seqlen, const CacheStep* cache) {
   const int64_t T = a.x.size(0);
+  // A folded norm has no all-reduce between product and norm to wait for:
+  // tp = 1 only, and only over the paged cache (the fused ops that scale).
+  DAPO_CHECK((!a.ssq1.defined() && !a.ssq2.defined() && (next == nullptr || !next->ssq.defined())) ||
+                 (tp.size() == 1 && cache != nullptr),
+             "layer_forward: folded norms need tp = 1 and a KV cache");
   // Attention block. copy_to_tp is the identity forward; its backward is
   // the all-reduce that sums the column-parallel input gradients.
   parallel::copy_to_tp_forward(ctx, tp, a.xn1, a.xn1);
@@ -72,7 +78,7 @@ void layer_forward(const ops::Ctx& ctx, const parallel::Comm& tp, const Dims& d,
     // The products, RoPE on q and k and the cache write of k and v: one op
     // (on CUDA one launch where the skinny kernel takes the products).
     ops::qkv_rope_kv_write(ctx, a.xn1, qkv, cache->k_cache, cache->v_cache, positions, cache->slot_mapping,
-                           d.theta);
+                           d.theta, ops::RowNorm{a.ssq1, d.eps});
     // A fresh prefill's keys are all in a.k and a.v: the flash kernels
     // (tiles of 64+ queries) instead of the paged kernel's decode-shaped
     // tiles of 8 query rows.
@@ -83,23 +89,31 @@ void layer_forward(const ops::Ctx& ctx, const parallel::Comm& tp, const Dims& d,
       ops::paged_attention(ctx, a.attn, a.q, cache->k_cache, cache->v_cache, cache->block_table,
                            cache->context_lens, cache->cu_seqlens_q, cache->max_context_len, d.scale);
   }
-  ops::linear_forward(ctx, partial, a.attn.reshape({T, d.hq * d.D}), w.wo, Tensor{});
-  parallel::reduce_from_tp_forward(ctx, tp, partial, partial);
-  // x_mid = x + attention, and post_attention_layernorm of it, in one pass.
-  ops::residual_rmsnorm_forward(ctx, a.x_mid, a.xn2, a.rstd2, a.x, partial, w.w_post, d.eps);
+  if (a.ssq2.defined()) {
+    // x_mid = x + attention, and post_attention_layernorm folded: o_proj's
+    // epilogue leaves gate/up the rows' statistics to scale by.
+    ops::linear_residual_fold(ctx, a.x_mid, a.xn2, a.ssq2, a.attn.reshape({T, d.hq * d.D}), w.wo, a.x, w.w_post);
+  } else {
+    ops::linear_forward(ctx, partial, a.attn.reshape({T, d.hq * d.D}), w.wo, Tensor{});
+    parallel::reduce_from_tp_forward(ctx, tp, partial, partial);
+    // x_mid = x + attention, and post_attention_layernorm of it, in one pass.
+    ops::residual_rmsnorm_forward(ctx, a.x_mid, a.xn2, a.rstd2, a.x, partial, w.w_post, d.eps);
+  }
 
   // MLP block.
   parallel::copy_to_tp_forward(ctx, tp, a.xn2, a.xn2);
   if (cache != nullptr) {
     // Generation keeps no activations for a backward pass: gate and up need
     // not reach memory (on CUDA one launch where the fused kernel takes it).
-    ops::linear_swiglu_forward(ctx, a.h, a.gate, a.up, a.xn2, w.wg, w.wu);
+    ops::linear_swiglu_forward(ctx, a.h, a.gate, a.up, a.xn2, w.wg, w.wu, ops::RowNorm{a.ssq2, d.eps});
   } else {
     const ops::LinearSegment gate_up[] = {{a.gate, w.wg, Tensor{}}, {a.up, w.wu, Tensor{}}};
     ops::linear_forward_multi(ctx, a.xn2, gate_up);
     ops::swiglu_forward(ctx, a.h, a.gate, a.up);
   }
   if (next == nullptr) return;
+  if (next->ssq.defined())
+    return ops::linear_residual_fold(ctx, next->x, next->xn, next->ssq, a.h, w.wd, a.x_mid, next->weight);
   ops::linear_forward(ctx, partial, a.h, w.wd, Tensor{});
   parallel::reduce_from_tp_forward(ctx, tp, partial, partial);
   ops::residual_rmsnorm_forward(ctx, next->x, next->xn, next->rstd, a.x_mid, partial, next->weight, d.eps);

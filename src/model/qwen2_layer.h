@@ -51,6 +51,8 @@ struct NextNorm {
   Tensor xn;      // (T, C) rmsnorm(x) * weight
   Tensor rstd;    // (T) f32
   Tensor weight;  // (C) the next norm's weight
+  Tensor ssq;     // defined: fold the norm into down_proj (norm_fold.h): xn gets
+                  // x * weight and ssq the row sums of squares; rstd is not written
 };
 
 // xn, rstd = input_layernorm(x) for the first layer (the others get theirs

@@ -232,9 +232,9 @@ void Qwen2Model::forward_train(const ops::Ctx& ctx, Arena& act, const PackedBatc
     detail::NextNorm next;
     if (l + 1 < dims_.L) {
       LayerActivations& b = work(l + 1);
-      next = {saved.layers[size_t(l + 1)].x, b.xn1, b.rstd1, weights_[size_t(l + 1)].w_in};
+      next = {saved.layers[size_t(l + 1)].x, b.xn1, b.rstd1, weights_[size_t(l + 1)].w_in, Tensor{}};
     } else {
-      next = {saved.x_final, saved.xn_final, saved.rstd_final, norm_w};
+      next = {saved.x_final, saved.xn_final, saved.rstd_final, norm_w, Tensor{}};
     }
     detail::layer_forward(ctx, tp_, dims_, weights_[size_t(l)], a, &next, tmp.partial, batch.positions,
                           batch.cu_seqlens, max_seqlen, nullptr);
@@ -308,8 +308,8 @@ void Qwen2Model::run_layers(const ops::Ctx& ctx, const detail::InferenceBuffers&
   detail::norm_input(ctx, dims_, weights_[0], a);
   for (int64_t l = 0; l < dims_.L; ++l) {
     const detail::NextNorm next = l + 1 < dims_.L
-                                      ? detail::NextNorm{b.x, a.xn1, a.rstd1, weights_[size_t(l + 1)].w_in}
-                                      : detail::NextNorm{b.x, b.xn, b.rstd, norm_w};
+                                      ? detail::NextNorm{b.x, a.xn1, a.rstd1, weights_[size_t(l + 1)].w_in, Tensor{}}
+                                      : detail::NextNorm{b.x, b.xn, b.rstd, norm_w, Tensor{}};
     detail::layer_forward(ctx, tp_, dims_, weights_[size_t(l)], a, &next, b.partial, batch.positions,
                           batch.cu_seqlens, max_seqlen, nullptr);
   }

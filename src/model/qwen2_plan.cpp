@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "dapo/ops/norm_fold.h"
+
 namespace dapo::model {
 namespace detail {
 
@@ -73,6 +75,8 @@ CachedBuffers carve_cached(Carver& c, const Dims& d, int64_t N, int64_t B) {
   // The head's shard before the gather (sampling reads f32 logits); at
   // tp = 1 the head writes the caller's logits directly.
   if (d.vl < d.V) b.logits = c.f32({B, d.vl});
+  b.ssq_in = c.f32({N, ops::norm_fold_parts(d.C)});
+  b.ssq_post = c.f32({N, ops::norm_fold_parts(d.C)});
   return b;
 }
 

@@ -55,6 +55,7 @@ struct CachedBuffers {
   Tensor rstd;             // (B)
   Tensor xn;               // (B, C)
   Tensor logits;           // (B, vl) at tp > 1 only: the head's shard before the gather
+  Tensor ssq_in, ssq_post; // (N, norm_fold_parts(C)) f32: the folded norms' row statistics
 };
 CachedBuffers carve_cached(Carver& c, const Dims& d, int64_t N, int64_t B);
 

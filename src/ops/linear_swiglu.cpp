@@ -19,8 +19,9 @@ void detail::check_linear_swiglu(const Tensor& h, const Tensor& in, const Tensor
 }
 
 void linear_swiglu_forward(const Ctx& ctx, Tensor h, Tensor gate, Tensor up, Tensor in, Tensor w_gate,
-                           Tensor w_up) {
-  DAPO_DISPATCH(ctx, linear_swiglu_forward, h, gate, up, in, w_gate, w_up);
+                           Tensor w_up, const RowNorm& rn) {
+  detail::check_devices(ctx, "linear_swiglu_forward", "rn.ssq", rn.ssq);
+  DAPO_DISPATCH(ctx, linear_swiglu_forward, h, gate, up, in, w_gate, w_up, rn);
 }
 
 }  // namespace dapo::ops

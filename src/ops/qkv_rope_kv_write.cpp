@@ -24,11 +24,12 @@ detail::QkvHeads detail::qkv_heads(std::span<const LinearSegment> qkv, const Ten
 }
 
 void qkv_rope_kv_write(const Ctx& ctx, Tensor in, std::span<const LinearSegment> qkv, Tensor k_cache,
-                       Tensor v_cache, Tensor positions, Tensor slot_mapping, float theta) {
+                       Tensor v_cache, Tensor positions, Tensor slot_mapping, float theta, const RowNorm& rn) {
   for (const LinearSegment& s : qkv)
     detail::check_devices(ctx, "qkv_rope_kv_write", "segment.out, segment.weight, segment.bias", s.out, s.weight,
                           s.bias);
-  DAPO_DISPATCH(ctx, qkv_rope_kv_write, in, qkv, k_cache, v_cache, positions, slot_mapping, theta);
+  detail::check_devices(ctx, "qkv_rope_kv_write", "rn.ssq", rn.ssq);
+  DAPO_DISPATCH(ctx, qkv_rope_kv_write, in, qkv, k_cache, v_cache, positions, slot_mapping, theta, rn);
 }
 
 }  // namespace dapo::ops

@@ -45,6 +45,12 @@ struct LayerActivations {
   Tensor rstd2;         // (T) post_attention_layernorm's 1/rms
   Tensor xn2;           // (T, C)
   Tensor gate, up, h;   // (T, il) gate_proj, up_proj outputs and silu(gate) * up
+  // Generation only, norms folded into the products (ops/norm_fold.h): the
+  // row sums of squares, (T, norm_fold_parts(C)) f32. ssq1 defined: xn1
+  // holds x * w_in, unscaled (the previous layer folded input_layernorm).
+  // ssq2 defined: fold post_attention_layernorm into o_proj (xn2 then holds
+  // x_mid * w_post and rstd1, rstd2 are not written).
+  Tensor ssq1, ssq2;
 };
 
 // Dtypes: Tensors of activations are the model's activation dtype (f32 on

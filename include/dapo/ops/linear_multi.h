@@ -17,6 +17,8 @@
 
 namespace dapo::ops {
 
+struct RowNorm;  // norm_fold.h
+
 // One layer of a linear_forward_multi call. bias is Tensor{} for none.
 struct LinearSegment {
   Tensor out;     // (M, N_i), OVERWRITTEN
@@ -101,9 +103,11 @@ bool linear_multi_skinny_preferred(int64_t M, int64_t K, std::span<const LinearS
 // The plan the op uses for a shape on the current GPU.
 SkinnyPlan skinny_plan(int64_t M, int64_t K, std::span<const LinearSegment> segments);
 // The skinny kernel alone (the call must be supported), with `plan` or, when
-// null, skinny_plan's; tests and the tuning sweep call it directly.
+// null, skinny_plan's; tests and the tuning sweep call it directly. With an
+// active `rn` (norm_fold.h) each input row counts as scaled by its rstd:
+// the fp32 sums are scaled before the bias.
 void linear_forward_multi_skinny(const Ctx& ctx, Tensor in, std::span<const LinearSegment> segments,
-                                 const SkinnyPlan* plan = nullptr);
+                                 const SkinnyPlan* plan = nullptr, const RowNorm* rn = nullptr);
 // qkv_rope_kv_write's fused path (qkv_rope_kv_write.h): the skinny product of
 // q, k, v (segments 0, 1, 2; bf16 outputs of whole heads of D =
 // k_cache.shape[3]) whose epilogue rotates q and k and writes k and v to
@@ -114,7 +118,16 @@ void linear_forward_multi_skinny(const Ctx& ctx, Tensor in, std::span<const Line
 SkinnyPlan skinny_rope_plan(int64_t M, int64_t K, std::span<const LinearSegment> segments, int64_t head_dim);
 void linear_forward_multi_skinny_rope(const Ctx& ctx, Tensor in, std::span<const LinearSegment> qkv, Tensor k_cache,
                                       Tensor v_cache, Tensor positions, Tensor slot_mapping, float theta,
-                                      const SkinnyPlan& plan);
+                                      const SkinnyPlan& plan, const RowNorm* rn = nullptr);
+// linear_residual_fold's fused path (norm_fold.h): the skinny product of
+// in by weight into y whose epilogue adds res into sum, writes y = sum *
+// norm_weight and each row's sums of squares in parts of 32 columns into
+// ssq. Supported where the skinny kernel takes the product and y is bf16
+// rows of a multiple of 4, 8-byte aligned; the plan is skinny_plan's (or
+// `plan`).
+bool linear_residual_fold_supported(const Tensor& y, const Tensor& in, const Tensor& weight);
+void linear_residual_fold_skinny(const Ctx& ctx, Tensor sum, Tensor y, Tensor ssq, Tensor in, Tensor weight,
+                                 Tensor res, Tensor norm_weight, const SkinnyPlan* plan = nullptr);
 // The cuBLASLt path alone: cuda::linear_forward's GEMM per segment, or per
 // run of segments that can share a strided batch (see above). Returns the
 // number of groups run (a batch or a single segment), so that tests can tell

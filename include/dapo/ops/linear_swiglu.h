@@ -12,6 +12,7 @@
 #include <span>
 
 #include "dapo/ops/context.h"
+#include "dapo/ops/norm_fold.h"
 
 namespace dapo::ops {
 
@@ -22,10 +23,15 @@ namespace dapo::ops {
 //         their contents afterwards are unspecified (the fused path does not
 //         touch them).
 // h, gate and up must not overlap each other, in or the weights.
+// rn:     a folded norm of in's rows (norm_fold.h), or none: in is then y,
+//         and the op computes as if in were row_norm_apply(y); the CPU path
+//         and CUDA's unfused one apply it to `in` in place (its contents
+//         afterwards are unspecified), CUDA's fused one scales the products'
+//         fp32 sums by each row's rstd before rounding them.
 // CPU: f32 throughout, the two ops exactly. CUDA: bf16 in, weights and
 // outputs (or all f32: the two ops).
 void linear_swiglu_forward(const Ctx& ctx, Tensor h, Tensor gate, Tensor up, Tensor in, Tensor w_gate,
-                           Tensor w_up);
+                           Tensor w_up, const RowNorm& rn = {});
 
 namespace detail {
 // The shapes every backend requires: in (M, K), w_gate and w_up (I, K), h
@@ -35,7 +41,7 @@ void check_linear_swiglu(const Tensor& h, const Tensor& in, const Tensor& w_gate
 
 namespace cpu {
 void linear_swiglu_forward(const Ctx& ctx, Tensor h, Tensor gate, Tensor up, Tensor in, Tensor w_gate,
-                           Tensor w_up);
+                           Tensor w_up, const RowNorm& rn = {});
 }  // namespace cpu
 
 // CUDA builds only. The fused path (sm_90a builds; detail::linear_swiglu_fused
@@ -51,7 +57,7 @@ void linear_swiglu_forward(const Ctx& ctx, Tensor h, Tensor gate, Tensor up, Ten
 // has finished).
 namespace cuda {
 void linear_swiglu_forward(const Ctx& ctx, Tensor h, Tensor gate, Tensor up, Tensor in, Tensor w_gate,
-                           Tensor w_up);
+                           Tensor w_up, const RowNorm& rn = {});
 
 namespace detail {
 // The fused launch's tile: h columns (gate rows, and as many up rows) per CTA,
@@ -72,7 +78,7 @@ std::span<const int> linear_swiglu_widths();
 // The fused kernel alone (the call must be supported) with `plan` or, when
 // null, linear_swiglu_plan's.
 void linear_swiglu_fused(const Ctx& ctx, Tensor h, Tensor in, Tensor w_gate, Tensor w_up,
-                         const SwigluPlan* plan = nullptr);
+                         const SwigluPlan* plan = nullptr, const RowNorm* rn = nullptr);
 }  // namespace detail
 }  // namespace cuda
 

@@ -16,6 +16,7 @@
 
 #include "dapo/ops/context.h"
 #include "dapo/ops/linear_multi.h"
+#include "dapo/ops/norm_fold.h"
 
 namespace dapo::ops {
 
@@ -29,10 +30,15 @@ namespace dapo::ops {
 // positions:    (T) i32, each token's position in its sequence.
 // slot_mapping: (T) i32.
 // theta:        the RoPE base (> 0).
+// rn:           a folded norm of in's rows (norm_fold.h), or none: in is then
+//               y, and the op computes as if in were row_norm_apply(y); the
+//               CPU path and CUDA's unfused one apply it to `in` in place
+//               (its contents afterwards are unspecified), CUDA's fused one
+//               scales the products' fp32 sums instead.
 // Aliasing and dtypes as the two ops': CPU f32, CUDA bf16 in, weights,
 // outputs and caches.
 void qkv_rope_kv_write(const Ctx& ctx, Tensor in, std::span<const LinearSegment> qkv, Tensor k_cache,
-                       Tensor v_cache, Tensor positions, Tensor slot_mapping, float theta);
+                       Tensor v_cache, Tensor positions, Tensor slot_mapping, float theta, const RowNorm& rn = {});
 
 namespace detail {
 // The three outputs as heads: q (T, Hq, D), k and v (T, Hkv, D), D and Hkv
@@ -45,7 +51,7 @@ QkvHeads qkv_heads(std::span<const LinearSegment> qkv, const Tensor& k_cache);
 
 namespace cpu {
 void qkv_rope_kv_write(const Ctx& ctx, Tensor in, std::span<const LinearSegment> qkv, Tensor k_cache,
-                       Tensor v_cache, Tensor positions, Tensor slot_mapping, float theta);
+                       Tensor v_cache, Tensor positions, Tensor slot_mapping, float theta, const RowNorm& rn = {});
 }  // namespace cpu
 
 // CUDA builds only: one launch (the skinny kernel with the RoPE + cache
@@ -53,7 +59,7 @@ void qkv_rope_kv_write(const Ctx& ctx, Tensor in, std::span<const LinearSegment>
 // tiles that hold whole heads (detail::skinny_rope_plan), else the two ops.
 namespace cuda {
 void qkv_rope_kv_write(const Ctx& ctx, Tensor in, std::span<const LinearSegment> qkv, Tensor k_cache,
-                       Tensor v_cache, Tensor positions, Tensor slot_mapping, float theta);
+                       Tensor v_cache, Tensor positions, Tensor slot_mapping, float theta, const RowNorm& rn = {});
 }  // namespace cuda
 
 }  // namespace dapo::ops

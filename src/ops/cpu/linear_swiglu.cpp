@@ -8,8 +8,9 @@
 namespace dapo::ops::cpu {
 
 void linear_swiglu_forward(const Ctx& ctx, Tensor h, Tensor gate, Tensor up, Tensor in, Tensor w_gate,
-                           Tensor w_up) {
+                           Tensor w_up, const RowNorm& rn) {
   ops::detail::check_linear_swiglu(h, in, w_gate, w_up);
+  if (rn.active()) cpu::row_norm_apply(ctx, in, rn);
   const LinearSegment segs[] = {{gate, w_gate, Tensor{}}, {up, w_up, Tensor{}}};
   cpu::linear_forward_multi(ctx, in, segs);
   cpu::swiglu_forward(ctx, h, gate, up);
