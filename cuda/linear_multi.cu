@@ -1025,6 +1025,29 @@ detail::SkinnyPlan tma_plan(int64_t M, int64_t K, std::span<const LinearSegment>
   return best;
 }
 
+// linear_residual_fold's plan: from 65 to 128 rows, TMA tiles of 64 x 64
+// with 4 K splits where those CTAs run in one wave, else skinny_plan's. In
+// the H100 0.5B decode step (128 rows) against skinny_plan's: o_proj 64 x 64
+// wgmma tiles -> TMA 64 x 64 x 4 splits, the step 1.325 -> 1.305 ms; down
+// TMA 64 x 128 -> 64 x 64, 1.325 -> 1.314 (the other tiles and split counts
+// swept were slower: 64 x 128, 128 x 64, 128 x 128 tiles, 2, 7 or 8 splits).
+// At the 1.5B shapes those CTAs do not fit in one wave (o: 2.86 ms against
+// 2.80 with skinny_plan's).
+detail::SkinnyPlan fold_plan(int64_t M, int64_t K, std::span<const LinearSegment> segs) {
+  if (kWgmmaBuilt && M > 64 && M <= 128) {
+    const int64_t k_blocks = ceil_div(K, kBK);
+    const int64_t splits = ceil_div(k_blocks, k_blocks_per_split(k_blocks, 4));
+    const int64_t tiles = weight_tiles(segs, 64) * ceil_div(M, 64);
+    if (splits == 4 && tiles * splits <= sm_count()) {
+      detail::SkinnyPlan p;
+      p.config = kTma64x64;
+      p.splits = 4;
+      return p;
+    }
+  }
+  return detail::skinny_plan(M, K, segs);
+}
+
 // One launch of the kernel over checked arguments with plan p; with `rope`,
 // segments 0, 1, 2 are q, k, v of qkv_rope_kv_write's epilogue.
 template <class E>
@@ -1300,7 +1323,7 @@ void linear_residual_fold_skinny(const Ctx& ctx, Tensor sum, Tensor y, Tensor ss
   e.norm_weight = static_cast<const bf16_t*>(norm_weight.data);
   e.ssq = ssq.ptr<float>();
   e.parts = int32_t(norm_fold_parts(weight.shape[0]));
-  run_skinny(ctx, in, seg, plan != nullptr ? *plan : skinny_plan(M, K, seg), e, nullptr);
+  run_skinny(ctx, in, seg, plan != nullptr ? *plan : fold_plan(M, K, seg), e, nullptr);
 }
 
 int linear_forward_multi_cublaslt(const Ctx& ctx, Tensor in, std::span<const LinearSegment> segments) {

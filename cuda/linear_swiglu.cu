@@ -50,10 +50,15 @@ struct SwigluTile {
   static constexpr int CW = CW_;       // consumer warpgroups
   static constexpr int BM = 64 * CW;
   static constexpr int kConsumerThreads = 128 * CW;
-  // + the producer warp + a warp that computes the rows' rstd under a
-  // folded norm while the products run (loading them in the consumers
-  // before their first product cost the 0.5B product 1.9 us at 128 rows).
-  static constexpr int kThreads = kConsumerThreads + 64;
+  // + the producer warp, and in a DEEP tile a warp that computes the rows'
+  // rstd under a folded norm while the products run (loading them in the
+  // consumers before their first product cost the 0.5B product 1.9 us at
+  // 128 rows). Two CTAs an SM have no registers to spare for that warp
+  // (1.5B decode step 2.65 -> 2.80 ms), and the producer warp's idle lanes
+  // slow its TMA issue (2.65 -> 3.01): those tiles take no RowNorm (the
+  // host applies it to the input first).
+  static constexpr bool kRstdWarp = DEEP_;
+  static constexpr int kThreads = kConsumerThreads + (kRstdWarp ? 64 : 32);
   static constexpr int kInBytes = BM * 128;
   static constexpr int kStageBytes = (BM + BN) * 128;
   // As many stages as fit in 112 KB (two CTAs an SM) or, DEEP, 160 KB (one:
@@ -124,7 +129,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     }
     return;  // the consumers wait for every box it asked for
   }
-  if (warp == 4 * C::CW + 1) {
+  if (warp == 4 * C::CW + 1) {  // kRstdWarp only
     if (a.rn_ssq != nullptr) {
       float* rstd_s = reinterpret_cast<float*>(smem + C::kRstdOffset);
       const int toks = min(C::BM, a.M - m0);
@@ -295,6 +300,11 @@ void linear_swiglu_fused(const Ctx& ctx, Tensor h, Tensor in, Tensor w_gate, Ten
   const int64_t M = in.shape[0], K = in.shape[1], I = w_gate.shape[0];
   if (M == 0 || I == 0) return;
   const SwigluPlan p = plan != nullptr ? *plan : linear_swiglu_plan(M, K, I);
+  // Tiles without the rstd warp (two CTAs an SM) get the rows normed first.
+  if (rn != nullptr && rn->active() && !p.deep) {
+    cuda::row_norm_apply(ctx, in, *rn);
+    rn = nullptr;
+  }
   auto launch = [&](auto t) {
     using C = decltype(t);
     SwigluArgs a{};

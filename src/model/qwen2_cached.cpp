@@ -90,7 +90,7 @@ void Qwen2Model::forward_cached(const ops::Ctx& ctx, Arena& act, const KvCache& 
   // Norms folded into the products around them where that is faster (a
   // decode step's few rows on CUDA, norm_fold.h); not at tp > 1, where an
   // all-reduce sits between the row-parallel products and the norm.
-  const bool fold = tp_.size() == 1 && ops::norm_fold_preferred(ctx, N);
+  const bool fold = tp_.size() == 1 && ops::norm_fold_preferred(ctx, N, dims_.C, dims_.il);
   a.ssq2 = fold ? b.ssq_post : Tensor{};
   for (int64_t l = 0; l < dims_.L; ++l) {
     const detail::CacheStep step{cache.k[size_t(l)],  cache.v[size_t(l)],  batch.slot_mapping,

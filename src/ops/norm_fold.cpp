@@ -50,6 +50,14 @@ void row_norm_apply(const Ctx& ctx, Tensor x, const RowNorm& rn) {
   DAPO_DISPATCH(ctx, row_norm_apply, x, rn);
 }
 
-bool norm_fold_preferred(const Ctx& ctx, int64_t M) { return ctx.backend != Backend::cpu && M >= 1 && M <= 128; }
+bool norm_fold_preferred(const Ctx& ctx, int64_t M, int64_t C, int64_t I) {
+  if (ctx.backend == Backend::cpu) return false;
+#ifdef DAPO_WITH_CUDA
+  return cuda::detail::norm_fold_preferred(M, C, I);
+#else
+  (void)M, (void)C, (void)I;
+  return false;
+#endif
+}
 
 }  // namespace dapo::ops

@@ -122,7 +122,7 @@ TEST(NormFold, ConsumersTakeTheRowNorm) {
 }
 
 TEST(NormFold, TheCpuNeverPrefersFolding) {
-  for (int64_t M : {1, 64, 128, 1000}) EXPECT_FALSE(ops::norm_fold_preferred(test::cpu_ctx(), M));
+  for (int64_t M : {1, 64, 128, 1000}) EXPECT_FALSE(ops::norm_fold_preferred(test::cpu_ctx(), M, 896, 4864));
 }
 
 TEST(NormFoldDeathTest, BadShapesAreRefused) {

@@ -123,8 +123,9 @@ void linear_forward_multi_skinny_rope(const Ctx& ctx, Tensor in, std::span<const
 // in by weight into y whose epilogue adds res into sum, writes y = sum *
 // norm_weight and each row's sums of squares in parts of 32 columns into
 // ssq. Supported where the skinny kernel takes the product and y is bf16
-// rows of a multiple of 4, 8-byte aligned; the plan is skinny_plan's (or
-// `plan`).
+// rows of a multiple of 4, 8-byte aligned; the plan is skinny_plan's, or
+// from 65 to 128 rows TMA tiles of 64 x 64 with 4 K splits where those fit
+// in one wave (measured in the decode step: linear_multi.cu), or `plan`.
 bool linear_residual_fold_supported(const Tensor& y, const Tensor& in, const Tensor& weight);
 void linear_residual_fold_skinny(const Ctx& ctx, Tensor sum, Tensor y, Tensor ssq, Tensor in, Tensor weight,
                                  Tensor res, Tensor norm_weight, const SkinnyPlan* plan = nullptr);

@@ -27,7 +27,9 @@ namespace dapo::ops {
 //         and the op computes as if in were row_norm_apply(y); the CPU path
 //         and CUDA's unfused one apply it to `in` in place (its contents
 //         afterwards are unspecified), CUDA's fused one scales the products'
-//         fp32 sums by each row's rstd before rounding them.
+//         fp32 sums by each row's rstd before rounding them (a deep tile's
+//         spare warp computes the rstd; other tiles get the rows normed
+//         in place first).
 // CPU: f32 throughout, the two ops exactly. CUDA: bf16 in, weights and
 // outputs (or all f32: the two ops).
 void linear_swiglu_forward(const Ctx& ctx, Tensor h, Tensor gate, Tensor up, Tensor in, Tensor w_gate,

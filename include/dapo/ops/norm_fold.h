@@ -64,11 +64,15 @@ void linear_residual_fold(const Ctx& ctx, Tensor sum, Tensor y, Tensor ssq, Tens
 // fused kernel cannot take a RowNorm; rn must be active.
 void row_norm_apply(const Ctx& ctx, Tensor x, const RowNorm& rn);
 
-// Whether the decode step should fold its norms at M rows on this backend:
-// where the products take them in their epilogues (CUDA, up to 128 rows,
-// tp = 1 decided by the caller); never on the CPU, whose norm costs nothing
-// next to its products.
-bool norm_fold_preferred(const Ctx& ctx, int64_t M);
+// Whether a decode step of M rows of a model with hidden size C and MLP
+// width I (this rank's) should fold its norms on this backend (tp = 1 is
+// the caller's to decide). Never on the CPU, whose norm costs nothing next
+// to its products. On CUDA where it was measured faster (H100, decode graph
+// at 128 rows): where gate/up's fused tile has the rstd warp (one CTA an SM)
+// and, above 64 rows, o_proj's fold runs in one wave (Qwen2.5-0.5B: 1.33 ->
+// 1.30 ms). Not elsewhere: at the 1.5B shape the folded products were
+// slower than the norms they replaced (2.66 -> 2.83 ms).
+bool norm_fold_preferred(const Ctx& ctx, int64_t M, int64_t C, int64_t I);
 
 namespace detail {
 // The shapes every backend requires (fails naming the tensor).
@@ -85,6 +89,9 @@ void row_norm_apply(const Ctx& ctx, Tensor x, const RowNorm& rn);
 }  // namespace cpu
 
 namespace cuda {
+namespace detail {
+bool norm_fold_preferred(int64_t M, int64_t C, int64_t I);
+}  // namespace detail
 void linear_residual_fold(const Ctx& ctx, Tensor sum, Tensor y, Tensor ssq, Tensor in, Tensor weight, Tensor res,
                           Tensor norm_weight);
 void row_norm_apply(const Ctx& ctx, Tensor x, const RowNorm& rn);
