@@ -79,10 +79,8 @@ struct SkinnyArgs {
   int32_t lookahead;   // k-blocks past the pipeline's first ones asked of L2 before the wait
   int8_t l2_prefetch;  // weight loads prefetch 256-byte blocks into L2
   // A folded norm of the input rows (norm_fold.h): every output of row m is
-  // scaled by its rstd before the bias. rn_ssq null: none.
-  const float* rn_ssq;
-  int32_t rn_parts;
-  float rn_inv_c, rn_eps;
+  // scaled by its rstd before the bias. rn.ssq null: none.
+  RowNormArgs rn;
 };
 
 // The kernel's epilogue: the product alone, or (qkv_rope_kv_write) RoPE on
@@ -216,7 +214,7 @@ struct Tile {
   // TMA: the full and empty mbarriers of each stage after the pipeline (the
   // output tile reuses the stages, never the barriers).
   static constexpr int kBarrierOffset = (kPipeSmem + 1023) / 1024 * 1024;
-  // Each input row's rstd under a folded norm (SkinnyArgs::rn_ssq), past
+  // Each input row's rstd under a folded norm (SkinnyArgs::rn), past
   // everything else: the output tile reuses the stages, never this.
   static constexpr int kRstdOffset = ((kTma ? kBarrierOffset + 16 * STAGES : kPipeSmem) + 15) / 16 * 16;
   static constexpr int kSmem = kRstdOffset + BM * 4;
@@ -381,12 +379,12 @@ __device__ __forceinline__ void split_k_epilogue(const SkinnyArgs& a, const Segm
   // The rows' rstd under a folded norm: the TMA kernel's idle producer
   // threads computed them during the products; here, the other kernel's.
   const float* rstd_s = reinterpret_cast<const float*>(smem + C::kRstdOffset);
-  const bool scaled = a.rn_ssq != nullptr;
+  const bool scaled = a.rn.ssq != nullptr;
   if constexpr (!C::kTma) {
     if (scaled)
       for (int t = tid; t < toks; t += C::kThreads)
         reinterpret_cast<float*>(smem + C::kRstdOffset)[t] =
-            row_rstd(a.rn_ssq, a.rn_parts, m0 + t, a.rn_inv_c, a.rn_eps);
+            row_rstd(a.rn, m0 + t);
   }
   const cg::cluster_group cluster = cg::this_cluster();
   cluster.sync();  // every split's tile is staged
@@ -673,12 +671,12 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
         tma_load_2d(sw, &maps.weight[seg], k, n0, bar);
         tma_load_2d(sw + C::BN * 128, &maps.in, k, m0, bar);
       }
-    } else if (a.rn_ssq != nullptr && warp > C::WN) {
+    } else if (a.rn.ssq != nullptr && warp > C::WN) {
       // The other producer warps: the rows' rstd under a folded norm while
       // the products run (the epilogue reads them after the barrier below).
       float* rstd_s = reinterpret_cast<float*>(smem + C::kRstdOffset);
       for (int t = tid - C::kConsumerThreads - 32; t < toks; t += 96)
-        rstd_s[t] = row_rstd(a.rn_ssq, a.rn_parts, m0 + t, a.rn_inv_c, a.rn_eps);
+        rstd_s[t] = row_rstd(a.rn, m0 + t);
     }
   } else {
     // Consumers: warpgroup g multiplies weight rows 64g.. of the tile by every
@@ -1092,14 +1090,7 @@ void run_skinny(const Ctx& ctx, const Tensor& in, std::span<const LinearSegment>
   a.k_blocks = int32_t(k_blocks);
   a.l2_prefetch = p.l2_prefetch;
   a.lookahead = int32_t(std::clamp(p.lookahead, 0, 64));
-  if (rn != nullptr && rn->active()) {
-    ops::detail::check_row_norm(*rn, M, K, "linear_forward_multi");
-    check_device(ctx, rn->ssq, "row-norm ssq");
-    a.rn_ssq = rn->ssq.ptr<float>();
-    a.rn_parts = int32_t(norm_fold_parts(K));
-    a.rn_inv_c = 1.0f / float(K);
-    a.rn_eps = rn->eps;
-  }
+  a.rn = row_norm_args(ctx, rn, M, K, "linear_forward_multi");
 
   auto launch = [&](auto kernel, auto t, const auto&... args) {
     using C = decltype(t);

@@ -76,10 +76,7 @@ struct SwigluArgs {
   bf16_t* h;  // (M, I)
   int32_t M, I, m_tiles, k_blocks;
   int8_t pair_store;  // two adjacent h values go as one 4-byte store
-  // A folded norm of the input rows (norm_fold.h); rn_ssq null: none.
-  const float* rn_ssq;
-  int32_t rn_parts;
-  float rn_inv_c, rn_eps;
+  RowNormArgs rn;  // a folded norm of the input rows (norm_fold.h); rn.ssq null: none
 };
 
 // The boxes: input rows (M x K in boxes of 64 x BM), gate and up (I x K in
@@ -130,12 +127,12 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     return;  // the consumers wait for every box it asked for
   }
   if (warp == 4 * C::CW + 1) {  // kRstdWarp only
-    if (a.rn_ssq != nullptr) {
+    if (a.rn.ssq != nullptr) {
       float* rstd_s = reinterpret_cast<float*>(smem + C::kRstdOffset);
       const int toks = min(C::BM, a.M - m0);
 #pragma unroll 4
       for (int t = lane; t < toks; t += 32)
-        rstd_s[t] = row_rstd(a.rn_ssq, a.rn_parts, m0 + t, a.rn_inv_c, a.rn_eps);
+        rstd_s[t] = row_rstd(a.rn, m0 + t);
       named_barrier_arrive(1, C::kConsumerThreads + 32);  // the consumers read them after their products
     }
     return;
@@ -164,7 +161,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   }
   wgmma_wait<0>();
   float rs[2] = {1.0f, 1.0f};
-  if (a.rn_ssq != nullptr) {
+  if (a.rn.ssq != nullptr) {
     named_barrier_sync(1, C::kConsumerThreads + 32);
     const float* rstd_s = reinterpret_cast<const float*>(smem + C::kRstdOffset);
     const int r0 = wg * 64 + (warp & 3) * 16 + (lane >> 2);
@@ -314,14 +311,7 @@ void linear_swiglu_fused(const Ctx& ctx, Tensor h, Tensor in, Tensor w_gate, Ten
     a.m_tiles = int32_t(ceil_div(M, C::BM));
     a.k_blocks = int32_t(ceil_div(K, kBK));
     a.pair_store = I % 2 == 0;
-    if (rn != nullptr && rn->active()) {
-      ops::detail::check_row_norm(*rn, M, K, "linear_swiglu_forward");
-      check_device(ctx, rn->ssq, "row-norm ssq");
-      a.rn_ssq = rn->ssq.ptr<float>();
-      a.rn_parts = int32_t(norm_fold_parts(K));
-      a.rn_inv_c = 1.0f / float(K);
-      a.rn_eps = rn->eps;
-    }
+    a.rn = row_norm_args(ctx, rn, M, K, "linear_swiglu_forward");
     SwigluMaps maps{};
     maps.in = tma_box_map_bf16(in.data, M, K, C::BM);
     maps.gate = tma_box_map_bf16(w_gate.data, I, K, C::COLS);

@@ -8,6 +8,9 @@
 
 #include <cstdint>
 
+#include "common.cuh"
+#include "dapo/ops/norm_fold.h"
+
 namespace dapo::ops::cuda_detail {
 
 // rstd of row m from ssq (M, P): 1 / sqrt((ssq[m][0] + ... + ssq[m][P-1]) * inv_c + eps),
@@ -39,6 +42,31 @@ __device__ __forceinline__ float row_rstd(const float* ssq, int P, int m, float 
     }
   }
   return 1.0f / sqrtf(__fmaf_rn(total, inv_c, eps));
+}
+
+// A RowNorm as a kernel argument. ssq null: none.
+struct RowNormArgs {
+  const float* ssq;  // (M, parts)
+  int32_t parts;
+  float inv_c, eps;
+};
+
+// The kernel argument of an optional RowNorm over M rows of K columns (its
+// shape checked for `op`); null ssq when rn is null or inactive.
+inline RowNormArgs row_norm_args(const Ctx& ctx, const RowNorm* rn, int64_t M, int64_t K, const char* op) {
+  RowNormArgs a{};
+  if (rn == nullptr || !rn->active()) return a;
+  ops::detail::check_row_norm(*rn, M, K, op);
+  check_device(ctx, rn->ssq, "row-norm ssq");
+  a.ssq = rn->ssq.ptr<float>();
+  a.parts = int32_t(norm_fold_parts(K));
+  a.inv_c = 1.0f / float(K);
+  a.eps = rn->eps;
+  return a;
+}
+
+__device__ __forceinline__ float row_rstd(const RowNormArgs& rn, int m) {
+  return row_rstd(rn.ssq, rn.parts, m, rn.inv_c, rn.eps);
 }
 
 // A named barrier between a CTA's warp that computes rows' rstd, which
