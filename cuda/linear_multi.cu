@@ -378,13 +378,11 @@ __device__ __forceinline__ void split_k_epilogue(const SkinnyArgs& a, const Segm
   }
   // The rows' rstd under a folded norm: the TMA kernel's idle producer
   // threads computed them during the products; here, the other kernel's.
-  const float* rstd_s = reinterpret_cast<const float*>(smem + C::kRstdOffset);
+  float* rstd_s = reinterpret_cast<float*>(smem + C::kRstdOffset);
   const bool scaled = a.rn.ssq != nullptr;
   if constexpr (!C::kTma) {
     if (scaled)
-      for (int t = tid; t < toks; t += C::kThreads)
-        reinterpret_cast<float*>(smem + C::kRstdOffset)[t] =
-            row_rstd(a.rn, m0 + t);
+      for (int t = tid; t < toks; t += C::kThreads) rstd_s[t] = row_rstd(a.rn, m0 + t);
   }
   const cg::cluster_group cluster = cg::this_cluster();
   cluster.sync();  // every split's tile is staged
@@ -1032,22 +1030,18 @@ detail::SkinnyPlan tma_plan(int64_t M, int64_t K, std::span<const LinearSegment>
 // At the 1.5B shapes those CTAs do not fit in one wave (o: 2.86 ms against
 // 2.80 with skinny_plan's).
 detail::SkinnyPlan fold_plan(int64_t M, int64_t K, std::span<const LinearSegment> segs) {
-  if (kWgmmaBuilt && M > 64 && M <= 128) {
-    const int64_t k_blocks = ceil_div(K, kBK);
-    const int64_t splits = ceil_div(k_blocks, k_blocks_per_split(k_blocks, 4));
-    const int64_t tiles = weight_tiles(segs, 64) * ceil_div(M, 64);
-    if (splits == 4 && tiles * splits <= sm_count()) {
-      detail::SkinnyPlan p;
-      p.config = kTma64x64;
-      p.splits = 4;
-      return p;
-    }
+  if (detail::linear_residual_fold_one_wave(M, K, segs[0].weight.shape[0])) {
+    detail::SkinnyPlan p;
+    p.config = kTma64x64;
+    p.splits = 4;
+    return p;
   }
   return detail::skinny_plan(M, K, segs);
 }
 
-// One launch of the kernel over checked arguments with plan p; with `rope`,
-// segments 0, 1, 2 are q, k, v of qkv_rope_kv_write's epilogue.
+// One launch of the kernel over checked arguments with plan p and epilogue
+// E; under RopeEpilogue, segments 0, 1, 2 are q, k, v of
+// qkv_rope_kv_write's epilogue.
 template <class E>
 void run_skinny(const Ctx& ctx, const Tensor& in, std::span<const LinearSegment> segments, const detail::SkinnyPlan& p,
                 const E& epilogue, const RowNorm* rn) {
@@ -1285,6 +1279,13 @@ void linear_forward_multi_skinny_rope(const Ctx& ctx, Tensor in, std::span<const
   e.kv_row = int32_t(k_cache.shape[2] * D);
   e.inv_freq = rope_inv_freq(theta, D);
   run_skinny(ctx, in, qkv, plan, e, rn);
+}
+
+bool linear_residual_fold_one_wave(int64_t M, int64_t K, int64_t N) {
+  if (!kWgmmaBuilt || M <= 64 || M > 128) return false;
+  const int64_t k_blocks = ceil_div(K, kBK);
+  const int64_t splits = ceil_div(k_blocks, k_blocks_per_split(k_blocks, 4));
+  return splits == 4 && ceil_div(N, 64) * ceil_div(M, 64) * splits <= sm_count();
 }
 
 bool linear_residual_fold_supported(const Tensor& y, const Tensor& in, const Tensor& weight) {

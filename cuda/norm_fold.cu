@@ -65,9 +65,7 @@ void check_bf16(const Ctx& ctx, const Tensor& t, const char* name) {
 bool detail::norm_fold_preferred(int64_t M, int64_t C, int64_t I) {
   if (M < 1 || M > 128 || C % 4 != 0) return false;
   if (!detail::linear_swiglu_preferred(M, C, I) || !detail::linear_swiglu_plan(M, C, I).deep) return false;
-  if (M <= 64) return true;
-  const int64_t tiles = (C + 63) / 64 * ((M + 63) / 64);
-  return tiles * 4 <= sm_count();
+  return M <= 64 || detail::linear_residual_fold_one_wave(M, C, C);
 }
 
 void linear_residual_fold(const Ctx& ctx, Tensor sum, Tensor y, Tensor ssq, Tensor in, Tensor weight, Tensor res,

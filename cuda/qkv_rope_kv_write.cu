@@ -15,8 +15,9 @@ void qkv_rope_kv_write(const Ctx& ctx, Tensor in, std::span<const LinearSegment>
                        Tensor v_cache, Tensor positions, Tensor slot_mapping, float theta, const RowNorm& rn) {
   const ops::detail::QkvHeads h = ops::detail::qkv_heads(qkv, k_cache);
   const int64_t T = in.ndim == 2 ? in.shape[0] : 0, K = in.ndim == 2 ? in.shape[1] : 0, D = k_cache.shape[3];
-  bool fused = T > 0 && detail::linear_multi_skinny_supported(in, qkv) &&
-               detail::linear_multi_skinny_preferred(T, K, qkv) && D % 8 == 0 &&
+  const bool skinny = T > 0 && detail::linear_multi_skinny_supported(in, qkv) &&
+                      detail::linear_multi_skinny_preferred(T, K, qkv);
+  bool fused = skinny && D % 8 == 0 &&
                D / 2 <= cuda_detail::kRopeMaxHalf && k_cache.dtype == DType::bf16 && v_cache.dtype == DType::bf16 &&
                v_cache.same_shape(k_cache) && positions.dtype == DType::i32 && slot_mapping.dtype == DType::i32;
   for (const LinearSegment& s : qkv)
@@ -31,8 +32,7 @@ void qkv_rope_kv_write(const Ctx& ctx, Tensor in, std::span<const LinearSegment>
   }
   // Unfused: the skinny product still takes the row norm in its sums; cuBLASLt
   // gets the normed rows.
-  if (rn.active() && T > 0 && detail::linear_multi_skinny_supported(in, qkv) &&
-      detail::linear_multi_skinny_preferred(T, K, qkv))
+  if (rn.active() && skinny)
     detail::linear_forward_multi_skinny(ctx, in, qkv, nullptr, &rn);
   else {
     if (rn.active()) cuda::row_norm_apply(ctx, in, rn);

@@ -127,6 +127,9 @@ void linear_forward_multi_skinny_rope(const Ctx& ctx, Tensor in, std::span<const
 // from 65 to 128 rows TMA tiles of 64 x 64 with 4 K splits where those fit
 // in one wave (measured in the decode step: linear_multi.cu), or `plan`.
 bool linear_residual_fold_supported(const Tensor& y, const Tensor& in, const Tensor& weight);
+// Whether the fold of M rows by an (N, K) weight takes those one-wave TMA
+// tiles (norm_fold_preferred asks it of o_proj).
+bool linear_residual_fold_one_wave(int64_t M, int64_t K, int64_t N);
 void linear_residual_fold_skinny(const Ctx& ctx, Tensor sum, Tensor y, Tensor ssq, Tensor in, Tensor weight,
                                  Tensor res, Tensor norm_weight, const SkinnyPlan* plan = nullptr);
 // The cuBLASLt path alone: cuda::linear_forward's GEMM per segment, or per
