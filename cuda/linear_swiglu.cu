@@ -126,7 +126,10 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     }
     return;  // the consumers wait for every box it asked for
   }
-  if (warp == 4 * C::CW + 1) {  // kRstdWarp only
+  // Compiled into the DEEP tiles only: in the others the RowNorm code alone
+  // (never run there) took the 1.5B gate/up tile from 66 to 109 registers
+  // and its decode step's products from 662 to 784 us (H100).
+  if (C::kRstdWarp && warp == 4 * C::CW + 1) {
     if (a.rn.ssq != nullptr) {
       float* rstd_s = reinterpret_cast<float*>(smem + C::kRstdOffset);
       const int toks = min(C::BM, a.M - m0);
@@ -161,7 +164,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   }
   wgmma_wait<0>();
   float rs[2] = {1.0f, 1.0f};
-  if (a.rn.ssq != nullptr) {
+  if (C::kRstdWarp && a.rn.ssq != nullptr) {
     named_barrier_sync(1, C::kConsumerThreads + 32);
     const float* rstd_s = reinterpret_cast<const float*>(smem + C::kRstdOffset);
     const int r0 = wg * 64 + (warp & 3) * 16 + (lane >> 2);
