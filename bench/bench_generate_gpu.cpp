@@ -22,6 +22,7 @@
 // the GPU's idle time over the run (no kernel or copy on it: the host's
 // share of the critical path) and which kernels and copies it came before.
 // --no-launch-ahead: EngineOptions::launch_ahead off (on by default on GPUs; steps_ahead counts its steps).
+// --max-tokens: EngineOptions::max_batch_tokens (fixed load: batch x prompt, DAPO load: 8192).
 // Usage: bench_generate_gpu 0.5b [--batch 128 --prompt 256 --new 512] [--trace] [--no-launch-ahead]
 //        bench_generate_gpu 1.5b --dapo [--prompts 64 --n 16 --mean-len 800 --max-len 8192] [--profile]
 #include <algorithm>
@@ -99,7 +100,7 @@ int main(int argc, char** argv) {
   parallel::Runtime runtime(&argc, &argv);
   std::string size = "0.5b";
   int64_t batch = 128, prompt = 256, new_tokens = 512;
-  int64_t prompts = 64, n = 16, mean_len = 800, max_len = 8192, max_seqs = 256, max_tokens = 8192;
+  int64_t prompts = 64, n = 16, mean_len = 800, max_len = 8192, max_seqs = 256, max_tokens = 0;
   bool dapo_load = false, profile = false, trace = false, launch_ahead = true;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -136,6 +137,10 @@ int main(int argc, char** argv) {
 
   rollout::EngineOptions o;
   o.check_tp_agreement = false;
+  // Positions a step may prefill. The fixed load's default: every prompt in
+  // one step, as the peer's generate() prefills them (H100, 0.5B: 0.733 s
+  // in 4 steps of 8,192, 0.720 s in one of 32,768); the DAPO load's: 8,192.
+  if (max_tokens <= 0) max_tokens = dapo_load ? 8192 : batch * prompt;
   o.max_batch_tokens = max_tokens;
   o.launch_ahead = launch_ahead;
   rollout::SamplingOptions s;
@@ -202,13 +207,13 @@ int main(int argc, char** argv) {
         "\"prompt\": %lld, \"new\": %lld, \"tokens\": %lld, \"s\": %.3f, \"tok_s\": %.0f, "
         "\"roofline_tok_s_spec_bw\": %.0f, \"fraction_of_roofline_spec\": %.3f, \"copy_bw_gbs\": %.0f, "
         "\"roofline_tok_s_copy_bw\": %.0f, \"fraction_of_roofline_copy\": %.3f, \"steps\": %lld, "
-        "\"decode_step_ms\": %.3f, \"decode_enqueue_ms\": %.3f, \"prefill_s\": %.3f, \"decode_s\": %.3f, "
+        "\"max_batch_tokens\": %lld, \"decode_step_ms\": %.3f, \"decode_enqueue_ms\": %.3f, \"prefill_s\": %.3f, \"decode_s\": %.3f, "
         "\"host_s\": %.3f, "
         "\"decode_graphs\": %lld, \"padded_graph_steps\": %lld, \"graphs_captured_ahead\": %lld, "
         "\"graph_capture_s\": %.3f, \"steps_ahead\": %lld, \"kv_cache_gib\": %.2f, \"device_used_gib\": %.2f}\n",
         size.c_str(), gpu.name().c_str(), (long long)batch, (long long)prompt, (long long)new_tokens,
         (long long)tokens, st.seconds, tok_s, roof_spec, roof_spec > 0 ? tok_s / roof_spec : 0.0, bw_copy / 1e9,
-        roof_copy, tok_s / roof_copy, (long long)st.scheduler.steps,
+        roof_copy, tok_s / roof_copy, (long long)st.scheduler.steps, (long long)max_tokens,
         1e3 * st.decode_step_seconds / double(std::max<int64_t>(st.decode_steps, 1)),
         1e3 * (st.decode_step_seconds - st.decode_wait_seconds) / double(std::max<int64_t>(st.decode_steps, 1)),
         st.prefill_step_seconds,
