@@ -14,6 +14,13 @@
 //   - pdl_launch_dependents() may come any time after: the next kernel's CTAs
 //     launch once every CTA of this grid has started (or exited), so they
 //     only take SM slots this grid no longer needs.
+// Every kernel but paged attention's (main and merge) calls
+// pdl_launch_dependents() after its own pdl_wait(); so once a kernel runs,
+// every grid before its predecessor has completed, unless that predecessor
+// is paged attention. On that ground paged attention reads before its wait
+// what no grid since its predecessor's predecessor writes: the step's block
+// table and lengths, and the keys and values of the positions before the
+// step's new ones.
 // Both instructions are no-ops for a kernel launched without the attribute.
 // Results are unchanged: only when a kernel starts moves, not what it reads.
 #pragma once
