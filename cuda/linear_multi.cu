@@ -1122,7 +1122,7 @@ void run_skinny(const Ctx& ctx, const Tensor& in, std::span<const LinearSegment>
       } else if constexpr (!E::kFold) {
         launch(skinny_tma_kernel<C, E, true>, t, maps, epilogue);
       } else {
-        DAPO_CHECK(false, "linear_residual_fold: its input rows take no folded norm");
+        DAPO_FAIL("linear_residual_fold: its input rows take no folded norm");
       }
     } else {
       launch(skinny_gemm_kernel<C, E>, t, epilogue);
