@@ -31,8 +31,11 @@
 // hands out blocks to sequences that grow in lockstep) instead of b * W + j.
 // --bucket Cb: the step planned for contexts up to Cb >= C (an engine
 // graph's context bucket), the sequences still at C.
+// The head and the draw are fused (Qwen2Model::forward_cached_sample,
+// ops/lm_head_sample.h) where the engine fuses them ("fused_head" in the
+// JSON); --unfused: the head's logits, then sample_tokens, always.
 //   bench_decode_step_gpu [0.5b|1.5b|7b] [--batch 128] [--context 512] [--reps 20] [--by-grid] [--interleaved]
-//                         [--bucket Cb]
+//                         [--bucket Cb] [--unfused]
 #include <algorithm>
 #include <cstdio>
 #include <functional>
@@ -47,6 +50,7 @@
 #include "dapo/ops/copy.h"
 #include "dapo/ops/cuda_device.h"
 #include "dapo/ops/cuda_graph.h"
+#include "dapo/ops/lm_head_sample.h"
 #include "dapo/ops/op_profiler.h"
 #include "dapo/ops/sampling.h"
 #include "dapo/ops/step_io.h"
@@ -73,7 +77,7 @@ int main(int argc, char** argv) {
   parallel::Runtime runtime(&argc, &argv);
   std::string size = "0.5b";
   int64_t B = 128, C = 512, reps = 20, bucket = 0;
-  bool by_grid = false, interleaved = false;
+  bool by_grid = false, interleaved = false, unfused = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&] { return i + 1 < argc ? std::stoll(argv[++i]) : 0LL; };
@@ -83,6 +87,7 @@ int main(int argc, char** argv) {
     else if (a == "--by-grid") by_grid = true;
     else if (a == "--interleaved") interleaved = true;
     else if (a == "--bucket") bucket = next();
+    else if (a == "--unfused") unfused = true;
     else size = a;
   }
   if (ops::cuda_device_count() == 0) {
@@ -148,12 +153,18 @@ int main(int argc, char** argv) {
   const Tensor logits = logits_arena.alloc(DType::f32, {B, c.vocab_size});
 
   Arena act(model.cached_activation_bytes(B, B), Device::cuda, "activations");
-  Arena scratch(std::max(model.scratch_bytes(B, C, B, 1), ops::sample_tokens_gpu_scratch_bytes(B)), Device::cuda,
-                "scratch");
+  Arena scratch(std::max({model.scratch_bytes(B, C, B, 1), ops::sample_tokens_gpu_scratch_bytes(B),
+                           ops::lm_head_sample_scratch_bytes(B, c.vocab_size)}),
+                Device::cuda, "scratch");
   ops::Ctx ctx = gpu.ctx(&scratch);
   ops::SamplingParams sp;
   sp.seed = 1;
+  const bool fused_head = !unfused && model.cached_sample_preferred(ctx, sp);
   const auto step = [&](const ops::Ctx& x) {
+    if (fused_head) {
+      model.forward_cached_sample(x, act, cache, batch, {sampled, logprobs, Tensor{}, rng_streams, rng_counters, sp});
+      return;
+    }
     model.forward_cached(x, act, cache, batch, logits);
     ops::sample_tokens(x, sampled, logprobs, logits, Tensor{}, rng_streams, rng_counters, sp);
   };
@@ -254,13 +265,13 @@ int main(int argc, char** argv) {
   double ops_ms = 0;
   for (const auto& e : entries) ops_ms += e.ms / double(reps);
   std::printf("{\"bench\": \"decode_step_gpu\", \"model\": \"%s\", \"gpu\": \"%s\", \"batch\": %lld, \"context\": %lld, "
-              "\"bucket\": %lld, \"blocks\": \"%s\", "
+              "\"bucket\": %lld, \"blocks\": \"%s\", \"fused_head\": %s, "
               "\"graph_step_ms\": %.3f, \"tok_s\": %.0f, \"weight_mb\": %.1f, \"kv_mb\": %.1f, "
               "\"roofline_step_ms_spec_bw\": %.3f, \"fraction_of_roofline\": %.3f, \"step_with_h2d_ms\": %.3f, "
               "\"step_with_d2d_ms\": %.3f, \"step_with_d2h_ms\": %.3f, \"step_with_copies_ms\": %.3f, "
               "\"step_with_io_in_graph_ms\": %.3f, \"ops_sum_ms\": %.3f, \"ops\": [",
               size.c_str(), gpu.name().c_str(), (long long)B, (long long)C, (long long)Cb,
-              interleaved ? "interleaved" : "contiguous",
+              interleaved ? "interleaved" : "contiguous", fused_head ? "true" : "false",
               graph_ms, double(B) / graph_ms * 1e3,
               weight_bytes / 1e6, kv_bytes / 1e6, roof_ms, roof_ms > 0 ? roof_ms / graph_ms : 0.0, h2d_ms, d2d_ms,
               d2h_ms, all_ms, io_ms, ops_ms);

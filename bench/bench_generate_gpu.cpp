@@ -22,6 +22,7 @@
 // the GPU's idle time over the run (no kernel or copy on it: the host's
 // share of the critical path) and which kernels and copies it came before.
 // --no-launch-ahead: EngineOptions::launch_ahead off (on by default on GPUs; steps_ahead counts its steps).
+// --unfused-head: EngineOptions::fused_head off (the LM head's logits, then the sampler; "fused_head" in the JSON).
 // --max-tokens: EngineOptions::max_batch_tokens (fixed load: batch x prompt, DAPO load: 8192).
 // Usage: bench_generate_gpu 0.5b [--batch 128 --prompt 256 --new 512] [--trace] [--no-launch-ahead]
 //        bench_generate_gpu 1.5b --dapo [--prompts 64 --n 16 --mean-len 800 --max-len 8192] [--profile]
@@ -101,7 +102,7 @@ int main(int argc, char** argv) {
   std::string size = "0.5b";
   int64_t batch = 128, prompt = 256, new_tokens = 512;
   int64_t prompts = 64, n = 16, mean_len = 800, max_len = 8192, max_seqs = 256, max_tokens = 0;
-  bool dapo_load = false, profile = false, trace = false, launch_ahead = true;
+  bool dapo_load = false, profile = false, trace = false, launch_ahead = true, fused_head = true;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&] { return i + 1 < argc ? std::stoll(argv[++i]) : 0LL; };
@@ -118,6 +119,7 @@ int main(int argc, char** argv) {
     else if (a == "--profile") profile = true;
     else if (a == "--trace") trace = true;
     else if (a == "--no-launch-ahead") launch_ahead = false;
+    else if (a == "--unfused-head") fused_head = false;
     else size = a;
   }
   if (ops::cuda_device_count() == 0) {
@@ -143,6 +145,7 @@ int main(int argc, char** argv) {
   if (max_tokens <= 0) max_tokens = dapo_load ? 8192 : batch * prompt;
   o.max_batch_tokens = max_tokens;
   o.launch_ahead = launch_ahead;
+  o.fused_head = fused_head;
   rollout::SamplingOptions s;
   s.temperature = 1.0;
   s.seed = 1;
@@ -210,7 +213,7 @@ int main(int argc, char** argv) {
         "\"max_batch_tokens\": %lld, \"decode_step_ms\": %.3f, \"decode_enqueue_ms\": %.3f, \"prefill_s\": %.3f, \"decode_s\": %.3f, "
         "\"host_s\": %.3f, "
         "\"decode_graphs\": %lld, \"padded_graph_steps\": %lld, \"graphs_captured_ahead\": %lld, "
-        "\"graph_capture_s\": %.3f, \"steps_ahead\": %lld, \"kv_cache_gib\": %.2f, \"device_used_gib\": %.2f}\n",
+        "\"graph_capture_s\": %.3f, \"steps_ahead\": %lld, \"fused_head\": %s, \"kv_cache_gib\": %.2f, \"device_used_gib\": %.2f}\n",
         size.c_str(), gpu.name().c_str(), (long long)batch, (long long)prompt, (long long)new_tokens,
         (long long)tokens, st.seconds, tok_s, roof_spec, roof_spec > 0 ? tok_s / roof_spec : 0.0, bw_copy / 1e9,
         roof_copy, tok_s / roof_copy, (long long)st.scheduler.steps, (long long)max_tokens,
@@ -218,7 +221,8 @@ int main(int argc, char** argv) {
         1e3 * (st.decode_step_seconds - st.decode_wait_seconds) / double(std::max<int64_t>(st.decode_steps, 1)),
         st.prefill_step_seconds,
         st.decode_step_seconds, st.host_seconds, (long long)st.decode_graphs, (long long)st.padded_graph_steps,
-        (long long)st.graphs_captured_ahead, st.graph_capture_seconds, (long long)st.steps_ahead, double(st.kv_cache_bytes) / gib,
+        (long long)st.graphs_captured_ahead, st.graph_capture_seconds, (long long)st.steps_ahead,
+        st.fused_head ? "true" : "false", double(st.kv_cache_bytes) / gib,
         double(used_before) / gib);
   } else {
     std::vector<int64_t> lengths;
@@ -231,13 +235,15 @@ int main(int argc, char** argv) {
         "\"length_p90\": %lld, \"length_max\": %lld, \"s\": %.3f, \"tok_s\": %.0f, \"share_prefill_steps\": %.3f, "
         "\"share_decode_steps\": %.3f, \"share_host\": %.3f, \"steps\": %lld, \"preemptions\": %lld, "
         "\"decode_graphs\": %lld, \"padded_graph_steps\": %lld, \"graphs_captured_ahead\": %lld, "
-        "\"graph_capture_s\": %.3f, \"steps_ahead\": %lld, \"kv_cache_gib\": %.2f, \"tok_s_by_running\": {",
+        "\"graph_capture_s\": %.3f, \"steps_ahead\": %lld, \"fused_head\": %s, \"kv_cache_gib\": %.2f, "
+        "\"tok_s_by_running\": {",
         size.c_str(), gpu.name().c_str(), (long long)prompts, (long long)n, (long long)max_seqs, (long long)tokens,
         double(tokens) / double(out.num_responses()), (long long)pct(0.5), (long long)pct(0.9),
         (long long)lengths.back(), st.seconds, double(tokens) / st.seconds, st.prefill_step_seconds / st.seconds,
         st.decode_step_seconds / st.seconds, st.host_seconds / st.seconds, (long long)st.scheduler.steps,
         (long long)st.scheduler.preemptions, (long long)st.decode_graphs, (long long)st.padded_graph_steps,
-        (long long)st.graphs_captured_ahead, st.graph_capture_seconds, (long long)st.steps_ahead, double(st.kv_cache_bytes) / gib);
+        (long long)st.graphs_captured_ahead, st.graph_capture_seconds, (long long)st.steps_ahead,
+        st.fused_head ? "true" : "false", double(st.kv_cache_bytes) / gib);
     // One JSON object over the running-count buckets, largest first.
     auto print_by_running = [&](const char* fmt, auto value) {
       bool first = true;

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "dapo/ops/embedding.h"
+#include "dapo/ops/lm_head_sample.h"
 #include "dapo/ops/matmul.h"
 #include "dapo/ops/norm_fold.h"
 #include "dapo/ops/rmsnorm.h"
@@ -24,6 +25,27 @@ int64_t local_kv_heads(const Qwen2Config& c, int64_t tp_size) {
 void check_i32(const Tensor& t, int ndim, const char* what) {
   DAPO_CHECK(t.dtype == DType::i32 && t.ndim == ndim, what, " must be a ", ndim, "-d i32 tensor, got ",
              dtype_name(t.dtype), " ", t.shape_string());
+}
+
+// The batch's tensors describe N new tokens of B sequences, over a cache of
+// the model's L layers.
+void check_cached_batch(const CachedBatch& batch, const KvCache& cache, int64_t L) {
+  check_i32(batch.tokens, 1, "batch.tokens");
+  check_i32(batch.positions, 1, "batch.positions");
+  check_i32(batch.cu_seqlens_q, 1, "batch.cu_seqlens_q");
+  check_i32(batch.last_rows, 1, "batch.last_rows");
+  check_i32(batch.slot_mapping, 1, "batch.slot_mapping");
+  check_i32(batch.block_table, 2, "batch.block_table");
+  check_i32(batch.context_lens, 1, "batch.context_lens");
+  const int64_t N = batch.tokens.shape[0];
+  const int64_t B = batch.last_rows.shape[0];
+  DAPO_CHECK(batch.positions.shape[0] == N && batch.slot_mapping.shape[0] == N, "positions and slot_mapping need ",
+             N, " entries");
+  DAPO_CHECK(batch.cu_seqlens_q.shape[0] == B + 1 && batch.context_lens.shape[0] == B &&
+                 batch.block_table.shape[0] == B,
+             "cu_seqlens_q, context_lens and block_table must describe the ", B, " sequences of last_rows");
+  DAPO_CHECK(cache.k.size() == size_t(L) && cache.v.size() == size_t(L), "KV cache of ",
+             cache.k.size(), " layers for a model of ", L);
 }
 
 }  // namespace
@@ -49,29 +71,10 @@ KvCache allocate_kv_cache(Arena& arena, const Qwen2Config& config, int64_t tp_si
   return cache;
 }
 
-void Qwen2Model::forward_cached(const ops::Ctx& ctx, Arena& act, const KvCache& cache, const CachedBatch& batch,
-                                Tensor logits) const {
-  check_i32(batch.tokens, 1, "batch.tokens");
-  check_i32(batch.positions, 1, "batch.positions");
-  check_i32(batch.cu_seqlens_q, 1, "batch.cu_seqlens_q");
-  check_i32(batch.last_rows, 1, "batch.last_rows");
-  check_i32(batch.slot_mapping, 1, "batch.slot_mapping");
-  check_i32(batch.block_table, 2, "batch.block_table");
-  check_i32(batch.context_lens, 1, "batch.context_lens");
+void Qwen2Model::cached_hidden(const ops::Ctx& ctx, const KvCache& cache, const CachedBatch& batch,
+                               const detail::CachedBuffers& b) const {
   const int64_t N = batch.tokens.shape[0];
   const int64_t B = batch.last_rows.shape[0];
-  DAPO_CHECK(batch.positions.shape[0] == N && batch.slot_mapping.shape[0] == N, "positions and slot_mapping need ",
-             N, " entries");
-  DAPO_CHECK(batch.cu_seqlens_q.shape[0] == B + 1 && batch.context_lens.shape[0] == B &&
-                 batch.block_table.shape[0] == B,
-             "cu_seqlens_q, context_lens and block_table must describe the ", B, " sequences of last_rows");
-  DAPO_CHECK(cache.k.size() == size_t(dims_.L) && cache.v.size() == size_t(dims_.L), "KV cache of ",
-             cache.k.size(), " layers for a model of ", dims_.L);
-  DAPO_CHECK(logits.dtype == DType::f32 && logits.ndim == 2 && logits.shape[0] == B && (logits.shape[1] == dims_.V || logits.shape[1] == dims_.vl),
-             "forward_cached: logits ", logits.shape_string(), ", expected (", B, ", ", dims_.V, ") or this rank's (",
-             B, ", ", dims_.vl, ")");
-  const bool gathered = logits.shape[1] == dims_.V;
-
   int64_t max_context_len = batch.max_context_len;
   if (max_context_len <= 0) {
     DAPO_CHECK(batch.context_lens.device == Device::cpu, "a device batch must set max_context_len");
@@ -79,12 +82,9 @@ void Qwen2Model::forward_cached(const ops::Ctx& ctx, Arena& act, const KvCache& 
     for (int64_t i = 0; i < B; ++i) max_context_len = std::max<int64_t>(max_context_len, lens[i]);
   }
 
-  ArenaScope scope(act);
-  detail::Carver c(&act);
-  detail::CachedBuffers b = detail::carve_cached(c, dims_, N, B);
   embed(ctx, b.x, batch.tokens);
   const Tensor norm_w = params_.entry("model.norm.weight").compute;
-  LayerActivations& a = b.layer;
+  LayerActivations a = b.layer;
   a.x = b.x;
   if (dims_.L > 0) detail::norm_input(ctx, dims_, weights_[0], a);
   // Norms folded into the products around them where that is faster (a
@@ -110,6 +110,22 @@ void Qwen2Model::forward_cached(const ops::Ctx& ctx, Arena& act, const KvCache& 
   ops::embedding_forward(ctx, b.x_last, batch.last_rows, b.x, 0);
   ops::rmsnorm_forward(ctx, b.xn, b.rstd, b.x_last, norm_w, dims_.eps);
   parallel::copy_to_tp_forward(ctx, tp_, b.xn, b.xn);
+}
+
+void Qwen2Model::forward_cached(const ops::Ctx& ctx, Arena& act, const KvCache& cache, const CachedBatch& batch,
+                                Tensor logits) const {
+  check_cached_batch(batch, cache, dims_.L);
+  const int64_t N = batch.tokens.shape[0];
+  const int64_t B = batch.last_rows.shape[0];
+  DAPO_CHECK(logits.dtype == DType::f32 && logits.ndim == 2 && logits.shape[0] == B && (logits.shape[1] == dims_.V || logits.shape[1] == dims_.vl),
+             "forward_cached: logits ", logits.shape_string(), ", expected (", B, ", ", dims_.V, ") or this rank's (",
+             B, ", ", dims_.vl, ")");
+  const bool gathered = logits.shape[1] == dims_.V;
+
+  ArenaScope scope(act);
+  detail::Carver c(&act);
+  const detail::CachedBuffers b = detail::carve_cached(c, dims_, N, B);
+  cached_hidden(ctx, cache, batch, b);
   // This rank's shard, or at tp = 1 the whole vocabulary: straight from the
   // head (a gather through a temporary would copy B x V floats twice: 0.14
   // ms of a 1.6 ms decode step of Qwen2.5-0.5B at batch 128 on an H100).
@@ -119,6 +135,28 @@ void Qwen2Model::forward_cached(const ops::Ctx& ctx, Arena& act, const KvCache& 
   }
   ops::linear_forward(ctx, b.logits, b.xn, params_.lm_head().compute, Tensor{});
   parallel::gather_from_tp_forward(ctx, tp_, logits, b.logits);
+}
+
+void Qwen2Model::forward_cached_sample(const ops::Ctx& ctx, Arena& act, const KvCache& cache,
+                                       const CachedBatch& batch, const CachedSample& sample) const {
+  check_cached_batch(batch, cache, dims_.L);
+  DAPO_CHECK(tp_.size() == 1, "forward_cached_sample: tp = ", tp_.size(), " (the fused head samples the whole vocabulary)");
+  const int64_t N = batch.tokens.shape[0];
+  const int64_t B = batch.last_rows.shape[0];
+  ArenaScope scope(act);
+  detail::Carver c(&act);
+  const detail::CachedBuffers b = detail::carve_cached(c, dims_, N, B);
+  cached_hidden(ctx, cache, batch, b);
+  if (sample.tokens.numel() == 0) return;
+  ops::lm_head_sample(ctx, sample.tokens, sample.logprobs, b.xn, params_.lm_head().compute, sample.logit_rows,
+                      sample.rng_streams, sample.rng_counters, sample.params);
+}
+
+bool Qwen2Model::cached_sample_preferred(const ops::Ctx& ctx, const ops::SamplingParams& params) const {
+  if (tp_.size() != 1) return false;
+  const Tensor w = params_.lm_head().compute;
+  // The head's input rows have the weight's dtype and C columns.
+  return ops::lm_head_sample_preferred(ctx, Tensor(nullptr, w.dtype, {1, dims_.C}, w.device), w, params);
 }
 
 }  // namespace dapo::model

@@ -16,6 +16,7 @@
 #include "dapo/ops/kv_copy.h"
 #include "dapo/ops/copy.h"
 #include "dapo/ops/fill.h"
+#include "dapo/ops/lm_head_sample.h"
 #include "dapo/ops/sampling.h"
 #include "dapo/ops/step_io.h"
 #include "decode_graphs.h"
@@ -251,7 +252,8 @@ GenerationMemory generation_memory(const model::Qwen2Model::Plan& plan, int64_t 
   m.activations = plan.cached_activation_bytes(max_tokens, max_seqs);
   // The CPU sampler's per-thread row copies; the GPU's per-part sums.
   const size_t sampling = device == Device::cpu ? size_t(threads) * 8 * size_t(V) + 2 * Arena::kAlign
-                                                : ops::sample_tokens_gpu_scratch_bytes(max_seqs);
+                                                : std::max(ops::sample_tokens_gpu_scratch_bytes(max_seqs),
+                                                           ops::lm_head_sample_scratch_bytes(max_seqs, V));
   // Under tp, sample_tokens_tp's per-row search state (tp_sampling.h).
   const size_t sharded = tp > 1 ? size_t(max_seqs) * (4352 + 24 * size_t(tp)) + (size_t(1) << 16) : 0;
   m.scratch = std::max(plan.scratch_bytes(max_tokens, max_len, max_seqs, threads), sampling + sharded);
@@ -379,11 +381,22 @@ RolloutBatch GenerationEngine::generate(std::span<const PromptInput> prompts, co
 
   // Rows map to logits rows one for one, except where a prompt whose
   // prefill ends here is sampled n times from its one row.
-  auto sample = [&](int64_t rows, const Tensor& step_logits, const Tensor& rows_of, const StepViews& v) {
+  // Untruncated sampling at tp = 1 on the GPU: the head fused with the draw
+  // (ops/lm_head_sample.h), no logits in memory. Otherwise the logits, then
+  // the sampler.
+  const bool fused_head = options_.fused_head && model_.cached_sample_preferred(ctx, params);
+  stats_.fused_head = fused_head;
+  auto forward_sample = [&](int64_t rows, const Tensor& step_logits, const Tensor& rows_of, const StepViews& v) {
     const Tensor tokens(sampled, DType::i32, {rows}, device);
     const Tensor logprobs(sampled + max_seqs, DType::f32, {rows}, device);
     const Tensor streams(v.streams.data, DType::i64, {rows}, device);
     const Tensor counters(v.counters.data, DType::i64, {rows}, device);
+    if (fused_head) {
+      model_.forward_cached_sample(ctx, act, cache, v.batch, {tokens, logprobs, rows_of, streams, counters, params});
+      return;
+    }
+    model_.forward_cached(ctx, act, cache, v.batch, step_logits);
+    if (rows == 0) return;
     if (tp_size > 1)
       sample_tokens_tp(ctx, tp_, tokens, logprobs, step_logits, rows_of, streams, counters, params,
                        model_.dims().vocab_start);
@@ -406,8 +419,7 @@ RolloutBatch GenerationEngine::generate(std::span<const PromptInput> prompts, co
     const Tensor padded_logits(logits, DType::f32, {Bp, VL}, device);
     ops::CapturedGraph& graph = decode_graphs.add(Bp, Cp, ops::CapturedGraph::capture(ctx, [&] {
       ops::step_in(ctx, in);
-      model_.forward_cached(ctx, act, cache, v.batch, padded_logits);
-      sample(Bp, padded_logits, Tensor{}, v);
+      forward_sample(Bp, padded_logits, Tensor{}, v);
       ops::step_out(ctx, out);
     }));
     stats_.graph_capture_seconds += seconds_since(t_capture);
@@ -504,9 +516,8 @@ RolloutBatch GenerationEngine::generate(std::span<const PromptInput> prompts, co
       if (on_gpu) v.batch.fresh_max_seqlen = step.fresh_max_seqlen;
       run_copies(ctx, cache, step, v);
       const Tensor step_logits(logits, DType::f32, {B, VL}, device);
-      model_.forward_cached(ctx, act, cache, v.batch, step_logits);
+      forward_sample(R, step_logits, step.rows_are_chunks ? Tensor{} : v.logit_rows, v);
       if (R > 0) {
-        sample(R, step_logits, step.rows_are_chunks ? Tensor{} : v.logit_rows, v);
         const ops::StepOut out = readback_args(slot, R);
         ops::copy(ctx, out.host, out.device);
       }

@@ -32,6 +32,7 @@
 #include "dapo/model/activations.h"
 #include "dapo/model/param_store.h"
 #include "dapo/ops/context.h"
+#include "dapo/ops/sampling.h"
 #include "dapo/parallel/comm.h"
 
 namespace dapo::model {
@@ -39,6 +40,7 @@ namespace dapo::model {
 namespace detail {
 class Carver;
 struct InferenceBuffers;
+struct CachedBuffers;
 }
 
 struct ModelOptions {
@@ -152,6 +154,23 @@ class Qwen2Model {
   void forward_cached(const ops::Ctx& ctx, Arena& act, const KvCache& cache, const CachedBatch& batch,
                       Tensor logits) const;
 
+  // The same forward with the LM head fused into untruncated sampling
+  // (ops/lm_head_sample.h; tp = 1 only): the tokens and log-probs that
+  // forward_cached's logits and ops::sample_tokens would give, without the
+  // logits. tokens, logprobs, rng_streams, rng_counters: (R); logit_rows as
+  // sample_tokens' (rows over the B sequences of the batch). R = 0: the
+  // forward alone (a prefill chunk that samples nothing), no head.
+  struct CachedSample {
+    Tensor tokens, logprobs, logit_rows, rng_streams, rng_counters;
+    ops::SamplingParams params;
+  };
+  void forward_cached_sample(const ops::Ctx& ctx, Arena& act, const KvCache& cache, const CachedBatch& batch,
+                             const CachedSample& sample) const;
+  // Whether forward_cached_sample may and should replace forward_cached +
+  // sample_tokens for these sampling parameters on ctx's backend (tp = 1,
+  // ops::lm_head_sample_preferred).
+  bool cached_sample_preferred(const ops::Ctx& ctx, const ops::SamplingParams& params) const;
+
   // ---- memory planning -------------------------------------------------
   // Bytes of `act` that forward_train + backward need for T tokens (with
   // this model's recompute option), forward_logprob / forward_logits for T
@@ -205,6 +224,11 @@ class Qwen2Model {
  private:
   const parallel::Comm* kv_group() const;
   void embed(const ops::Ctx& ctx, Tensor x, Tensor tokens) const;
+  // forward_cached up to the head's input: every layer over the batch's new
+  // tokens (k/v into the cache), then model.norm of each sequence's last
+  // new token into b.xn (B, C), copied to the tp ranks.
+  void cached_hidden(const ops::Ctx& ctx, const KvCache& cache, const CachedBatch& batch,
+                     const detail::CachedBuffers& b) const;
   // Runs every layer over b.x in place, ending with model.norm into b.xn.
   void run_layers(const ops::Ctx& ctx, const detail::InferenceBuffers& b, const PackedBatch& batch,
                   int64_t max_seqlen, const Tensor& norm_w) const;

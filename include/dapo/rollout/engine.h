@@ -102,6 +102,13 @@ struct EngineOptions {
   // The same graphs either way, so the same bits (EngineGpu); H100, 0.5B
   // fixed load: 0.765 -> 0.756 s.
   bool capture_graphs_ahead = true;
+  // Untruncated sampling (temperature > 0, no top-k, no top-p) at tp = 1
+  // runs the LM head fused with the draw where the backend prefers it
+  // (Qwen2Model::forward_cached_sample, ops/lm_head_sample.h: CUDA sm_90a),
+  // without the logits in memory. false: the logits, then sample_tokens
+  // (for comparisons; the tokens agree except where a draw falls within
+  // rounding of a CDF boundary).
+  bool fused_head = true;
 };
 
 struct SamplingOptions {
@@ -171,6 +178,7 @@ struct GenerationStats {
   double decode_wait_seconds = 0;
   int64_t prefill_steps = 0;
   int64_t decode_steps = 0;
+  bool fused_head = false;         // the head ran fused with the draw (EngineOptions::fused_head)
   int64_t steps_ahead = 0;        // decode steps launched while the step before them ran (launch_ahead)
   int64_t decode_graphs = 0;      // CUDA graphs captured (one per batch and context bucket met)
   // Decode steps that replayed a larger batch bucket's graph while their own

@@ -1,0 +1,21 @@
+// CPU lm_head_sample: the composition it stands for, the head into f32
+// logits in ctx.scratch, then sample_tokens.
+#include "dapo/ops/lm_head_sample.h"
+
+#include "dapo/core/arena.h"
+#include "dapo/ops/matmul.h"
+
+namespace dapo::ops::cpu {
+
+void lm_head_sample(const Ctx& ctx, Tensor tokens, Tensor logprobs, Tensor hidden, Tensor weight, Tensor logit_rows,
+                    Tensor rng_streams, Tensor rng_counters, const SamplingParams& p) {
+  detail::check_lm_head_sample(tokens, logprobs, hidden, weight, logit_rows, rng_streams, rng_counters, p);
+  DAPO_CHECK(ctx.scratch != nullptr, "lm_head_sample needs ctx.scratch (4 * B * V bytes and sample_tokens')");
+  const int64_t B = hidden.shape[0], V = weight.shape[0];
+  ArenaScope scope(*ctx.scratch);
+  Tensor logits = ctx.scratch->alloc(DType::f32, {B, V});
+  cpu::linear_forward(ctx, logits, hidden, weight, Tensor{});
+  cpu::sample_tokens(ctx, tokens, logprobs, logits, logit_rows, rng_streams, rng_counters, p);
+}
+
+}  // namespace dapo::ops::cpu

@@ -1,0 +1,67 @@
+// Backend dispatch of the LM head fused with sampling, and the rules every
+// backend shares.
+#include "dapo/ops/lm_head_sample.h"
+
+#include <cmath>
+
+#include "dapo/core/arena.h"
+#include "dapo/ops/dispatch.h"
+
+namespace dapo::ops {
+
+int64_t detail::check_lm_head_sample(const Tensor& tokens, const Tensor& logprobs, const Tensor& hidden,
+                                     const Tensor& weight, const Tensor& logit_rows, const Tensor& rng_streams,
+                                     const Tensor& rng_counters, const SamplingParams& p) {
+  DAPO_CHECK(hidden.ndim == 2 && weight.ndim == 2 && hidden.shape[1] == weight.shape[1],
+             "lm_head_sample: hidden ", hidden.shape_string(), " and weight ", weight.shape_string(),
+             " must be (B, C) and (V, C)");
+  DAPO_CHECK(hidden.dtype == weight.dtype, "lm_head_sample: hidden is ", dtype_name(hidden.dtype), ", weight ",
+             dtype_name(weight.dtype));
+  const int64_t B = hidden.shape[0], V = weight.shape[0];
+  DAPO_CHECK(V >= 1 && V <= (int64_t(1) << 30), "lm_head_sample: vocabulary of ", V);
+  const int64_t R = tokens.numel();
+  DAPO_CHECK_SHAPE(tokens, {R});
+  DAPO_CHECK_SHAPE(logprobs, {R});
+  DAPO_CHECK_SHAPE(rng_streams, {R});
+  DAPO_CHECK_SHAPE(rng_counters, {R});
+  DAPO_CHECK_DTYPE(tokens, DType::i32);
+  DAPO_CHECK_DTYPE(logprobs, DType::f32);
+  DAPO_CHECK_DTYPE(rng_streams, DType::i64);
+  DAPO_CHECK_DTYPE(rng_counters, DType::i64);
+  if (has_logit_rows(logit_rows)) {
+    DAPO_CHECK_SHAPE(logit_rows, {R});
+    DAPO_CHECK_DTYPE(logit_rows, DType::i32);
+  } else {
+    DAPO_CHECK(R == B, "lm_head_sample: ", R, " sampled rows of ", B, " hidden rows need logit_rows");
+  }
+  DAPO_CHECK(p.temperature > 0.0f && std::isfinite(p.temperature), "lm_head_sample: temperature ", p.temperature,
+             " (greedy rows take the head and sample_tokens)");
+  DAPO_CHECK(!(p.top_k > 0 && int64_t(p.top_k) < V) && !(p.top_p < 1.0f), "lm_head_sample: top_k ", p.top_k,
+             ", top_p ", p.top_p, ": truncated rows take the head and sample_tokens");
+  return R;
+}
+
+void lm_head_sample(const Ctx& ctx, Tensor tokens, Tensor logprobs, Tensor hidden, Tensor weight, Tensor logit_rows,
+                    Tensor rng_streams, Tensor rng_counters, const SamplingParams& p) {
+  DAPO_DISPATCH(ctx, lm_head_sample, tokens, logprobs, hidden, weight, logit_rows, rng_streams, rng_counters, p);
+}
+
+size_t lm_head_sample_scratch_bytes(int64_t B, int64_t V) {
+  return size_t(B) * size_t((V + kLmHeadPart - 1) / kLmHeadPart) * 8 + 2 * Arena::kAlign;
+}
+
+bool lm_head_sample_preferred(const Ctx& ctx, const Tensor& hidden, const Tensor& weight, const SamplingParams& p) {
+  if (ctx.backend == Backend::cpu) return false;
+#ifdef DAPO_WITH_CUDA
+  if (!cuda::detail::lm_head_sample_built()) return false;
+  if (hidden.dtype != DType::bf16 || weight.dtype != DType::bf16 || hidden.ndim != 2 || weight.ndim != 2) return false;
+  const int64_t C = hidden.shape[1], V = weight.shape[0];
+  return C == weight.shape[1] && C % 8 == 0 && V >= 1 && V <= (int64_t(1) << 30) && p.temperature > 0.0f &&
+         std::isfinite(p.temperature) && !(p.top_k > 0 && int64_t(p.top_k) < V) && !(p.top_p < 1.0f);
+#else
+  (void)hidden, (void)weight, (void)p;
+  return false;
+#endif
+}
+
+}  // namespace dapo::ops
