@@ -101,7 +101,7 @@ __device__ __forceinline__ void fold_level(float (&m)[Q], float (&s)[Q], int x) 
 // 16 at columns 8 ni + 2 (lane % 4) + e.
 template <class C>
 __device__ __forceinline__ void fold_parts(const float (&acc)[C::NT][4], float2* __restrict__ parts, int n0, int m0,
-                                           int M, int V, int P, float inv_t) {
+                                           int M, int V, int P, int stride, float inv_t) {
   constexpr int Q = 2 * C::NT;  // (max, sum) pairs a lane holds before the reduce-scatter
   const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5);
   const int row = n0 + 16 * warp + (lane >> 2);
@@ -127,7 +127,7 @@ __device__ __forceinline__ void fold_parts(const float (&acc)[C::NT][4], float2*
   for (int i = 0; i < Q / 8; ++i) {
     const int q = i + (Q / 8) * (lane >> 2);
     const int c = m0 + 8 * (q >> 1) + 2 * (lane & 3) + (q & 1);
-    if (c < M) parts[int64_t(c) * P + part] = make_float2(m[i], s[i]);
+    if (c < M) parts[int64_t(c) * stride + part] = make_float2(m[i], s[i]);
   }
 }
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
@@ -135,7 +135,7 @@ __device__ __forceinline__ void fold_parts(const float (&acc)[C::NT][4], float2*
 template <class C>
 __global__ void __launch_bounds__(C::kThreads, 1)
     lm_head_parts_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CUtensorMap imap,
-                         float2* __restrict__ parts, int32_t M, int32_t V, int32_t P, int32_t k_blocks,
+                         float2* __restrict__ parts, int32_t M, int32_t V, int32_t P, int32_t stride, int32_t k_blocks,
                          int32_t m_tiles, int32_t items, float inv_t) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(1024) unsigned char smem[];
@@ -200,7 +200,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     }
     wgmma_wait<0>();
     if ((tid & 127) == 0) mbar_arrive(empty + 8 * ((it - 1) % C::STAGES));
-    fold_parts<C>(acc, parts, n0, m0, M, V, P, inv_t);
+    fold_parts<C>(acc, parts, n0, m0, M, V, P, stride, inv_t);
   }
 #else
   __trap();  // not an sm_90a build: the host launches it only where lm_head_sample_built()
@@ -257,41 +257,55 @@ __device__ double block_exclusive_scan(double v, WalkSmem& sm, double& total) {
 __device__ __forceinline__ float part_mass(float2 ms, float mx) { return __fmul_rn(ms.y, expf(__fsub_rn(ms.x, mx))); }
 
 // The logits of ids [v0, v0 + 16) clipped to V, times inv_t, into sm.z:
-// warp w takes ids w and w + 8; each lane sums 8 of K at a time in order,
-// then a fixed shuffle tree.
+// 16 threads an id (a half-warp), each summing 8 of K at a time over every
+// 16th chunk in order (up to 4 chunks' loads in flight), then a fixed
+// shuffle tree over the half-warp.
 __device__ void part_logits(const bf16_t* __restrict__ h, const bf16_t* __restrict__ weight, int32_t v0, int32_t V,
                             int32_t C, float inv_t, WalkSmem& sm) {
-  const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5);
-  for (int j = warp; j < kPart; j += kWalkWarps) {
-    const int32_t v = v0 + j;
-    float dot = 0.0f;
-    if (v < V) {
-      const uint4* a = reinterpret_cast<const uint4*>(h);
-      const uint4* b = reinterpret_cast<const uint4*>(weight + int64_t(v) * C);
-      for (int c = lane; c < C / 8; c += 32) {
-        const uint4 x = __ldg(a + c), y = __ldg(b + c);
-        const __nv_bfloat162* x2 = reinterpret_cast<const __nv_bfloat162*>(&x);
-        const __nv_bfloat162* y2 = reinterpret_cast<const __nv_bfloat162*>(&y);
+  const int j = int(threadIdx.x >> 4), l = int(threadIdx.x & 15);
+  const int32_t v = min(v0 + j, V - 1);  // past V: computed, never walked
+  const uint4* a = reinterpret_cast<const uint4*>(h);
+  const uint4* b = reinterpret_cast<const uint4*>(weight + int64_t(v) * C);
+  const int chunks = C / 8;
+  float dot = 0.0f;
+  for (int c0 = l; c0 < chunks; c0 += 4 * 16) {
+    uint4 x[4], y[4];
 #pragma unroll
-        for (int k = 0; k < 4; ++k) {
-          const float2 xf = __bfloat1622float2(x2[k]), yf = __bfloat1622float2(y2[k]);
-          dot = __fmaf_rn(xf.x, yf.x, dot);
-          dot = __fmaf_rn(xf.y, yf.y, dot);
-        }
-      }
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1) dot = __fadd_rn(dot, __shfl_xor_sync(0xffffffffu, dot, o));
+    for (int u = 0; u < 4; ++u) {
+      const int c = c0 + 16 * u;
+      x[u] = c < chunks ? __ldg(a + c) : make_uint4(0, 0, 0, 0);
+      y[u] = c < chunks ? __ldg(b + c) : make_uint4(0, 0, 0, 0);
     }
-    if (lane == 0) sm.z[j] = __fmul_rn(dot, inv_t);
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const __nv_bfloat162* x2 = reinterpret_cast<const __nv_bfloat162*>(&x[u]);
+      const __nv_bfloat162* y2 = reinterpret_cast<const __nv_bfloat162*>(&y[u]);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const float2 xf = __bfloat1622float2(x2[k]), yf = __bfloat1622float2(y2[k]);
+        dot = __fmaf_rn(xf.x, yf.x, dot);
+        dot = __fmaf_rn(xf.y, yf.y, dot);
+      }
+    }
   }
+#pragma unroll
+  for (int o = 8; o > 0; o >>= 1) dot = __fadd_rn(dot, __shfl_xor_sync(0xffffffffu, dot, o));
+  if (l == 0) sm.z[j] = __fmul_rn(dot, inv_t);
 }
+
+// Passes over a thread's contiguous range of parts, kUnroll at a time: the
+// loads and exps of a group are independent (in flight together), the
+// double sums stay in part order.
+constexpr int kUnroll = 8;
 
 __global__ void __launch_bounds__(kWalkThreads)
     lm_head_walk_kernel(int32_t* __restrict__ tokens, float* __restrict__ logprobs, const float2* __restrict__ parts,
-                        int32_t P, const bf16_t* __restrict__ hidden, const bf16_t* __restrict__ weight, int64_t B,
-                        int32_t V, int32_t C, const int32_t* __restrict__ logit_rows,
-                        const int64_t* __restrict__ streams, const int64_t* __restrict__ counters, uint64_t seed,
-                        float inv_t, bool staged, DeviceFlags* flags) {
+                        int32_t P, int32_t stride, const bf16_t* __restrict__ hidden,
+                        const bf16_t* __restrict__ weight, int64_t B, int32_t V, int32_t C,
+                        const int32_t* __restrict__ logit_rows, const int64_t* __restrict__ streams,
+                        const int64_t* __restrict__ counters, uint64_t seed, float inv_t, bool staged,
+                        DeviceFlags* flags) {
+  static_assert(kWalkThreads == 16 * kPart, "part_logits: a half-warp an id");
   __shared__ WalkSmem sm;
   pdl_wait();
   pdl_launch_dependents();
@@ -310,34 +324,55 @@ __global__ void __launch_bounds__(kWalkThreads)
     }
   }
   // The row's parts, into shared memory where they fit (staged: the launch
-  // gave P of them), with every load of a batch in flight at once: the
-  // passes below read them three times, each thread a contiguous range.
-  const float2* row = parts + lr * P;
+  // gave `stride` of them), two a 16-byte load (a row starts 16-byte
+  // aligned: stride is even), kUnroll loads a thread in flight.
+  const float2* row = parts + lr * stride;
   if (staged) {
-    extern __shared__ float2 sparts[];
-    constexpr int kBatch = 8;
-    for (int32_t q0 = t; q0 < P; q0 += kBatch * kWalkThreads) {
-      float2 v[kBatch];
+    extern __shared__ float4 sparts[];
+    const float4* src = reinterpret_cast<const float4*>(row);
+    const int32_t n4 = (P + 1) / 2;
+    for (int32_t q0 = t; q0 < n4; q0 += kUnroll * kWalkThreads) {
+      float4 v[kUnroll];
 #pragma unroll
-      for (int j = 0; j < kBatch; ++j) {
-        const int32_t q = q0 + j * kWalkThreads;
-        v[j] = q < P ? row[q] : make_float2(0.0f, 0.0f);
+      for (int u = 0; u < kUnroll; ++u) {
+        const int32_t q = q0 + u * kWalkThreads;
+        v[u] = q < n4 ? src[q] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
       }
 #pragma unroll
-      for (int j = 0; j < kBatch; ++j)
-        if (q0 + j * kWalkThreads < P) sparts[q0 + j * kWalkThreads] = v[j];
+      for (int u = 0; u < kUnroll; ++u)
+        if (q0 + u * kWalkThreads < n4) sparts[q0 + u * kWalkThreads] = v[u];
     }
     __syncthreads();
-    row = sparts;
+    row = reinterpret_cast<const float2*>(sparts);
   }
+
+  // The max, in any order: every thread over every 256th part.
+  float local_max = -INFINITY;
+  for (int32_t q0 = t; q0 < P; q0 += kUnroll * kWalkThreads) {
+    float m[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int32_t q = q0 + u * kWalkThreads;
+      m[u] = q < P ? row[q].x : -INFINITY;
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) local_max = fmaxf(local_max, m[u]);
+  }
+  const float mx = block_max(local_max, sm);
+
+  // The masses, each thread over a contiguous range in order, then the
+  // block's exclusive scan in thread order.
   const int32_t chunk = (P + kWalkThreads - 1) / kWalkThreads;
   const int32_t p0 = min(t * chunk, P), p1 = min(p0 + chunk, P);
-
-  float local_max = -INFINITY;
-  for (int32_t p = p0; p < p1; ++p) local_max = fmaxf(local_max, row[p].x);
-  const float mx = block_max(local_max, sm);
   double sum = 0;
-  for (int32_t p = p0; p < p1; ++p) sum += double(part_mass(row[p], mx));
+  for (int32_t q0 = p0; q0 < p1; q0 += kUnroll) {
+    float w[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) w[u] = q0 + u < p1 ? part_mass(row[q0 + u], mx) : 0.0f;
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+      if (q0 + u < p1) sum += double(w[u]);
+  }
   double total;
   const double before = block_exclusive_scan(sum, sm, total);
   if (!(isfinite(total) && total > 0)) {
@@ -352,31 +387,50 @@ __global__ void __launch_bounds__(kWalkThreads)
   const double target = double(uniform_float(d.v[0])) * total;
 
   // The first part whose cumulative mass exceeds the target (the same sums
-  // in the same order as above); if rounding leaves every one short, the
-  // last part with a mass > 0.
+  // in the same order as above). Only a range whose end exceeds it can hold
+  // that part (before + x grows with x), so the others skip the search.
   if (t == 0) {
     sm.first_part = INT_MAX;
     sm.last_part = -1;
     sm.before = 0;
   }
   __syncthreads();
-  int32_t first = -1, last = -1;
-  double first_before = 0, last_before = 0;
-  {
+  int32_t first = -1;
+  double first_before = 0;
+  if (before + sum > target) {
     double local = 0;
-    for (int32_t p = p0; p < p1; ++p) {
-      const float w = part_mass(row[p], mx);
-      if (w > 0.0f) last = p, last_before = before + local;
-      if (first < 0 && before + (local + double(w)) > target) first = p, first_before = before + local;
-      local += double(w);
+    for (int32_t q0 = p0; q0 < p1 && first < 0; q0 += kUnroll) {
+      float w[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) w[u] = q0 + u < p1 ? part_mass(row[q0 + u], mx) : 0.0f;
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        if (q0 + u >= p1 || first >= 0) continue;
+        if (before + (local + double(w[u])) > target) first = q0 + u, first_before = before + local;
+        local += double(w[u]);
+      }
     }
   }
   if (first >= 0) atomicMin(&sm.first_part, first);
-  if (last >= 0) atomicMax(&sm.last_part, last);
   __syncthreads();
   const bool reached = sm.first_part != INT_MAX;
+  if (!reached) {
+    // Rounding left every part short of the target: the walk starts at the
+    // last part with a mass > 0 (rare: u within rounding of 1).
+    int32_t last = -1;
+    double last_before = 0, local = 0;
+    for (int32_t q = p0; q < p1; ++q) {
+      const float w = part_mass(row[q], mx);
+      if (w > 0.0f) last = q, last_before = before + local;
+      local += double(w);
+    }
+    if (last >= 0) atomicMax(&sm.last_part, last);
+    __syncthreads();
+    if (last >= 0 && last == sm.last_part) sm.before = last_before;
+  } else if (first == sm.first_part) {
+    sm.before = first_before;
+  }
   const int32_t start = reached ? sm.first_part : max(sm.last_part, 0);
-  if (reached ? first == start : last == start) sm.before = reached ? first_before : last_before;
   __syncthreads();
 
   // The walk from that part, its logits recomputed, in id order.
@@ -416,7 +470,8 @@ __global__ void __launch_bounds__(kWalkThreads)
 }
 
 template <int BN, int BM>
-void launch_parts(const Ctx& ctx, const Tensor& hidden, const Tensor& weight, float2* parts, int64_t P, float inv_t) {
+void launch_parts(const Ctx& ctx, const Tensor& hidden, const Tensor& weight, float2* parts, int64_t P, int64_t stride,
+                  float inv_t) {
   using C = HeadTile<BN, BM>;
   const int64_t B = hidden.shape[0], K = hidden.shape[1], V = weight.shape[0];
   const int64_t m_tiles = ceil_div(B, int64_t(BM)), items = ceil_div(V, int64_t(C::BN)) * m_tiles;
@@ -427,7 +482,7 @@ void launch_parts(const Ctx& ctx, const Tensor& hidden, const Tensor& weight, fl
   DAPO_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem));
   const unsigned grid = unsigned(std::min<int64_t>(items, sm_count()));
   DAPO_CUDA_CHECK(launch_pdl(kernel, dim3(grid), dim3(C::kThreads), size_t(C::kSmem), stream_of(ctx), wmap, imap,
-                             parts, int32_t(B), int32_t(V), int32_t(P), int32_t(ceil_div(K, int64_t(kBK))),
+                             parts, int32_t(B), int32_t(V), int32_t(P), int32_t(stride), int32_t(ceil_div(K, int64_t(kBK))),
                              int32_t(m_tiles), int32_t(items), inv_t));
 }
 
@@ -481,7 +536,10 @@ void lm_head_sample(const Ctx& ctx, Tensor tokens, Tensor logprobs, Tensor hidde
                  ctx.scratch->capacity() - ctx.scratch->used() >= lm_head_sample_scratch_bytes(B, V),
              "lm_head_sample needs ", lm_head_sample_scratch_bytes(B, V), " bytes of ctx.scratch");
   ArenaScope scope(*ctx.scratch);
-  float2* parts = reinterpret_cast<float2*>(ctx.scratch->alloc_array<float>(size_t(std::max<int64_t>(B, 1)) * P * 2));
+  // (B, stride) float2: rows of P parts, 16-byte aligned (stride even).
+  const int64_t stride = (P + 1) / 2 * 2;
+  float2* parts =
+      reinterpret_cast<float2*>(ctx.scratch->alloc_array<float>(size_t(std::max<int64_t>(B, 1)) * stride * 2));
   const float inv_t = 1.0f / p.temperature;  // the CPU op's z = logit * inv_t
   if (B > 0) {
     // 64 input rows a tile up to 64 rows, else 128 (more rows: more m-tiles;
@@ -490,19 +548,19 @@ void lm_head_sample(const Ctx& ctx, Tensor tokens, Tensor logprobs, Tensor hidde
     const int64_t bm = B <= 64 ? 64 : 128;
     const bool wide = head_tile_rows(V, ceil_div(B, bm)) == 192;
     if (bm == 64) {
-      if (wide) launch_parts<192, 64>(ctx, hidden, weight, parts, P, inv_t);
-      else launch_parts<128, 64>(ctx, hidden, weight, parts, P, inv_t);
+      if (wide) launch_parts<192, 64>(ctx, hidden, weight, parts, P, stride, inv_t);
+      else launch_parts<128, 64>(ctx, hidden, weight, parts, P, stride, inv_t);
     } else {
-      if (wide) launch_parts<192, 128>(ctx, hidden, weight, parts, P, inv_t);
-      else launch_parts<128, 128>(ctx, hidden, weight, parts, P, inv_t);
+      if (wide) launch_parts<192, 128>(ctx, hidden, weight, parts, P, stride, inv_t);
+      else launch_parts<128, 128>(ctx, hidden, weight, parts, P, stride, inv_t);
     }
   }
-  const size_t staged = P <= kMaxStagedParts ? size_t(P) * sizeof(float2) : 0;
+  const size_t staged = stride <= kMaxStagedParts ? size_t(stride) * sizeof(float2) : 0;
   DAPO_CUDA_CHECK(
       cudaFuncSetAttribute(lm_head_walk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(staged)));
   DAPO_CUDA_CHECK(launch_pdl(lm_head_walk_kernel, dim3(unsigned(R)), dim3(kWalkThreads), staged, stream_of(ctx),
                              tokens.ptr<int32_t>(), logprobs.ptr<float>(), static_cast<const float2*>(parts),
-                             int32_t(P), static_cast<const bf16_t*>(hidden.data),
+                             int32_t(P), int32_t(stride), static_cast<const bf16_t*>(hidden.data),
                              static_cast<const bf16_t*>(weight.data), B, int32_t(V), int32_t(C),
                              rows ? logit_rows.ptr<int32_t>() : static_cast<const int32_t*>(nullptr),
                              rng_streams.ptr<int64_t>(), rng_counters.ptr<int64_t>(), p.seed, inv_t, staged > 0,

@@ -2,6 +2,7 @@
 // backend shares.
 #include "dapo/ops/lm_head_sample.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "dapo/core/arena.h"
@@ -47,7 +48,8 @@ void lm_head_sample(const Ctx& ctx, Tensor tokens, Tensor logprobs, Tensor hidde
 }
 
 size_t lm_head_sample_scratch_bytes(int64_t B, int64_t V) {
-  return size_t(B) * size_t((V + kLmHeadPart - 1) / kLmHeadPart) * 8 + 2 * Arena::kAlign;
+  const int64_t parts = (V + kLmHeadPart - 1) / kLmHeadPart;
+  return size_t(std::max<int64_t>(B, 1)) * size_t((parts + 1) / 2 * 2) * 8 + 2 * Arena::kAlign;
 }
 
 bool lm_head_sample_preferred(const Ctx& ctx, const Tensor& hidden, const Tensor& weight, const SamplingParams& p) {

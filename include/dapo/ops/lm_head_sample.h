@@ -49,8 +49,8 @@ inline constexpr int64_t kLmHeadPart = 16;
 void lm_head_sample(const Ctx& ctx, Tensor tokens, Tensor logprobs, Tensor hidden, Tensor weight,
                     Tensor logit_rows, Tensor rng_streams, Tensor rng_counters, const SamplingParams& p);
 
-// The CUDA op's scratch: each of B rows' ceil(V / kLmHeadPart) parts, 8
-// bytes each, and alignment.
+// The CUDA op's scratch: each of B rows' ceil(V / kLmHeadPart) parts
+// (rounded up to even), 8 bytes each, and alignment.
 size_t lm_head_sample_scratch_bytes(int64_t B, int64_t V);
 
 // Whether the fused op can and should replace the head + sample_tokens on
