@@ -36,6 +36,7 @@
 #include "dapo/core/rng.h"
 #include "dapo/ops/lm_head_sample.h"
 #include "mma_ptx.cuh"
+#include "norm_fold.cuh"
 #include "pdl.cuh"
 #include "tma_map.h"
 #include "tma_ptx.cuh"
@@ -50,6 +51,9 @@ using bf16_t = __nv_bfloat16;
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 constexpr int kBK = 64;  // k per pipeline stage: 128 bytes of every row
+// Input rows under a folded norm (norm_fold.h) whose rstd the head kernel
+// keeps in shared memory: the decode step's rows (the fold's own bound is 128).
+constexpr int kMaxNormRows = 1024;
 constexpr int kPart = int(kLmHeadPart);
 static_assert(kPart == 16, "a part is one warp's 16 weight rows of the wgmma tile");
 
@@ -64,7 +68,8 @@ struct HeadTile {
   static constexpr int kStageBytes = (BN + BM) * kBK * 2;
   static constexpr int STAGES = (200 * 1024) / kStageBytes < 8 ? (200 * 1024) / kStageBytes : 8;
   static constexpr int kBarrierOffset = STAGES * kStageBytes;  // a multiple of 1024
-  static constexpr int kSmem = kBarrierOffset + 16 * STAGES;
+  static constexpr int kRstdOffset = kBarrierOffset + 16 * STAGES;  // kMaxNormRows floats
+  static constexpr int kSmem = kRstdOffset + 4 * kMaxNormRows;
   static_assert(BN % 64 == 0 && BN <= 256, "warpgroups of 64 weight rows, boxes of at most 256");
   static_assert(BM == 64 || BM == 128, "wgmma tiles of 64 or 128 input rows");
 };
@@ -98,10 +103,11 @@ __device__ __forceinline__ void fold_level(float (&m)[Q], float (&s)[Q], int x) 
 // A consumer warp's epilogue: its 16 weight rows [n0 + 16 warp, + 16) are
 // part n0 / 16 + warp of every column (input row) m0 + c of the tile. The
 // wgmma accumulators hold, per thread, rows lane/4 and lane/4 + 8 of those
-// 16 at columns 8 ni + 2 (lane % 4) + e.
+// 16 at columns 8 ni + 2 (lane % 4) + e. rstd (null: none): each input
+// row's folded-norm scale, applied to its logits before the temperature.
 template <class C>
 __device__ __forceinline__ void fold_parts(const float (&acc)[C::NT][4], float2* __restrict__ parts, int n0, int m0,
-                                           int M, int V, int P, int stride, float inv_t) {
+                                           int M, int V, int P, int stride, float inv_t, const float* rstd) {
   constexpr int Q = 2 * C::NT;  // (max, sum) pairs a lane holds before the reduce-scatter
   const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5);
   const int row = n0 + 16 * warp + (lane >> 2);
@@ -111,7 +117,12 @@ __device__ __forceinline__ void fold_parts(const float (&acc)[C::NT][4], float2*
   for (int ni = 0; ni < C::NT; ++ni)
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
-      const float zl = __fmul_rn(acc[ni][e], inv_t), zh = __fmul_rn(acc[ni][2 + e], inv_t);
+      float xl = acc[ni][e], xh = acc[ni][2 + e];
+      if (rstd != nullptr) {
+        const float rs = rstd[min(m0 + 8 * ni + 2 * (lane & 3) + e, M - 1)];
+        xl = __fmul_rn(xl, rs), xh = __fmul_rn(xh, rs);
+      }
+      const float zl = __fmul_rn(xl, inv_t), zh = __fmul_rn(xh, inv_t);
       float mm = lo_ok ? zl : -INFINITY;
       if (hi_ok) mm = fmaxf(mm, zh);
       const float t = __fadd_rn(lo_ok ? expf(__fsub_rn(zl, mm)) : 0.0f, hi_ok ? expf(__fsub_rn(zh, mm)) : 0.0f);
@@ -136,7 +147,7 @@ template <class C>
 __global__ void __launch_bounds__(C::kThreads, 1)
     lm_head_parts_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CUtensorMap imap,
                          float2* __restrict__ parts, int32_t M, int32_t V, int32_t P, int32_t stride, int32_t k_blocks,
-                         int32_t m_tiles, int32_t items, float inv_t) {
+                         int32_t m_tiles, int32_t items, float inv_t, const __grid_constant__ RowNormArgs rn) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(1024) unsigned char smem[];
   const uint32_t sbase = smem_u32(smem);
@@ -154,7 +165,17 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   pdl_wait();
   pdl_launch_dependents();
 
+  // Under a folded norm the producer warpgroup's other three warps compute
+  // every input row's rstd while the first products run; the consumers wait
+  // for them (named barrier 1) before their first epilogue.
+  float* rstd_s = reinterpret_cast<float*>(smem + C::kRstdOffset);
+  const bool norm = rn.ssq != nullptr;
+  constexpr int kNormBarrierThreads = C::kConsumerThreads + 96;
   if (warp >= C::kConsumerThreads / 32) {
+    if (norm && warp > C::kConsumerThreads / 32) {
+      for (int m = tid - C::kConsumerThreads - 32; m < M; m += 96) rstd_s[m] = row_rstd(rn, m);
+      named_barrier_arrive(1, kNormBarrierThreads);
+    }
     // Producer: one thread, every item's k-blocks in order, each as soon as
     // its slot is free; it runs into the next item while the consumers fold.
     if (tid == C::kConsumerThreads) {
@@ -200,7 +221,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     }
     wgmma_wait<0>();
     if ((tid & 127) == 0) mbar_arrive(empty + 8 * ((it - 1) % C::STAGES));
-    fold_parts<C>(acc, parts, n0, m0, M, V, P, stride, inv_t);
+    if (norm && it == k_blocks) named_barrier_sync(1, kNormBarrierThreads);  // before the first epilogue
+    fold_parts<C>(acc, parts, n0, m0, M, V, P, stride, inv_t, norm ? rstd_s : nullptr);
   }
 #else
   __trap();  // not an sm_90a build: the host launches it only where lm_head_sample_built()
@@ -219,6 +241,7 @@ struct WalkSmem {
   int32_t last_part;   // the last part with a mass > 0
   double before;       // the mass before the part the walk starts in
   int32_t chosen;
+  float rstd;  // the row's folded-norm scale (1 without one)
 };
 
 __device__ float block_max(float v, WalkSmem& sm) {
@@ -261,7 +284,7 @@ __device__ __forceinline__ float part_mass(float2 ms, float mx) { return __fmul_
 // 16th chunk in order (up to 4 chunks' loads in flight), then a fixed
 // shuffle tree over the half-warp.
 __device__ void part_logits(const bf16_t* __restrict__ h, const bf16_t* __restrict__ weight, int32_t v0, int32_t V,
-                            int32_t C, float inv_t, WalkSmem& sm) {
+                            int32_t C, float inv_t, float rstd, WalkSmem& sm) {
   const int j = int(threadIdx.x >> 4), l = int(threadIdx.x & 15);
   const int32_t v = min(v0 + j, V - 1);  // past V: computed, never walked
   const uint4* a = reinterpret_cast<const uint4*>(h);
@@ -290,7 +313,7 @@ __device__ void part_logits(const bf16_t* __restrict__ h, const bf16_t* __restri
   }
 #pragma unroll
   for (int o = 8; o > 0; o >>= 1) dot = __fadd_rn(dot, __shfl_xor_sync(0xffffffffu, dot, o));
-  if (l == 0) sm.z[j] = __fmul_rn(dot, inv_t);
+  if (l == 0) sm.z[j] = __fmul_rn(__fmul_rn(dot, rstd), inv_t);
 }
 
 // Passes over a thread's contiguous range of parts, kUnroll at a time: the
@@ -304,7 +327,7 @@ __global__ void __launch_bounds__(kWalkThreads)
                         const bf16_t* __restrict__ weight, int64_t B, int32_t V, int32_t C,
                         const int32_t* __restrict__ logit_rows, const int64_t* __restrict__ streams,
                         const int64_t* __restrict__ counters, uint64_t seed, float inv_t, bool staged,
-                        DeviceFlags* flags) {
+                        const __grid_constant__ RowNormArgs rn, DeviceFlags* flags) {
   static_assert(kWalkThreads == 16 * kPart, "part_logits: a half-warp an id");
   __shared__ WalkSmem sm;
   pdl_wait();
@@ -433,13 +456,17 @@ __global__ void __launch_bounds__(kWalkThreads)
   const int32_t start = reached ? sm.first_part : max(sm.last_part, 0);
   __syncthreads();
 
-  // The walk from that part, its logits recomputed, in id order.
+  // The walk from that part, its logits recomputed, in id order (scaled by
+  // the row's rstd under a folded norm, as the head kernel scaled them).
+  if (t == 0) sm.rstd = rn.ssq != nullptr ? row_rstd(rn, int(lr)) : 1.0f;
+  __syncthreads();
+  const float rstd = sm.rstd;
   const bf16_t* h = hidden + lr * C;
   double cum = sm.before;
   int32_t chosen = -1, last_id = -1;
   float dz_chosen = 0.0f, dz_last = 0.0f;
   for (int32_t p = start; p < P; ++p) {
-    part_logits(h, weight, p * kPart, V, C, inv_t, sm);
+    part_logits(h, weight, p * kPart, V, C, inv_t, rstd, sm);
     __syncthreads();
     if (t == 0) {
       for (int j = 0; j < kPart && p * kPart + j < V; ++j) {
@@ -471,7 +498,7 @@ __global__ void __launch_bounds__(kWalkThreads)
 
 template <int BN, int BM>
 void launch_parts(const Ctx& ctx, const Tensor& hidden, const Tensor& weight, float2* parts, int64_t P, int64_t stride,
-                  float inv_t) {
+                  float inv_t, const RowNormArgs& rn) {
   using C = HeadTile<BN, BM>;
   const int64_t B = hidden.shape[0], K = hidden.shape[1], V = weight.shape[0];
   const int64_t m_tiles = ceil_div(B, int64_t(BM)), items = ceil_div(V, int64_t(C::BN)) * m_tiles;
@@ -483,7 +510,7 @@ void launch_parts(const Ctx& ctx, const Tensor& hidden, const Tensor& weight, fl
   const unsigned grid = unsigned(std::min<int64_t>(items, sm_count()));
   DAPO_CUDA_CHECK(launch_pdl(kernel, dim3(grid), dim3(C::kThreads), size_t(C::kSmem), stream_of(ctx), wmap, imap,
                              parts, int32_t(B), int32_t(V), int32_t(P), int32_t(stride), int32_t(ceil_div(K, int64_t(kBK))),
-                             int32_t(m_tiles), int32_t(items), inv_t));
+                             int32_t(m_tiles), int32_t(items), inv_t, rn));
 }
 
 // Weight rows per item: of 128 and 192, the one whose items spread over the
@@ -517,7 +544,7 @@ bool lm_head_sample_built() {
 }  // namespace detail
 
 void lm_head_sample(const Ctx& ctx, Tensor tokens, Tensor logprobs, Tensor hidden, Tensor weight, Tensor logit_rows,
-                    Tensor rng_streams, Tensor rng_counters, const SamplingParams& p) {
+                    Tensor rng_streams, Tensor rng_counters, const SamplingParams& p, const RowNorm& norm) {
   const int64_t R = ops::detail::check_lm_head_sample(tokens, logprobs, hidden, weight, logit_rows, rng_streams,
                                                       rng_counters, p);
   const bool rows = has_logit_rows(logit_rows);
@@ -530,6 +557,9 @@ void lm_head_sample(const Ctx& ctx, Tensor tokens, Tensor logprobs, Tensor hidde
   const int64_t B = hidden.shape[0], C = hidden.shape[1], V = weight.shape[0];
   DAPO_CHECK(C % 8 == 0 && C <= INT32_MAX && B <= INT32_MAX && aligned16(hidden.data) && aligned16(weight.data),
              "lm_head_sample: C = ", C, " must be a multiple of 8 and both tensors 16-byte aligned");
+  const RowNormArgs rn = row_norm_args(ctx, &norm, B, C, "lm_head_sample");
+  DAPO_CHECK(rn.ssq == nullptr || B <= kMaxNormRows, "lm_head_sample: a folded norm over ", B, " rows (at most ",
+             kMaxNormRows, ")");
   if (R == 0) return;
   const int64_t P = ceil_div(V, int64_t(kPart));
   DAPO_CHECK(ctx.scratch != nullptr &&
@@ -548,11 +578,11 @@ void lm_head_sample(const Ctx& ctx, Tensor tokens, Tensor logprobs, Tensor hidde
     const int64_t bm = B <= 64 ? 64 : 128;
     const bool wide = head_tile_rows(V, ceil_div(B, bm)) == 192;
     if (bm == 64) {
-      if (wide) launch_parts<192, 64>(ctx, hidden, weight, parts, P, stride, inv_t);
-      else launch_parts<128, 64>(ctx, hidden, weight, parts, P, stride, inv_t);
+      if (wide) launch_parts<192, 64>(ctx, hidden, weight, parts, P, stride, inv_t, rn);
+      else launch_parts<128, 64>(ctx, hidden, weight, parts, P, stride, inv_t, rn);
     } else {
-      if (wide) launch_parts<192, 128>(ctx, hidden, weight, parts, P, stride, inv_t);
-      else launch_parts<128, 128>(ctx, hidden, weight, parts, P, stride, inv_t);
+      if (wide) launch_parts<192, 128>(ctx, hidden, weight, parts, P, stride, inv_t, rn);
+      else launch_parts<128, 128>(ctx, hidden, weight, parts, P, stride, inv_t, rn);
     }
   }
   const size_t staged = stride <= kMaxStagedParts ? size_t(stride) * sizeof(float2) : 0;
@@ -563,7 +593,7 @@ void lm_head_sample(const Ctx& ctx, Tensor tokens, Tensor logprobs, Tensor hidde
                              int32_t(P), int32_t(stride), static_cast<const bf16_t*>(hidden.data),
                              static_cast<const bf16_t*>(weight.data), B, int32_t(V), int32_t(C),
                              rows ? logit_rows.ptr<int32_t>() : static_cast<const int32_t*>(nullptr),
-                             rng_streams.ptr<int64_t>(), rng_counters.ptr<int64_t>(), p.seed, inv_t, staged > 0,
+                             rng_streams.ptr<int64_t>(), rng_counters.ptr<int64_t>(), p.seed, inv_t, staged > 0, rn,
                              ctx.flags));
 }
 

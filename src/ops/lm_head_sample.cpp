@@ -43,8 +43,10 @@ int64_t detail::check_lm_head_sample(const Tensor& tokens, const Tensor& logprob
 }
 
 void lm_head_sample(const Ctx& ctx, Tensor tokens, Tensor logprobs, Tensor hidden, Tensor weight, Tensor logit_rows,
-                    Tensor rng_streams, Tensor rng_counters, const SamplingParams& p) {
-  DAPO_DISPATCH(ctx, lm_head_sample, tokens, logprobs, hidden, weight, logit_rows, rng_streams, rng_counters, p);
+                    Tensor rng_streams, Tensor rng_counters, const SamplingParams& p, const RowNorm& norm) {
+  detail::check_devices(ctx, "lm_head_sample", "norm.ssq", norm.ssq);
+  DAPO_DISPATCH(ctx, lm_head_sample, tokens, logprobs, hidden, weight, logit_rows, rng_streams, rng_counters, p,
+                norm);
 }
 
 size_t lm_head_sample_scratch_bytes(int64_t B, int64_t V) {

@@ -15,6 +15,7 @@
 #include "dapo/core/rng.h"
 #include "dapo/ops/lm_head_sample.h"
 #include "dapo/ops/matmul.h"
+#include "dapo/ops/norm_fold.h"
 #include "dapo/ops/sampling.h"
 #include "gpu/gpu_perf_util.h"
 #include "gpu/gpu_test_util.h"
@@ -55,9 +56,10 @@ class LmHeadSampleGpu : public GpuTest {
   };
 
   // The fused op on the device into guarded outputs.
-  Result run_fused(Tensor h, Tensor w, Tensor rows, Tensor ds, Tensor dc, int64_t R, const ops::SamplingParams& p) {
+  Result run_fused(Tensor h, Tensor w, Tensor rows, Tensor ds, Tensor dc, int64_t R, const ops::SamplingParams& p,
+                   const ops::RowNorm& norm = {}) {
     Tensor t = guarded(DType::i32, {R}), l = guarded(DType::f32, {R});
-    ops::lm_head_sample(gpu(), t, l, h, w, rows, ds, dc, p);
+    ops::lm_head_sample(gpu(), t, l, h, w, rows, ds, dc, p, norm);
     return {download_i32(t), download(l)};
   }
   // The composition on the device: the head into f32 logits, sample_tokens.
@@ -91,9 +93,12 @@ class LmHeadSampleGpu : public GpuTest {
   // hidden (B, C) and weight (V, C) bf16-exact, the logits spread by
   // `scale`; the fused op against the CPU op and the GPU composition. Rows
   // (R) over the B hidden rows, or none (R = B).
+  // With `norm`, the rows are under a folded norm (random sums of squares:
+  // rstd between ~0.5 and ~2), against the CPU op under the same norm.
   void check_shape(int64_t B, int64_t V, int64_t C, float temperature, float scale, const std::vector<int32_t>& rows,
-                   int64_t& sampled, int64_t& disagreements) {
-    SCOPED_TRACE(testing::Message() << "B " << B << " V " << V << " C " << C << " T " << temperature);
+                   int64_t& sampled, int64_t& disagreements, bool norm = false) {
+    SCOPED_TRACE(testing::Message() << "B " << B << " V " << V << " C " << C << " T " << temperature << " norm "
+                                    << norm);
     ArenaScope scope(*arena_);
     const int64_t R = rows.empty() ? B : int64_t(rows.size());
     std::vector<float> h = random_bf16_exact(size_t(B * C), uint32_t(B + 7 * C), -scale, scale);
@@ -102,24 +107,35 @@ class LmHeadSampleGpu : public GpuTest {
     make_keys(R, uint32_t(R * 3 + 1), streams, counters);
     const ops::SamplingParams p = params(temperature);
 
+    const int64_t parts = ops::norm_fold_parts(C);
+    std::vector<float> ssq = random_bf16_exact(size_t(B * parts), uint32_t(B + 5), 0.25f, 4.0f);
+    for (float& x : ssq) x *= 32.0f * scale * scale;  // a part of 32 columns of values ~scale
     std::vector<int32_t> rows_host = rows;
     Result want{std::vector<int32_t>(size_t(R)), std::vector<float>(size_t(R))};
+    const float eps = 1e-6f;
     ops::lm_head_sample(cpu(), tensor_i32(want.tok.data(), {R}), tensor_f32(want.lp.data(), {R}),
                         tensor_f32(h.data(), {B, C}), tensor_f32(w.data(), {V, C}),
                         rows.empty() ? Tensor{} : tensor_i32(rows_host.data(), {R}), tensor_i64(streams.data(), {R}),
-                        tensor_i64(counters.data(), {R}), p);
+                        tensor_i64(counters.data(), {R}), p,
+                        norm ? ops::RowNorm{tensor_f32(ssq.data(), {B, parts}), eps} : ops::RowNorm{});
 
     Tensor dh = upload(h, {B, C}, DType::bf16), dw = upload(w, {V, C}, DType::bf16);
     Tensor ds = upload_raw(streams, {R}), dc = upload_raw(counters, {R});
     Tensor drows = rows.empty() ? Tensor{} : upload_raw(rows, {R});
-    const Result got = run_fused(dh, dw, drows, ds, dc, R, p);
-    const Result again = run_fused(dh, dw, drows, ds, dc, R, p);
+    const ops::RowNorm dnorm = norm ? ops::RowNorm{upload(ssq, {B, parts}), eps} : ops::RowNorm{};
+    const Result got = run_fused(dh, dw, drows, ds, dc, R, p, dnorm);
+    const Result again = run_fused(dh, dw, drows, ds, dc, R, p, dnorm);
     ASSERT_EQ(got.tok, again.tok) << "tokens differ between two runs";
     ASSERT_EQ(std::memcmp(got.lp.data(), again.lp.data(), got.lp.size() * sizeof(float)), 0)
         << "log-probs differ between two runs";
-    const Result composed = run_unfused(dh, dw, drows, ds, dc, R, p);
-    const int64_t bad_cpu = compare(got, want, V, 2e-5, "fused vs cpu");
-    const int64_t bad_gpu = compare(got, composed, V, 2e-5, "fused vs gpu composition");
+    // Under the norm the rows are rescaled to unit RMS and the logits grow
+    // to ~20: the fp32 sums' rounding grows with them.
+    const int64_t bad_cpu = compare(got, want, V, norm ? 1e-4 : 2e-5, "fused vs cpu");
+    int64_t bad_gpu = 0;
+    if (!norm) {
+      const Result composed = run_unfused(dh, dw, drows, ds, dc, R, p);
+      bad_gpu = compare(got, composed, V, 2e-5, "fused vs gpu composition");
+    }
     sampled += R;
     disagreements += bad_cpu;
     // Boundary rows are rare (u within ~1e-6 of a CDF boundary, relative):
@@ -148,6 +164,17 @@ TEST_F(LmHeadSampleGpu, MatchesCpuOnEveryTileShape) {
     ASSERT_NO_FATAL_FAILURE(check_shape(s.B, s.V, s.C, s.T, s.scale, {}, sampled, disagreements));
   std::printf("lm_head_sample: %lld of %lld sampled rows differ from the CPU\n", (long long)disagreements,
               (long long)sampled);
+}
+
+// Rows under a folded norm (the decode step's model.norm): 64- and 128-row
+// tiles, logit_rows, the 0.5B head.
+TEST_F(LmHeadSampleGpu, FoldedNormMatchesCpu) {
+  int64_t sampled = 0, disagreements = 0;
+  ASSERT_NO_FATAL_FAILURE(check_shape(128, 151936, 896, 1.0f, 0.08f, {}, sampled, disagreements, true));
+  ASSERT_NO_FATAL_FAILURE(check_shape(40, 3001, 128, 0.8f, 0.3f, {}, sampled, disagreements, true));
+  ASSERT_NO_FATAL_FAILURE(check_shape(24, 2048, 64, 1.0f, 0.4f, {3, 3, 0, 23, 7}, sampled, disagreements, true));
+  std::printf("lm_head_sample, folded norm: %lld of %lld sampled rows differ from the CPU\n",
+              (long long)disagreements, (long long)sampled);
 }
 
 // n samples of each prompt's row (the prefill's last rows), rows shared.

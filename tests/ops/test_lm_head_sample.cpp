@@ -10,6 +10,8 @@
 #include "dapo/core/arena.h"
 #include "dapo/core/rng.h"
 #include "dapo/ops/matmul.h"
+#include "dapo/ops/norm_fold.h"
+#include "dapo/ops/sampling.h"
 #include "ops/op_test_util.h"
 
 namespace dapo {
@@ -65,6 +67,32 @@ TEST(LmHeadSample, IsTheHeadThenSampleTokens) {
   }
   EXPECT_FALSE(ops::lm_head_sample_preferred(f.ctx, tensor_f32(h.data(), {B, C}), tensor_f32(w.data(), {V, C}),
                                              params(1.0f)));
+}
+
+// Under a folded norm: the same as the composition on the rows scaled by
+// row_norm_apply.
+TEST(LmHeadSample, FoldedNormScalesTheRows) {
+  Fixture f;
+  const int64_t B = 4, V = 200, C = 64, P = ops::norm_fold_parts(C);
+  std::vector<float> h = test::random_vector(size_t(B * C), 11), w = test::random_vector(size_t(V * C), 12, -2, 2);
+  std::vector<float> ssq = test::random_vector(size_t(B * P), 13, 1.0f, 40.0f);
+  std::vector<int64_t> streams = {1, 2, 3, 4}, counters = {5, 6, 7, 8};
+  const ops::RowNorm norm{tensor_f32(ssq.data(), {B, P}), 1e-6f};
+  std::vector<float> scaled = h, logits(static_cast<size_t>(B * V));
+  ops::row_norm_apply(f.ctx, tensor_f32(scaled.data(), {B, C}), norm);
+  ops::linear_forward(f.ctx, tensor_f32(logits.data(), {B, V}), tensor_f32(scaled.data(), {B, C}),
+                      tensor_f32(w.data(), {V, C}), Tensor{});
+  std::vector<int32_t> want(4), got(4);
+  std::vector<float> want_lp(4), got_lp(4);
+  ops::sample_tokens(f.ctx, tensor_i32(want.data(), {B}), tensor_f32(want_lp.data(), {B}),
+                     tensor_f32(logits.data(), {B, V}), Tensor{}, tensor_i64(streams.data(), {B}),
+                     tensor_i64(counters.data(), {B}), params(1.0f));
+  ops::lm_head_sample(f.ctx, tensor_i32(got.data(), {B}), tensor_f32(got_lp.data(), {B}), tensor_f32(h.data(), {B, C}),
+                      tensor_f32(w.data(), {V, C}), Tensor{}, tensor_i64(streams.data(), {B}),
+                      tensor_i64(counters.data(), {B}), params(1.0f), norm);
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(std::memcmp(got_lp.data(), want_lp.data(), size_t(B) * sizeof(float)), 0);
+  EXPECT_EQ(f.arena.used(), 0u) << "scratch not released";
 }
 
 TEST(LmHeadSample, RejectsWhatItDoesNotSample) {

@@ -32,6 +32,7 @@
 #include "dapo/model/activations.h"
 #include "dapo/model/param_store.h"
 #include "dapo/ops/context.h"
+#include "dapo/ops/norm_fold.h"
 #include "dapo/ops/sampling.h"
 #include "dapo/parallel/comm.h"
 
@@ -226,9 +227,14 @@ class Qwen2Model {
   void embed(const ops::Ctx& ctx, Tensor x, Tensor tokens) const;
   // forward_cached up to the head's input: every layer over the batch's new
   // tokens (k/v into the cache), then model.norm of each sequence's last
-  // new token into b.xn (B, C), copied to the tp ranks.
-  void cached_hidden(const ops::Ctx& ctx, const KvCache& cache, const CachedBatch& batch,
-                     const detail::CachedBuffers& b) const;
+  // new token into b.xn (B, C), copied to the tp ranks; returns b.xn. With
+  // fold_head, where the step folds its norms (norm_fold.h) and every
+  // sequence has one new token (N == B: last_rows is the identity), no
+  // gather or norm runs: it returns the last down_proj's y = x *
+  // model.norm.weight (N, C), and *norm the rows' sums of squares that
+  // make it model.norm's output.
+  Tensor cached_hidden(const ops::Ctx& ctx, const KvCache& cache, const CachedBatch& batch,
+                       const detail::CachedBuffers& b, bool fold_head, ops::RowNorm* norm) const;
   // Runs every layer over b.x in place, ending with model.norm into b.xn.
   void run_layers(const ops::Ctx& ctx, const detail::InferenceBuffers& b, const PackedBatch& batch,
                   int64_t max_seqlen, const Tensor& norm_w) const;

@@ -20,6 +20,9 @@
 // even the row's end is short, as the CPU op does. The log-prob is that of
 // the chosen id under the full softmax: z - max - log(total).
 //
+// Under a folded norm (norm_fold.h) the head kernel scales each row's
+// products by its rstd and the walk its recomputed logits.
+//
 // The token equals the CPU reference's (the composition above) except where
 // u falls within rounding of a CDF boundary: the GPU's logits are summed in
 // another order than the CPU's, and the walk's recomputed logits in another
@@ -32,6 +35,7 @@
 #include <cstdint>
 
 #include "dapo/ops/context.h"
+#include "dapo/ops/norm_fold.h"
 #include "dapo/ops/sampling.h"
 
 namespace dapo::ops {
@@ -44,10 +48,15 @@ inline constexpr int64_t kLmHeadPart = 16;
 // weight (V, C): the head's weight, HF's layout (same dtype as hidden).
 // logit_rows, rng_streams, rng_counters, p: as sample_tokens (sampling.h);
 //   p.temperature > 0, p.top_k <= 0 or >= V, p.top_p >= 1.
-// ctx.scratch: CPU: 4 * B * V bytes (the logits) and sample_tokens' own;
-//   CUDA: lm_head_sample_scratch_bytes(B, V).
+// norm: a folded norm of the hidden rows (norm_fold.h): row m is
+//   hidden[m, :] * rstd_m (the decode step's model.norm, from the last
+//   down_proj's epilogue, without a norm kernel); CUDA: at most 1,024 rows.
+// ctx.scratch: CPU: 4 * B * V bytes (the logits), 4 * B * C under a norm
+//   (the scaled rows) and sample_tokens' own; CUDA:
+//   lm_head_sample_scratch_bytes(B, V).
 void lm_head_sample(const Ctx& ctx, Tensor tokens, Tensor logprobs, Tensor hidden, Tensor weight,
-                    Tensor logit_rows, Tensor rng_streams, Tensor rng_counters, const SamplingParams& p);
+                    Tensor logit_rows, Tensor rng_streams, Tensor rng_counters, const SamplingParams& p,
+                    const RowNorm& norm = {});
 
 // The CUDA op's scratch: each of B rows' ceil(V / kLmHeadPart) parts
 // (rounded up to even), 8 bytes each, and alignment.
@@ -69,13 +78,15 @@ int64_t check_lm_head_sample(const Tensor& tokens, const Tensor& logprobs, const
 
 namespace cpu {
 void lm_head_sample(const Ctx& ctx, Tensor tokens, Tensor logprobs, Tensor hidden, Tensor weight,
-                    Tensor logit_rows, Tensor rng_streams, Tensor rng_counters, const SamplingParams& p);
+                    Tensor logit_rows, Tensor rng_streams, Tensor rng_counters, const SamplingParams& p,
+                    const RowNorm& norm);
 }  // namespace cpu
 
 // CUDA builds only.
 namespace cuda {
 void lm_head_sample(const Ctx& ctx, Tensor tokens, Tensor logprobs, Tensor hidden, Tensor weight,
-                    Tensor logit_rows, Tensor rng_streams, Tensor rng_counters, const SamplingParams& p);
+                    Tensor logit_rows, Tensor rng_streams, Tensor rng_counters, const SamplingParams& p,
+                    const RowNorm& norm);
 namespace detail {
 bool lm_head_sample_built();  // the sm_90a kernels are in this build
 }  // namespace detail
