@@ -13,16 +13,20 @@
 // (input rows), and a reduce-scatter over the 8 lanes that share those
 // columns (shuffles xor 16, 8, 4, halving the columns each time) leaves each
 // lane with the whole parts' (max z, sum of exp(z - max)) of an eighth of
-// them, which it stores. No logits reach memory; only the parts, (B, P)
-// float2 with P = ceil(V / 16), 1/8 of the f32 logits' bytes.
+// them, which it stores; the warps' parts of each column, merged in warp
+// order through shared memory, are the tile's summary. No logits reach
+// memory; only the parts, (B, P) float2 with P = ceil(V / 16), 1/8 of the
+// f32 logits' bytes, and the summaries, 1/8 or 1/12 of that.
 //
-// lm_head_walk_kernel: one CTA per sampled row stages its row's parts in
-// shared memory (where they fit: V up to 393,216), takes
-// the max, the masses rescaled to it (float exp, summed in double, each
-// thread over a contiguous range of parts in order, then a block scan in
-// thread order), the part where the cumulative mass first exceeds u * total,
-// and recomputes that part's logits (a warp per id: fp32 dot products of the
-// bf16 rows in a fixed order) to walk them in id order.
+// lm_head_walk_kernel: one CTA per sampled row stages its row's tile
+// summaries in shared memory, takes the max, the masses rescaled to it
+// (float exp, summed in double, each thread over a contiguous range in
+// order, then a block scan in thread order), the tile where the cumulative
+// mass first exceeds u * total, then the part inside it from the tile's
+// parts, and recomputes that part's logits (16 threads an id: fp32 dot
+// products of the bf16 rows in a fixed order) to walk them in id order.
+// (Reading all the parts instead, 76 KB a row at 0.5B, took the walk 16 us
+// of a decode step on an H100.)
 #include <cuda.h>
 
 #include <algorithm>
@@ -53,7 +57,7 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 constexpr int kBK = 64;  // k per pipeline stage: 128 bytes of every row
 // Input rows under a folded norm (norm_fold.h) whose rstd the head kernel
 // keeps in shared memory: the decode step's rows (the fold's own bound is 128).
-constexpr int kMaxNormRows = 1024;
+constexpr int kMaxNormRows = 256;
 constexpr int kPart = int(kLmHeadPart);
 static_assert(kPart == 16, "a part is one warp's 16 weight rows of the wgmma tile");
 
@@ -69,7 +73,11 @@ struct HeadTile {
   static constexpr int STAGES = (200 * 1024) / kStageBytes < 8 ? (200 * 1024) / kStageBytes : 8;
   static constexpr int kBarrierOffset = STAGES * kStageBytes;  // a multiple of 1024
   static constexpr int kRstdOffset = kBarrierOffset + 16 * STAGES;  // kMaxNormRows floats
-  static constexpr int kSmem = kRstdOffset + 4 * kMaxNormRows;
+  // Each consumer warp's part of every column, for the tile's summary: two
+  // buffers, a tile's and the next one's.
+  static constexpr int kPairsBytes = (kConsumerThreads / 32) * BM * 8;
+  static constexpr int kPairsOffset = kRstdOffset + 4 * kMaxNormRows;
+  static constexpr int kSmem = kPairsOffset + 2 * kPairsBytes;
   static_assert(BN % 64 == 0 && BN <= 256, "warpgroups of 64 weight rows, boxes of at most 256");
   static_assert(BM == 64 || BM == 128, "wgmma tiles of 64 or 128 input rows");
 };
@@ -105,9 +113,11 @@ __device__ __forceinline__ void fold_level(float (&m)[Q], float (&s)[Q], int x) 
 // wgmma accumulators hold, per thread, rows lane/4 and lane/4 + 8 of those
 // 16 at columns 8 ni + 2 (lane % 4) + e. rstd (null: none): each input
 // row's folded-norm scale, applied to its logits before the temperature.
+// Every warp's pairs also go to pairs_s (warps, BM), for the tile summary.
 template <class C>
 __device__ __forceinline__ void fold_parts(const float (&acc)[C::NT][4], float2* __restrict__ parts, int n0, int m0,
-                                           int M, int V, int P, int stride, float inv_t, const float* rstd) {
+                                           int M, int V, int P, int stride, float inv_t, const float* rstd,
+                                           float2* pairs_s) {
   constexpr int Q = 2 * C::NT;  // (max, sum) pairs a lane holds before the reduce-scatter
   const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5);
   const int row = n0 + 16 * warp + (lane >> 2);
@@ -133,12 +143,32 @@ __device__ __forceinline__ void fold_parts(const float (&acc)[C::NT][4], float2*
   fold_level<Q / 4>(m, s, 8);
   fold_level<Q / 8>(m, s, 4);
   const int part = n0 / kPart + warp;
-  if (part >= P) return;
 #pragma unroll
   for (int i = 0; i < Q / 8; ++i) {
     const int q = i + (Q / 8) * (lane >> 2);
-    const int c = m0 + 8 * (q >> 1) + 2 * (lane & 3) + (q & 1);
-    if (c < M) parts[int64_t(c) * stride + part] = make_float2(m[i], s[i]);
+    const int c = 8 * (q >> 1) + 2 * (lane & 3) + (q & 1);
+    pairs_s[warp * C::BM + c] = make_float2(m[i], s[i]);  // past V: (-inf, 0)
+    if (part < P && m0 + c < M) parts[int64_t(m0 + c) * stride + part] = make_float2(m[i], s[i]);
+  }
+}
+
+// The tile's summary of every column: its warps' pairs merged in warp (=
+// id) order, into summaries (M, sstride) at column `tile`, after a barrier
+// of the consumer threads (every warp's pairs are in). The pairs alternate
+// between two buffers, so that the other threads go on to the next tile
+// while these merge: a buffer is written again two tiles later, past the
+// next tile's barrier, which the merging threads reach only when done.
+template <class C>
+__device__ __forceinline__ void summarize_tile(const float2* pairs_s, float2* __restrict__ summaries, int tile, int m0,
+                                               int M, int sstride) {
+  constexpr int kWarps = C::kConsumerThreads / 32;
+  named_barrier_sync(2, C::kConsumerThreads);
+  const int c = int(threadIdx.x);
+  if (c < C::BM && m0 + c < M) {
+    float m = pairs_s[c].x, s = pairs_s[c].y;
+#pragma unroll
+    for (int w = 1; w < kWarps; ++w) merge(m, s, pairs_s[w * C::BM + c].x, pairs_s[w * C::BM + c].y, m, s);
+    summaries[int64_t(m0 + c) * sstride + tile] = make_float2(m, s);
   }
 }
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
@@ -146,8 +176,9 @@ __device__ __forceinline__ void fold_parts(const float (&acc)[C::NT][4], float2*
 template <class C>
 __global__ void __launch_bounds__(C::kThreads, 1)
     lm_head_parts_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CUtensorMap imap,
-                         float2* __restrict__ parts, int32_t M, int32_t V, int32_t P, int32_t stride, int32_t k_blocks,
-                         int32_t m_tiles, int32_t items, float inv_t, const __grid_constant__ RowNormArgs rn) {
+                         float2* __restrict__ parts, float2* __restrict__ summaries, int32_t M, int32_t V, int32_t P,
+                         int32_t stride, int32_t sstride, int32_t k_blocks, int32_t m_tiles, int32_t items, float inv_t,
+                         const __grid_constant__ RowNormArgs rn) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(1024) unsigned char smem[];
   const uint32_t sbase = smem_u32(smem);
@@ -222,7 +253,9 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     wgmma_wait<0>();
     if ((tid & 127) == 0) mbar_arrive(empty + 8 * ((it - 1) % C::STAGES));
     if (norm && it == k_blocks) named_barrier_sync(1, kNormBarrierThreads);  // before the first epilogue
-    fold_parts<C>(acc, parts, n0, m0, M, V, P, stride, inv_t, norm ? rstd_s : nullptr);
+    float2* pairs_s = reinterpret_cast<float2*>(smem + C::kPairsOffset + ((it / k_blocks) & 1) * C::kPairsBytes);
+    fold_parts<C>(acc, parts, n0, m0, M, V, P, stride, inv_t, norm ? rstd_s : nullptr, pairs_s);
+    summarize_tile<C>(pairs_s, summaries, item / m_tiles, m0, M, sstride);
   }
 #else
   __trap();  // not an sm_90a build: the host launches it only where lm_head_sample_built()
@@ -240,6 +273,7 @@ struct WalkSmem {
   int32_t first_part;  // the first part whose inclusive cumulative mass exceeds the target
   int32_t last_part;   // the last part with a mass > 0
   double before;       // the mass before the part the walk starts in
+  float tile_mass[kPart];  // the chosen tile's parts' masses (at most 16 parts)
   int32_t chosen;
   float rstd;  // the row's folded-norm scale (1 without one)
 };
@@ -323,7 +357,8 @@ constexpr int kUnroll = 8;
 
 __global__ void __launch_bounds__(kWalkThreads)
     lm_head_walk_kernel(int32_t* __restrict__ tokens, float* __restrict__ logprobs, const float2* __restrict__ parts,
-                        int32_t P, int32_t stride, const bf16_t* __restrict__ hidden,
+                        int32_t P, int32_t stride, const float2* __restrict__ summaries, int32_t tiles,
+                        int32_t sstride, int32_t parts_per_tile, const bf16_t* __restrict__ hidden,
                         const bf16_t* __restrict__ weight, int64_t B, int32_t V, int32_t C,
                         const int32_t* __restrict__ logit_rows, const int64_t* __restrict__ streams,
                         const int64_t* __restrict__ counters, uint64_t seed, float inv_t, bool staged,
@@ -346,14 +381,17 @@ __global__ void __launch_bounds__(kWalkThreads)
       return;
     }
   }
-  // The row's parts, into shared memory where they fit (staged: the launch
-  // gave `stride` of them), two a 16-byte load (a row starts 16-byte
-  // aligned: stride is even), kUnroll loads a thread in flight.
-  const float2* row = parts + lr * stride;
+  // Level 1: the row's tile summaries (a tile's parts merged), into shared
+  // memory where they fit (staged: the launch gave `sstride` of them), two a
+  // 16-byte load (a row starts 16-byte aligned: sstride is even), kUnroll
+  // loads a thread in flight. The passes below find the tile; level 2 the
+  // part inside it.
+  const int32_t P1 = tiles;
+  const float2* row = summaries + lr * sstride;
   if (staged) {
     extern __shared__ float4 sparts[];
     const float4* src = reinterpret_cast<const float4*>(row);
-    const int32_t n4 = (P + 1) / 2;
+    const int32_t n4 = (P1 + 1) / 2;
     for (int32_t q0 = t; q0 < n4; q0 += kUnroll * kWalkThreads) {
       float4 v[kUnroll];
 #pragma unroll
@@ -371,12 +409,12 @@ __global__ void __launch_bounds__(kWalkThreads)
 
   // The max, in any order: every thread over every 256th part.
   float local_max = -INFINITY;
-  for (int32_t q0 = t; q0 < P; q0 += kUnroll * kWalkThreads) {
+  for (int32_t q0 = t; q0 < P1; q0 += kUnroll * kWalkThreads) {
     float m[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int32_t q = q0 + u * kWalkThreads;
-      m[u] = q < P ? row[q].x : -INFINITY;
+      m[u] = q < P1 ? row[q].x : -INFINITY;
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) local_max = fmaxf(local_max, m[u]);
@@ -385,8 +423,8 @@ __global__ void __launch_bounds__(kWalkThreads)
 
   // The masses, each thread over a contiguous range in order, then the
   // block's exclusive scan in thread order.
-  const int32_t chunk = (P + kWalkThreads - 1) / kWalkThreads;
-  const int32_t p0 = min(t * chunk, P), p1 = min(p0 + chunk, P);
+  const int32_t chunk = (P1 + kWalkThreads - 1) / kWalkThreads;
+  const int32_t p0 = min(t * chunk, P1), p1 = min(p0 + chunk, P1);
   double sum = 0;
   for (int32_t q0 = p0; q0 < p1; q0 += kUnroll) {
     float w[kUnroll];
@@ -453,8 +491,35 @@ __global__ void __launch_bounds__(kWalkThreads)
   } else if (first == sm.first_part) {
     sm.before = first_before;
   }
-  const int32_t start = reached ? sm.first_part : max(sm.last_part, 0);
+  const int32_t tile = reached ? sm.first_part : max(sm.last_part, 0);
   __syncthreads();
+
+  // Level 2: the tile's parts (16 ids each) in id order from the mass before
+  // the tile; the first whose cumulative mass exceeds the target, or, if
+  // rounding leaves them short, the last with a mass > 0 (the walk below
+  // goes on into the next parts when its own sums end short).
+  if (t < 32) {
+    const int32_t q0 = tile * parts_per_tile, n = min(parts_per_tile, P - q0);
+    if (t < n) sm.tile_mass[t] = part_mass(parts[lr * stride + q0 + t], mx);
+    __syncwarp();
+    if (t == 0) {
+      double cum = sm.before, last_before = sm.before;
+      int32_t part = -1, last = q0;
+      for (int j = 0; j < n; ++j) {
+        const float w = sm.tile_mass[j];
+        if (w > 0.0f) last = q0 + j, last_before = cum;
+        if (cum + double(w) > target) {
+          part = q0 + j;
+          break;
+        }
+        cum += double(w);
+      }
+      sm.first_part = part >= 0 ? part : last;
+      sm.before = part >= 0 ? cum : last_before;
+    }
+  }
+  __syncthreads();
+  const int32_t start = sm.first_part;
 
   // The walk from that part, its logits recomputed, in id order (scaled by
   // the row's rstd under a folded norm, as the head kernel scaled them).
@@ -496,9 +561,17 @@ __global__ void __launch_bounds__(kWalkThreads)
   }
 }
 
+// Where the head kernel writes: (B, stride) parts and (B, sstride) tile
+// summaries.
+struct PartsOut {
+  float2* parts;
+  float2* summaries;
+  int64_t P, stride, sstride;
+};
+
 template <int BN, int BM>
-void launch_parts(const Ctx& ctx, const Tensor& hidden, const Tensor& weight, float2* parts, int64_t P, int64_t stride,
-                  float inv_t, const RowNormArgs& rn) {
+void launch_parts(const Ctx& ctx, const Tensor& hidden, const Tensor& weight, const PartsOut& out, float inv_t,
+                  const RowNormArgs& rn) {
   using C = HeadTile<BN, BM>;
   const int64_t B = hidden.shape[0], K = hidden.shape[1], V = weight.shape[0];
   const int64_t m_tiles = ceil_div(B, int64_t(BM)), items = ceil_div(V, int64_t(C::BN)) * m_tiles;
@@ -509,8 +582,9 @@ void launch_parts(const Ctx& ctx, const Tensor& hidden, const Tensor& weight, fl
   DAPO_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem));
   const unsigned grid = unsigned(std::min<int64_t>(items, sm_count()));
   DAPO_CUDA_CHECK(launch_pdl(kernel, dim3(grid), dim3(C::kThreads), size_t(C::kSmem), stream_of(ctx), wmap, imap,
-                             parts, int32_t(B), int32_t(V), int32_t(P), int32_t(stride), int32_t(ceil_div(K, int64_t(kBK))),
-                             int32_t(m_tiles), int32_t(items), inv_t, rn));
+                             out.parts, out.summaries, int32_t(B), int32_t(V), int32_t(out.P), int32_t(out.stride),
+                             int32_t(out.sstride), int32_t(ceil_div(K, int64_t(kBK))), int32_t(m_tiles),
+                             int32_t(items), inv_t, rn));
 }
 
 // Weight rows per item: of 128 and 192, the one whose items spread over the
@@ -528,8 +602,8 @@ int head_tile_rows(int64_t V, int64_t m_tiles) {
   return best;
 }
 
-// The walk kernel's shared memory for a row's P parts, where they fit.
-constexpr int64_t kMaxStagedParts = 24576;  // 192 KB
+// The walk kernel's shared memory for a row's tile summaries, where they fit.
+constexpr int64_t kMaxStagedTiles = 24576;  // 192 KB
 
 }  // namespace
 
@@ -566,31 +640,35 @@ void lm_head_sample(const Ctx& ctx, Tensor tokens, Tensor logprobs, Tensor hidde
                  ctx.scratch->capacity() - ctx.scratch->used() >= lm_head_sample_scratch_bytes(B, V),
              "lm_head_sample needs ", lm_head_sample_scratch_bytes(B, V), " bytes of ctx.scratch");
   ArenaScope scope(*ctx.scratch);
-  // (B, stride) float2: rows of P parts, 16-byte aligned (stride even).
-  const int64_t stride = (P + 1) / 2 * 2;
-  float2* parts =
-      reinterpret_cast<float2*>(ctx.scratch->alloc_array<float>(size_t(std::max<int64_t>(B, 1)) * stride * 2));
+  // 64 input rows a tile up to 64 rows, else 128 (more rows: more m-tiles;
+  // 256-row tiles took 246 us for 256 rows of 0.5B's head on an H100,
+  // against 232 for cuBLASLt's head and the sampler).
+  const int64_t bm = B <= 64 ? 64 : 128;
+  const int bn = B > 0 ? head_tile_rows(V, ceil_div(B, bm)) : 128;
+  // (B, stride) and (B, sstride) float2: rows of P parts and of the tiles'
+  // summaries, 16-byte aligned (strides even).
+  const int64_t tiles = ceil_div(V, int64_t(bn)), stride = (P + 1) / 2 * 2, sstride = (tiles + 1) / 2 * 2;
+  const size_t rows_alloc = size_t(std::max<int64_t>(B, 1));
+  float2* parts = reinterpret_cast<float2*>(ctx.scratch->alloc_array<float>(rows_alloc * size_t(stride) * 2));
+  float2* summaries = reinterpret_cast<float2*>(ctx.scratch->alloc_array<float>(rows_alloc * size_t(sstride) * 2));
   const float inv_t = 1.0f / p.temperature;  // the CPU op's z = logit * inv_t
   if (B > 0) {
-    // 64 input rows a tile up to 64 rows, else 128 (more rows: more m-tiles;
-    // 256-row tiles took 246 us for 256 rows of 0.5B's head on an H100,
-    // against 232 for cuBLASLt's head and the sampler).
-    const int64_t bm = B <= 64 ? 64 : 128;
-    const bool wide = head_tile_rows(V, ceil_div(B, bm)) == 192;
+    const PartsOut out{parts, summaries, P, stride, sstride};
     if (bm == 64) {
-      if (wide) launch_parts<192, 64>(ctx, hidden, weight, parts, P, stride, inv_t, rn);
-      else launch_parts<128, 64>(ctx, hidden, weight, parts, P, stride, inv_t, rn);
+      if (bn == 192) launch_parts<192, 64>(ctx, hidden, weight, out, inv_t, rn);
+      else launch_parts<128, 64>(ctx, hidden, weight, out, inv_t, rn);
     } else {
-      if (wide) launch_parts<192, 128>(ctx, hidden, weight, parts, P, stride, inv_t, rn);
-      else launch_parts<128, 128>(ctx, hidden, weight, parts, P, stride, inv_t, rn);
+      if (bn == 192) launch_parts<192, 128>(ctx, hidden, weight, out, inv_t, rn);
+      else launch_parts<128, 128>(ctx, hidden, weight, out, inv_t, rn);
     }
   }
-  const size_t staged = stride <= kMaxStagedParts ? size_t(stride) * sizeof(float2) : 0;
+  const size_t staged = sstride <= kMaxStagedTiles ? size_t(sstride) * sizeof(float2) : 0;
   DAPO_CUDA_CHECK(
       cudaFuncSetAttribute(lm_head_walk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(staged)));
   DAPO_CUDA_CHECK(launch_pdl(lm_head_walk_kernel, dim3(unsigned(R)), dim3(kWalkThreads), staged, stream_of(ctx),
                              tokens.ptr<int32_t>(), logprobs.ptr<float>(), static_cast<const float2*>(parts),
-                             int32_t(P), int32_t(stride), static_cast<const bf16_t*>(hidden.data),
+                             int32_t(P), int32_t(stride), static_cast<const float2*>(summaries), int32_t(tiles),
+                             int32_t(sstride), int32_t(bn / kPart), static_cast<const bf16_t*>(hidden.data),
                              static_cast<const bf16_t*>(weight.data), B, int32_t(V), int32_t(C),
                              rows ? logit_rows.ptr<int32_t>() : static_cast<const int32_t*>(nullptr),
                              rng_streams.ptr<int64_t>(), rng_counters.ptr<int64_t>(), p.seed, inv_t, staged > 0, rn,

@@ -50,8 +50,10 @@ void lm_head_sample(const Ctx& ctx, Tensor tokens, Tensor logprobs, Tensor hidde
 }
 
 size_t lm_head_sample_scratch_bytes(int64_t B, int64_t V) {
-  const int64_t parts = (V + kLmHeadPart - 1) / kLmHeadPart;
-  return size_t(std::max<int64_t>(B, 1)) * size_t((parts + 1) / 2 * 2) * 8 + 2 * Arena::kAlign;
+  // The parts and the summaries of tiles of at least 128 ids, each row's
+  // rounded up to even.
+  const int64_t parts = (V + kLmHeadPart - 1) / kLmHeadPart, tiles = (V + 127) / 128;
+  return size_t(std::max<int64_t>(B, 1)) * size_t((parts + 1) / 2 * 2 + (tiles + 1) / 2 * 2) * 8 + 3 * Arena::kAlign;
 }
 
 bool lm_head_sample_preferred(const Ctx& ctx, const Tensor& hidden, const Tensor& weight, const SamplingParams& p) {

@@ -9,16 +9,18 @@
 // CUDA (sm_90a builds, Hopper): the head's products run in a persistent TMA +
 // wgmma kernel whose epilogue folds every 16 consecutive ids of a row
 // (kLmHeadPart) into (max z, sum of exp(z - max)), z = logit / temperature,
-// straight from the accumulators (a fixed shuffle tree). A second kernel, one
-// CTA a sampled row, rescales the parts' masses to the row max (float
-// exp, summed in double in id order), draws u = uniform_float(philox_draw(
-// seed, stream, counter).v[0]) as sample_tokens does, finds the part where
-// the cumulative mass first exceeds u * total, recomputes that part's 16
-// logits (fp32 dot products of the bf16 rows) and walks them in id order
-// from the mass before the part; if rounding leaves the part short it goes
-// on into the next parts, and takes the last id with a non-zero weight if
-// even the row's end is short, as the CPU op does. The log-prob is that of
-// the chosen id under the full softmax: z - max - log(total).
+// straight from the accumulators (a fixed shuffle tree), and each tile's
+// parts (128 or 192 ids) into a summary of the same kind (merged in id
+// order). A second kernel, one CTA a sampled row, rescales the summaries'
+// masses to the row max (float exp, summed in double in id order), draws u
+// = uniform_float(philox_draw(seed, stream, counter).v[0]) as sample_tokens
+// does, finds the tile where the cumulative mass first exceeds u * total,
+// then the part inside it, recomputes that part's 16 logits (fp32 dot
+// products of the bf16 rows) and walks them in id order from the mass
+// before the part; if rounding leaves the part short it goes on into the
+// next parts, and takes the last id with a non-zero weight if even the
+// row's end is short, as the CPU op does. The log-prob is that of the
+// chosen id under the full softmax: z - max - log(total).
 //
 // Under a folded norm (norm_fold.h) the head kernel scales each row's
 // products by its rstd and the walk its recomputed logits.
@@ -50,7 +52,7 @@ inline constexpr int64_t kLmHeadPart = 16;
 //   p.temperature > 0, p.top_k <= 0 or >= V, p.top_p >= 1.
 // norm: a folded norm of the hidden rows (norm_fold.h): row m is
 //   hidden[m, :] * rstd_m (the decode step's model.norm, from the last
-//   down_proj's epilogue, without a norm kernel); CUDA: at most 1,024 rows.
+//   down_proj's epilogue, without a norm kernel); CUDA: at most 256 rows.
 // ctx.scratch: CPU: 4 * B * V bytes (the logits), 4 * B * C under a norm
 //   (the scaled rows) and sample_tokens' own; CUDA:
 //   lm_head_sample_scratch_bytes(B, V).
@@ -58,8 +60,8 @@ void lm_head_sample(const Ctx& ctx, Tensor tokens, Tensor logprobs, Tensor hidde
                     Tensor logit_rows, Tensor rng_streams, Tensor rng_counters, const SamplingParams& p,
                     const RowNorm& norm = {});
 
-// The CUDA op's scratch: each of B rows' ceil(V / kLmHeadPart) parts
-// (rounded up to even), 8 bytes each, and alignment.
+// The CUDA op's scratch: each of B rows' ceil(V / kLmHeadPart) parts and
+// tile summaries (each rounded up to even), 8 bytes each, and alignment.
 size_t lm_head_sample_scratch_bytes(int64_t B, int64_t V);
 
 // Whether the fused op can and should replace the head + sample_tokens on
