@@ -78,6 +78,7 @@ struct HeadTile {
   static constexpr int kPairsBytes = (kConsumerThreads / 32) * BM * 8;
   static constexpr int kPairsOffset = kRstdOffset + 4 * kMaxNormRows;
   static constexpr int kSmem = kPairsOffset + 2 * kPairsBytes;
+  static_assert(kSmem <= 227 * 1024, "an H100 CTA has at most 227 KB of shared memory");
   static_assert(BN % 64 == 0 && BN <= 256, "warpgroups of 64 weight rows, boxes of at most 256");
   static_assert(BM == 64 || BM == 128, "wgmma tiles of 64 or 128 input rows");
 };
