@@ -362,7 +362,7 @@ __global__ void __launch_bounds__(kWalkThreads)
                         int32_t sstride, int32_t parts_per_tile, const bf16_t* __restrict__ hidden,
                         const bf16_t* __restrict__ weight, int64_t B, int32_t V, int32_t C,
                         const int32_t* __restrict__ logit_rows, const int64_t* __restrict__ streams,
-                        const int64_t* __restrict__ counters, uint64_t seed, float inv_t, bool staged,
+                        const int64_t* __restrict__ counters, uint64_t seed, float inv_t,
                         const __grid_constant__ RowNormArgs rn, DeviceFlags* flags) {
   static_assert(kWalkThreads == 16 * kPart, "part_logits: a half-warp an id");
   __shared__ WalkSmem sm;
@@ -383,13 +383,12 @@ __global__ void __launch_bounds__(kWalkThreads)
     }
   }
   // Level 1: the row's tile summaries (a tile's parts merged), into shared
-  // memory where they fit (staged: the launch gave `sstride` of them), two a
-  // 16-byte load (a row starts 16-byte aligned: sstride is even), kUnroll
-  // loads a thread in flight. The passes below find the tile; level 2 the
-  // part inside it.
+  // memory (the launch gave `sstride` of them), two a 16-byte load (a row
+  // starts 16-byte aligned: sstride is even), kUnroll loads a thread in
+  // flight. The passes below find the tile; level 2 the part inside it.
   const int32_t P1 = tiles;
   const float2* row = summaries + lr * sstride;
-  if (staged) {
+  {
     extern __shared__ float4 sparts[];
     const float4* src = reinterpret_cast<const float4*>(row);
     const int32_t n4 = (P1 + 1) / 2;
@@ -603,8 +602,9 @@ int head_tile_rows(int64_t V, int64_t m_tiles) {
   return best;
 }
 
-// The walk kernel's shared memory for a row's tile summaries, where they fit.
+// The walk kernel's shared memory for a row's tile summaries (Qwen2.5: 792).
 constexpr int64_t kMaxStagedTiles = 24576;  // 192 KB
+static_assert(kLmHeadMaxVocabCuda <= kMaxStagedTiles * 128, "every tile of at least 128 ids staged");
 
 }  // namespace
 
@@ -632,6 +632,8 @@ void lm_head_sample(const Ctx& ctx, Tensor tokens, Tensor logprobs, Tensor hidde
   const int64_t B = hidden.shape[0], C = hidden.shape[1], V = weight.shape[0];
   DAPO_CHECK(C % 8 == 0 && C <= INT32_MAX && B <= INT32_MAX && aligned16(hidden.data) && aligned16(weight.data),
              "lm_head_sample: C = ", C, " must be a multiple of 8 and both tensors 16-byte aligned");
+  DAPO_CHECK(V <= kLmHeadMaxVocabCuda, "lm_head_sample: a vocabulary of ", V, " (CUDA: at most ",
+             kLmHeadMaxVocabCuda, ")");
   const RowNormArgs rn = row_norm_args(ctx, &norm, B, C, "lm_head_sample");
   DAPO_CHECK(rn.ssq == nullptr || B <= kMaxNormRows, "lm_head_sample: a folded norm over ", B, " rows (at most ",
              kMaxNormRows, ")");
@@ -663,7 +665,7 @@ void lm_head_sample(const Ctx& ctx, Tensor tokens, Tensor logprobs, Tensor hidde
       else launch_parts<128, 128>(ctx, hidden, weight, out, inv_t, rn);
     }
   }
-  const size_t staged = sstride <= kMaxStagedTiles ? size_t(sstride) * sizeof(float2) : 0;
+  const size_t staged = size_t(sstride) * sizeof(float2);
   DAPO_CUDA_CHECK(
       cudaFuncSetAttribute(lm_head_walk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(staged)));
   DAPO_CUDA_CHECK(launch_pdl(lm_head_walk_kernel, dim3(unsigned(R)), dim3(kWalkThreads), staged, stream_of(ctx),
@@ -672,7 +674,7 @@ void lm_head_sample(const Ctx& ctx, Tensor tokens, Tensor logprobs, Tensor hidde
                              int32_t(sstride), int32_t(bn / kPart), static_cast<const bf16_t*>(hidden.data),
                              static_cast<const bf16_t*>(weight.data), B, int32_t(V), int32_t(C),
                              rows ? logit_rows.ptr<int32_t>() : static_cast<const int32_t*>(nullptr),
-                             rng_streams.ptr<int64_t>(), rng_counters.ptr<int64_t>(), p.seed, inv_t, staged > 0, rn,
+                             rng_streams.ptr<int64_t>(), rng_counters.ptr<int64_t>(), p.seed, inv_t, rn,
                              ctx.flags));
 }
 

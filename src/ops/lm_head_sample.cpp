@@ -62,7 +62,7 @@ bool lm_head_sample_preferred(const Ctx& ctx, const Tensor& hidden, const Tensor
   if (!cuda::detail::lm_head_sample_built()) return false;
   if (hidden.dtype != DType::bf16 || weight.dtype != DType::bf16 || hidden.ndim != 2 || weight.ndim != 2) return false;
   const int64_t C = hidden.shape[1], V = weight.shape[0];
-  return C == weight.shape[1] && C % 8 == 0 && V >= 1 && V <= (int64_t(1) << 30) && p.temperature > 0.0f &&
+  return C == weight.shape[1] && C % 8 == 0 && V >= 1 && V <= kLmHeadMaxVocabCuda && p.temperature > 0.0f &&
          std::isfinite(p.temperature) && !(p.top_k > 0 && int64_t(p.top_k) < V) && !(p.top_p < 1.0f);
 #else
   (void)hidden, (void)weight, (void)p;

@@ -4,8 +4,8 @@
 // tokens except where u falls within rounding of a CDF boundary, the same
 // log-probs where the tokens agree, the same bits twice; every tile shape
 // (64 and 128 input rows, 128 and 192 weight rows, several m-tiles, K not
-// a multiple of 64, V not a multiple of the tile or the part, a row's parts
-// staged in shared memory or not), logit_rows with shared and bad
+// a multiple of 64, V not a multiple of the tile or the part, a large
+// vocabulary), a folded norm of the rows, logit_rows with shared and bad
 // rows, the non-finite flag, a chi-square test of 200k draws, and the perf
 // case against the composition it replaces.
 #include <cmath>
@@ -155,8 +155,8 @@ TEST_F(LmHeadSampleGpu, MatchesCpuOnEveryTileShape) {
   };
   // 0.5B's head at a decode step; 64- and 128-row tiles; two, three and
   // five m-tiles; K with a tail past the last 64; V with a partial tile and
-  // a partial part; one row; a vocabulary smaller than one tile; one whose
-  // parts do not fit the walk's shared memory (P > 24,576).
+  // a partial part; one row; a vocabulary smaller than one tile; a large
+  // one (400,000 ids, 2,084 tiles).
   for (const Shape s : {Shape{128, 151936, 896, 1.0f, 0.08f}, Shape{5, 1000, 64, 1.0f, 0.5f},
                         Shape{64, 4099, 200, 0.7f, 0.2f}, Shape{200, 5003, 128, 1.3f, 0.3f},
                         Shape{300, 3001, 64, 1.0f, 0.5f}, Shape{513, 777, 72, 1.0f, 0.5f}, Shape{1, 20000, 1536, 1.0f, 0.05f},

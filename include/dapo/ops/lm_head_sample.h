@@ -44,10 +44,14 @@ namespace dapo::ops {
 
 // Ids per part of a row's (max, sum of exp) in the CUDA op.
 inline constexpr int64_t kLmHeadPart = 16;
+// The CUDA op's largest vocabulary: a row's tile summaries (tiles of at
+// least 128 ids) fit the draw's shared memory.
+inline constexpr int64_t kLmHeadMaxVocabCuda = int64_t(24576) * 128;
 
 // tokens (R) i32, logprobs (R) f32: OVERWRITTEN.
 // hidden (B, C): the LM head's input rows (f32 on the CPU, bf16 on CUDA).
-// weight (V, C): the head's weight, HF's layout (same dtype as hidden).
+// weight (V, C): the head's weight, HF's layout (same dtype as hidden);
+//   CUDA: V up to kLmHeadMaxVocabCuda.
 // logit_rows, rng_streams, rng_counters, p: as sample_tokens (sampling.h);
 //   p.temperature > 0, p.top_k <= 0 or >= V, p.top_p >= 1.
 // norm: a folded norm of the hidden rows (norm_fold.h): row m is
