@@ -1285,14 +1285,7 @@ void sample_tokens(const Ctx& ctx, Tensor tokens, Tensor logprobs, Tensor logits
                    Tensor rng_streams, Tensor rng_counters, const SamplingParams& p) {
   const int64_t R = tokens.numel();
   check_shard(ctx, logits, logit_rows, R, "sample_tokens");
-  DAPO_CHECK_SHAPE(tokens, {R});
-  DAPO_CHECK_SHAPE(logprobs, {R});
-  DAPO_CHECK_SHAPE(rng_streams, {R});
-  DAPO_CHECK_SHAPE(rng_counters, {R});
-  DAPO_CHECK_DTYPE(tokens, DType::i32);
-  DAPO_CHECK_DTYPE(logprobs, DType::f32);
-  DAPO_CHECK_DTYPE(rng_streams, DType::i64);
-  DAPO_CHECK_DTYPE(rng_counters, DType::i64);
+  ops::detail::check_sampled_rows(tokens, logprobs, rng_streams, rng_counters);
   for (const Tensor* t : {&tokens, &logprobs, &rng_streams, &rng_counters})
     check_device(ctx, *t, "sample_tokens tensor");
   DAPO_CHECK(p.temperature >= 0.0f && std::isfinite(p.temperature), "temperature ", p.temperature);

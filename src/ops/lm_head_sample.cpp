@@ -20,15 +20,7 @@ int64_t detail::check_lm_head_sample(const Tensor& tokens, const Tensor& logprob
              dtype_name(weight.dtype));
   const int64_t B = hidden.shape[0], V = weight.shape[0];
   DAPO_CHECK(V >= 1 && V <= (int64_t(1) << 30), "lm_head_sample: vocabulary of ", V);
-  const int64_t R = tokens.numel();
-  DAPO_CHECK_SHAPE(tokens, {R});
-  DAPO_CHECK_SHAPE(logprobs, {R});
-  DAPO_CHECK_SHAPE(rng_streams, {R});
-  DAPO_CHECK_SHAPE(rng_counters, {R});
-  DAPO_CHECK_DTYPE(tokens, DType::i32);
-  DAPO_CHECK_DTYPE(logprobs, DType::f32);
-  DAPO_CHECK_DTYPE(rng_streams, DType::i64);
-  DAPO_CHECK_DTYPE(rng_counters, DType::i64);
+  const int64_t R = check_sampled_rows(tokens, logprobs, rng_streams, rng_counters);
   if (has_logit_rows(logit_rows)) {
     DAPO_CHECK_SHAPE(logit_rows, {R});
     DAPO_CHECK_DTYPE(logit_rows, DType::i32);

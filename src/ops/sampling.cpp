@@ -10,6 +10,20 @@ void sample_tokens(const Ctx& ctx, Tensor tokens, Tensor logprobs, Tensor logits
   DAPO_DISPATCH(ctx, sample_tokens, tokens, logprobs, logits, logit_rows, rng_streams, rng_counters, p);
 }
 
+int64_t detail::check_sampled_rows(const Tensor& tokens, const Tensor& logprobs, const Tensor& rng_streams,
+                                   const Tensor& rng_counters) {
+  const int64_t R = tokens.numel();
+  DAPO_CHECK_SHAPE(tokens, {R});
+  DAPO_CHECK_SHAPE(logprobs, {R});
+  DAPO_CHECK_SHAPE(rng_streams, {R});
+  DAPO_CHECK_SHAPE(rng_counters, {R});
+  DAPO_CHECK_DTYPE(tokens, DType::i32);
+  DAPO_CHECK_DTYPE(logprobs, DType::f32);
+  DAPO_CHECK_DTYPE(rng_streams, DType::i64);
+  DAPO_CHECK_DTYPE(rng_counters, DType::i64);
+  return R;
+}
+
 size_t sample_tokens_gpu_scratch_bytes(int64_t R) {
   return size_t(R) * 32 * (sizeof(float) + sizeof(double)) + 2 * Arena::kAlign;
 }

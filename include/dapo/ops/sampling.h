@@ -93,6 +93,15 @@ inline bool has_logit_rows(const Tensor& logit_rows) {
   return logit_rows.data != nullptr && logit_rows.numel() > 0;
 }
 
+namespace detail {
+// The sampled rows' outputs and keys of every sampling op (sample_tokens,
+// lm_head_sample): tokens (R) i32, logprobs (R) f32, rng_streams and
+// rng_counters (R) i64 with R = tokens.numel() (fails naming the tensor);
+// returns R.
+int64_t check_sampled_rows(const Tensor& tokens, const Tensor& logprobs, const Tensor& rng_streams,
+                           const Tensor& rng_counters);
+}  // namespace detail
+
 // ---- tp shards --------------------------------------------------------------
 // The steps of sampling from a vocabulary split over tp ranks (rank q holds
 // ids [vocab_start, vocab_start + Vs) in vocabulary order), without the full

@@ -93,14 +93,7 @@ void sample_tokens(const Ctx& ctx, Tensor tokens, Tensor logprobs, Tensor logits
   const int64_t B = tokens.numel();  // the sampled rows (R in sampling.h)
   const Rows rows = check_rows(logits, logit_rows, B, "sample_tokens");
   const int64_t V = logits.size(1);
-  DAPO_CHECK_SHAPE(tokens, {B});
-  DAPO_CHECK_SHAPE(logprobs, {B});
-  DAPO_CHECK_SHAPE(rng_streams, {B});
-  DAPO_CHECK_SHAPE(rng_counters, {B});
-  DAPO_CHECK_DTYPE(tokens, DType::i32);
-  DAPO_CHECK_DTYPE(logprobs, DType::f32);
-  DAPO_CHECK_DTYPE(rng_streams, DType::i64);
-  DAPO_CHECK_DTYPE(rng_counters, DType::i64);
+  ops::detail::check_sampled_rows(tokens, logprobs, rng_streams, rng_counters);
   DAPO_CHECK(p.temperature >= 0.0f && std::isfinite(p.temperature), "temperature ", p.temperature);
   DAPO_CHECK(p.top_p > 0.0f, "top_p ", p.top_p, " must be > 0 (>= 1 disables it)");
   if (B == 0) return;
