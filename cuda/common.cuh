@@ -52,6 +52,9 @@ inline void check_device(const Ctx& ctx, const Tensor& t, const char* name) {
   DAPO_CHECK(t.device == Device::cuda || t.numel() == 0, name, " is on the host, expected the GPU");
 }
 
+// ceil(a / b) for a >= 0, b > 0: tiles, splits, waves.
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
 inline unsigned grid_for(int64_t n, int block) {
   const int64_t blocks = (n + block - 1) / block;
   return unsigned(blocks < 65535 * 32 ? blocks : 65535 * 32);  // kernels loop grid-stride beyond this

@@ -858,8 +858,6 @@ int64_t resident_clusters(int id, int splits) {
   return int64_t(sm_count() / 16) * ((16 * ctas_per_sm(id)) / splits);
 }
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 int64_t weight_tiles(std::span<const LinearSegment> segs, int bn) {
   int64_t t = 0;
   for (const LinearSegment& s : segs) t += ceil_div(s.weight.shape[0], bn);

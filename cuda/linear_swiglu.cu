@@ -241,8 +241,6 @@ void with_tile(int cols, int rows, F&& f) {
   DAPO_FAIL("linear_swiglu: no tile of ", rows, " input rows");
 }
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 void check_on_device(const Ctx& ctx, const Tensor& t, const char* name) {
   check_device(ctx, t, name);
   DAPO_CHECK(t.data != nullptr || t.numel() == 0, "linear_swiglu_forward: ", name, " has no data");

@@ -52,8 +52,6 @@ namespace {
 using namespace cuda_detail;
 using bf16_t = __nv_bfloat16;
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 constexpr int kBK = 64;  // k per pipeline stage: 128 bytes of every row
 // Input rows under a folded norm (norm_fold.h) whose rstd the head kernel
 // keeps in shared memory: the decode step's rows (the fold's own bound is 128).
@@ -271,9 +269,10 @@ struct WalkSmem {
   float warp_max[kWalkWarps];
   double warp_sum[kWalkWarps];
   float z[kPart];
-  int32_t first_part;  // the first part whose inclusive cumulative mass exceeds the target
-  int32_t last_part;   // the last part with a mass > 0
-  double before;       // the mass before the part the walk starts in
+  int32_t first_tile;      // the first tile whose inclusive cumulative mass exceeds the target
+  int32_t last_tile;       // the last tile with a mass > 0
+  int32_t start_part;      // the part the walk starts in
+  double before;           // the mass before that tile, then before that part
   float tile_mass[kPart];  // the chosen tile's parts' masses (at most 16 parts)
   int32_t chosen;
   float rstd;  // the row's folded-norm scale (1 without one)
@@ -351,9 +350,9 @@ __device__ void part_logits(const bf16_t* __restrict__ h, const bf16_t* __restri
   if (l == 0) sm.z[j] = __fmul_rn(__fmul_rn(dot, rstd), inv_t);
 }
 
-// Passes over a thread's contiguous range of parts, kUnroll at a time: the
-// loads and exps of a group are independent (in flight together), the
-// double sums stay in part order.
+// Passes over a thread's contiguous range of tile summaries, kUnroll at a
+// time: the loads and exps of a group are independent (in flight
+// together), the double sums stay in tile order.
 constexpr int kUnroll = 8;
 
 __global__ void __launch_bounds__(kWalkThreads)
@@ -386,12 +385,11 @@ __global__ void __launch_bounds__(kWalkThreads)
   // memory (the launch gave `sstride` of them), two a 16-byte load (a row
   // starts 16-byte aligned: sstride is even), kUnroll loads a thread in
   // flight. The passes below find the tile; level 2 the part inside it.
-  const int32_t P1 = tiles;
   const float2* row = summaries + lr * sstride;
   {
-    extern __shared__ float4 sparts[];
+    extern __shared__ float4 stiles[];
     const float4* src = reinterpret_cast<const float4*>(row);
-    const int32_t n4 = (P1 + 1) / 2;
+    const int32_t n4 = (tiles + 1) / 2;
     for (int32_t q0 = t; q0 < n4; q0 += kUnroll * kWalkThreads) {
       float4 v[kUnroll];
 #pragma unroll
@@ -401,20 +399,20 @@ __global__ void __launch_bounds__(kWalkThreads)
       }
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u)
-        if (q0 + u * kWalkThreads < n4) sparts[q0 + u * kWalkThreads] = v[u];
+        if (q0 + u * kWalkThreads < n4) stiles[q0 + u * kWalkThreads] = v[u];
     }
     __syncthreads();
-    row = reinterpret_cast<const float2*>(sparts);
+    row = reinterpret_cast<const float2*>(stiles);
   }
 
-  // The max, in any order: every thread over every 256th part.
+  // The max, in any order: every thread over every 256th tile.
   float local_max = -INFINITY;
-  for (int32_t q0 = t; q0 < P1; q0 += kUnroll * kWalkThreads) {
+  for (int32_t q0 = t; q0 < tiles; q0 += kUnroll * kWalkThreads) {
     float m[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int32_t q = q0 + u * kWalkThreads;
-      m[u] = q < P1 ? row[q].x : -INFINITY;
+      m[u] = q < tiles ? row[q].x : -INFINITY;
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) local_max = fmaxf(local_max, m[u]);
@@ -423,8 +421,8 @@ __global__ void __launch_bounds__(kWalkThreads)
 
   // The masses, each thread over a contiguous range in order, then the
   // block's exclusive scan in thread order.
-  const int32_t chunk = (P1 + kWalkThreads - 1) / kWalkThreads;
-  const int32_t p0 = min(t * chunk, P1), p1 = min(p0 + chunk, P1);
+  const int32_t chunk = (tiles + kWalkThreads - 1) / kWalkThreads;
+  const int32_t p0 = min(t * chunk, tiles), p1 = min(p0 + chunk, tiles);
   double sum = 0;
   for (int32_t q0 = p0; q0 < p1; q0 += kUnroll) {
     float w[kUnroll];
@@ -447,12 +445,12 @@ __global__ void __launch_bounds__(kWalkThreads)
   const U32x4 d = philox_draw(seed, uint64_t(streams[r]), uint64_t(counters[r]));
   const double target = double(uniform_float(d.v[0])) * total;
 
-  // The first part whose cumulative mass exceeds the target (the same sums
+  // The first tile whose cumulative mass exceeds the target (the same sums
   // in the same order as above). Only a range whose end exceeds it can hold
-  // that part (before + x grows with x), so the others skip the search.
+  // that tile (before + x grows with x), so the others skip the search.
   if (t == 0) {
-    sm.first_part = INT_MAX;
-    sm.last_part = -1;
+    sm.first_tile = INT_MAX;
+    sm.last_tile = -1;
     sm.before = 0;
   }
   __syncthreads();
@@ -472,12 +470,12 @@ __global__ void __launch_bounds__(kWalkThreads)
       }
     }
   }
-  if (first >= 0) atomicMin(&sm.first_part, first);
+  if (first >= 0) atomicMin(&sm.first_tile, first);
   __syncthreads();
-  const bool reached = sm.first_part != INT_MAX;
+  const bool reached = sm.first_tile != INT_MAX;
   if (!reached) {
-    // Rounding left every part short of the target: the walk starts at the
-    // last part with a mass > 0 (rare: u within rounding of 1).
+    // Rounding left every tile short of the target: the walk starts in the
+    // last tile with a mass > 0 (rare: u within rounding of 1).
     int32_t last = -1;
     double last_before = 0, local = 0;
     for (int32_t q = p0; q < p1; ++q) {
@@ -485,13 +483,13 @@ __global__ void __launch_bounds__(kWalkThreads)
       if (w > 0.0f) last = q, last_before = before + local;
       local += double(w);
     }
-    if (last >= 0) atomicMax(&sm.last_part, last);
+    if (last >= 0) atomicMax(&sm.last_tile, last);
     __syncthreads();
-    if (last >= 0 && last == sm.last_part) sm.before = last_before;
-  } else if (first == sm.first_part) {
+    if (last >= 0 && last == sm.last_tile) sm.before = last_before;
+  } else if (first == sm.first_tile) {
     sm.before = first_before;
   }
-  const int32_t tile = reached ? sm.first_part : max(sm.last_part, 0);
+  const int32_t tile = reached ? sm.first_tile : max(sm.last_tile, 0);
   __syncthreads();
 
   // Level 2: the tile's parts (16 ids each) in id order from the mass before
@@ -514,17 +512,17 @@ __global__ void __launch_bounds__(kWalkThreads)
         }
         cum += double(w);
       }
-      sm.first_part = part >= 0 ? part : last;
+      sm.start_part = part >= 0 ? part : last;
       sm.before = part >= 0 ? cum : last_before;
+      // The row's scale for the recomputed logits under a folded norm.
+      sm.rstd = rn.ssq != nullptr ? row_rstd(rn, int(lr)) : 1.0f;
     }
   }
   __syncthreads();
-  const int32_t start = sm.first_part;
+  const int32_t start = sm.start_part;
 
   // The walk from that part, its logits recomputed, in id order (scaled by
   // the row's rstd under a folded norm, as the head kernel scaled them).
-  if (t == 0) sm.rstd = rn.ssq != nullptr ? row_rstd(rn, int(lr)) : 1.0f;
-  __syncthreads();
   const float rstd = sm.rstd;
   const bf16_t* h = hidden + lr * C;
   double cum = sm.before;
