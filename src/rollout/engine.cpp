@@ -250,7 +250,8 @@ GenerationMemory generation_memory(const model::Qwen2Model::Plan& plan, int64_t 
   GenerationMemory m;
   const int64_t V = plan.dims.V, tp = plan.dims.tp, max_blocks = (max_len + block_size - 1) / block_size;
   m.activations = plan.cached_activation_bytes(max_tokens, max_seqs);
-  // The CPU sampler's per-thread row copies; the GPU's per-part sums.
+  // The CPU sampler's per-thread row copies; the GPU's per-part sums (the
+  // sampler's, or the fused head's parts and tile summaries).
   const size_t sampling = device == Device::cpu ? size_t(threads) * 8 * size_t(V) + 2 * Arena::kAlign
                                                 : std::max(ops::sample_tokens_gpu_scratch_bytes(max_seqs),
                                                            ops::lm_head_sample_scratch_bytes(max_seqs, V));
