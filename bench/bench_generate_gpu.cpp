@@ -20,7 +20,8 @@
 //    were running (buckets of powers of two: 8 means 8 to 15).
 // With --trace, the load runs once more under CUPTI (bench/kernel_trace.h):
 // the GPU's idle time over the run (no kernel or copy on it: the host's
-// share of the critical path) and which kernels and copies it came before.
+// share of the critical path), which kernels and copies it came before, and
+// the run's kernels by their exclusive time (bench/kernel_trace.h).
 // --no-launch-ahead: EngineOptions::launch_ahead off (on by default on GPUs; steps_ahead counts its steps).
 // --unfused-head: EngineOptions::fused_head off (the LM head's logits, then the sampler; "fused_head" in the JSON).
 // --max-tokens: EngineOptions::max_batch_tokens (fixed load: batch x prompt, DAPO load: 8192).
@@ -279,6 +280,11 @@ int main(int argc, char** argv) {
       std::printf("%s{\"kernel\": \"%s\", \"calls\": %lld, \"idle_us_per_call\": %.2f, \"exclusive_us_per_call\": %.2f}",
                   i ? ", " : "", ks[i].name.c_str(), (long long)ks[i].calls,
                   ks[i].idle_before_ns / 1e3 / double(ks[i].calls), ks[i].exclusive_ns / 1e3 / double(ks[i].calls));
+    // And what the GPU spends the run on, kernel by kernel (most first).
+    std::printf("], \"kernels\": [");
+    for (size_t i = 0; i < t.kernels.size() && i < 24; ++i)
+      std::printf("%s{\"kernel\": \"%s\", \"calls\": %lld, \"exclusive_ms\": %.3f}", i ? ", " : "",
+                  t.kernels[i].name.c_str(), (long long)t.kernels[i].calls, t.kernels[i].exclusive_ns / 1e6);
     std::printf("]}\n");
     std::fflush(stdout);
   }

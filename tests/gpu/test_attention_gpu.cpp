@@ -137,6 +137,14 @@ TEST_F(AttentionGpu, GqaMatchesCpu) {
               27);
 }
 
+// More sequences than the work table's kernel stages in shared memory
+// (4,096): it then reads their lengths from global memory.
+TEST_F(AttentionGpu, ManySequencesMatchCpu) {
+  std::vector<int> lens(4500);
+  for (size_t i = 0; i < lens.size(); ++i) lens[i] = int(i % 7 == 3 ? 70 : 1 + i % 3);
+  check_shape({lens, 4, 2, 64}, 51);
+}
+
 TEST_F(AttentionGpu, LongSequenceMatchesCpu) {
   check_shape({{4096}, 12, 2, 128}, 31);
   check_shape({{2500, 1596}, 14, 2, 64}, 32);
@@ -179,7 +187,9 @@ TEST_F(AttentionGpu, Perf) {
   const std::vector<PerfShape> shapes = {{"1.5B", 12, 2, 128, {4096, 4096, 4096, 4096}},
                                          {"1.5B", 12, 2, 128, {16384}},
                                          {"0.5B", 14, 2, 64, {4096, 4096, 4096, 4096}},
-                                         {"0.5B", 14, 2, 64, {16384}}};
+                                         {"0.5B", 14, 2, 64, {16384}},
+                                         {"0.5B", 14, 2, 64, std::vector<int>(128, 256)},
+                                         {"1.5B", 12, 2, 128, std::vector<int>(128, 256)}};
   const cudaStream_t stream = static_cast<cudaStream_t>(gpu().stream);
   for (const PerfShape& ps : shapes) {
     ArenaScope scope(*arena_);  // each shape's tensors go back before the next
