@@ -239,13 +239,15 @@ const GemmPlan* gemm_plan(const Ctx& ctx, const Tensor& c, const Tensor& a, cons
                        ctx.workspace_bytes, bias);
 }
 
+// c_in: cuBLASLt's C where it is not D (c), of c's shape and dtype, at
+// least as aligned as the plan's key says.
 void gemm_run(const Ctx& ctx, const GemmPlan* plan, const Tensor& c, const Tensor& a, const Tensor& b, float alpha,
-              float beta, const void* bias) {
+              float beta, const void* bias, const void* c_in = nullptr) {
   if (bias != nullptr)
     DAPO_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
   DAPO_CUBLAS_CHECK(cublasLtMatmul(static_cast<cublasLtHandle_t>(ctx.cublaslt), plan->desc, &alpha, b.data, plan->a,
-                                   a.data, plan->b, &beta, c.data, plan->c, c.data, plan->c, &plan->algo,
+                                   a.data, plan->b, &beta, c_in != nullptr ? c_in : c.data, plan->c, c.data, plan->c, &plan->algo,
                                    ctx.workspace, ctx.workspace_bytes, stream_of(ctx)));
 }
 
@@ -341,6 +343,30 @@ void linear_forward(const Ctx& ctx, Tensor out, Tensor in, Tensor weight, Tensor
       return detail::linear_forward_multi_skinny(ctx, in, one);
   }
   detail::linear_forward_cublaslt(ctx, out, in, weight, bias);
+}
+
+void linear_residual_forward(const Ctx& ctx, Tensor out, Tensor in, Tensor weight, Tensor res) {
+  check_linear_forward(ctx, out, in, weight, Tensor{});
+  check_tensor(ctx, res, "res");
+  DAPO_CHECK(res.dtype == out.dtype, "linear_residual_forward: res is ", dtype_name(res.dtype), ", out is ",
+             dtype_name(out.dtype));
+  DAPO_CHECK_SHAPE(res, {out.shape[0], out.shape[1]});
+  DAPO_CHECK(res.data == out.data || !overlaps(out, res),
+             "linear_residual_forward: res overlaps out without being out");
+  const int64_t N = in.shape[0], I = in.shape[1], O = weight.shape[0];
+  if (N == 0 || O == 0) return;
+  if (I == 0) {  // an empty product: out = res
+    if (res.data != out.data)
+      DAPO_CUDA_CHECK(cudaMemcpyAsync(out.data, res.data, out.nbytes(), cudaMemcpyDeviceToDevice, stream_of(ctx)));
+    return;
+  }
+  // The plan's key takes C's alignment from the less aligned of C and D
+  // (they share one layout).
+  const Tensor& c_key = alignment(res.data) < alignment(out.data) ? res : out;
+  const GemmPlan* plan = gemm_plan(ctx, c_key, in, weight, N, O, I, false, true, nullptr, GemmBatch{});
+  DAPO_CHECK(plan->found, "cuBLASLt has no algorithm for a ", dtype_name(in.dtype), " GEMM into ",
+             dtype_name(out.dtype), ", M ", N, " N ", O, " K ", I, " (heuristic status ", int(plan->status), ")");
+  gemm_run(ctx, plan, out, in, weight, 1.0f, 1.0f, nullptr, res.data);
 }
 
 void detail::linear_forward_cublaslt(const Ctx& ctx, Tensor out, Tensor in, Tensor weight, Tensor bias) {

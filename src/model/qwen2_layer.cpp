@@ -62,6 +62,10 @@ void layer_forward(const ops::Ctx& ctx, const parallel::Comm& tp, const Dims& d,
   DAPO_CHECK((!a.ssq1.defined() && !a.ssq2.defined() && (next == nullptr || !next->ssq.defined())) ||
                  (tp.size() == 1 && cache != nullptr),
              "layer_forward: folded norms need tp = 1 and a KV cache");
+  // A generation prefill's row-parallel products at tp = 1 add the residual
+  // in their epilogue, where the backend prefers it (matmul.h); the norms
+  // after them are then plain ones. Training keeps the partial sums.
+  const bool residual_in_product = cache != nullptr && tp.size() == 1 && ops::linear_residual_preferred(ctx, T);
   // Attention block. copy_to_tp is the identity forward; its backward is
   // the all-reduce that sums the column-parallel input gradients.
   parallel::copy_to_tp_forward(ctx, tp, a.xn1, a.xn1);
@@ -93,6 +97,9 @@ void layer_forward(const ops::Ctx& ctx, const parallel::Comm& tp, const Dims& d,
     // x_mid = x + attention, and post_attention_layernorm folded: o_proj's
     // epilogue leaves gate/up the rows' statistics to scale by.
     ops::linear_residual_fold(ctx, a.x_mid, a.xn2, a.ssq2, a.attn.reshape({T, d.hq * d.D}), w.wo, a.x, w.w_post);
+  } else if (residual_in_product) {
+    ops::linear_residual_forward(ctx, a.x_mid, a.attn.reshape({T, d.hq * d.D}), w.wo, a.x);
+    ops::rmsnorm_forward(ctx, a.xn2, a.rstd2, a.x_mid, w.w_post, d.eps);
   } else {
     ops::linear_forward(ctx, partial, a.attn.reshape({T, d.hq * d.D}), w.wo, Tensor{});
     parallel::reduce_from_tp_forward(ctx, tp, partial, partial);
@@ -114,6 +121,10 @@ void layer_forward(const ops::Ctx& ctx, const parallel::Comm& tp, const Dims& d,
   if (next == nullptr) return;
   if (next->ssq.defined())
     return ops::linear_residual_fold(ctx, next->x, next->xn, next->ssq, a.h, w.wd, a.x_mid, next->weight);
+  if (residual_in_product) {
+    ops::linear_residual_forward(ctx, next->x, a.h, w.wd, a.x_mid);
+    return ops::rmsnorm_forward(ctx, next->xn, next->rstd, next->x, next->weight, d.eps);
+  }
   ops::linear_forward(ctx, partial, a.h, w.wd, Tensor{});
   parallel::reduce_from_tp_forward(ctx, tp, partial, partial);
   ops::residual_rmsnorm_forward(ctx, next->x, next->xn, next->rstd, a.x_mid, partial, next->weight, d.eps);

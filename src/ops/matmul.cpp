@@ -14,6 +14,19 @@ void linear_forward(const Ctx& ctx, Tensor out, Tensor in, Tensor weight, Tensor
   DAPO_DISPATCH(ctx, linear_forward, out, in, weight, bias);
 }
 
+void linear_residual_forward(const Ctx& ctx, Tensor out, Tensor in, Tensor weight, Tensor res) {
+  DAPO_DISPATCH(ctx, linear_residual_forward, out, in, weight, res);
+}
+
+bool linear_residual_preferred(const Ctx& ctx, int64_t N) {
+#ifdef DAPO_WITH_CUDA
+  return ctx.backend != Backend::cpu && N >= cuda::detail::kLinearResidualMinRows;
+#else
+  (void)ctx, (void)N;
+  return false;
+#endif
+}
+
 void linear_backward(const Ctx& ctx, Tensor din, Tensor dweight, Tensor dbias, Tensor dout,
                      Tensor in, Tensor weight) {
   DAPO_DISPATCH(ctx, linear_backward, din, dweight, dbias, dout, in, weight);

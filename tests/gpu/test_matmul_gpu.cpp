@@ -217,6 +217,45 @@ TEST_P(LinearGpu, ForwardMatchesCpu) {
   check_guards();
 }
 
+// out = res + in @ weight^T, into a separate out and in place (res == out),
+// on prefill-sized and small shapes, an empty product (out = res) included.
+TEST_P(LinearGpu, ResidualForwardMatchesCpu) {
+  const Dtypes dt = GetParam();
+  uint32_t seed = 400;
+  for (const LinearCase& lc : {LinearCase{600, 896, 896}, LinearCase{37, 129, 1000}, LinearCase{513, 72, 24},
+                               LinearCase{0, 16, 8}, LinearCase{6, 0, 11}})
+    for (const bool in_place : {false, true}) {
+      SCOPED_TRACE(testing::Message() << "N " << lc.N << " I " << lc.I << " O " << lc.O << " in place " << in_place);
+      const int64_t N = lc.N, I = lc.I, O = lc.O;
+      auto in = random_bf16_exact(N * I, ++seed), w = random_bf16_exact(O * I, ++seed);
+      auto res = random_bf16_exact(N * O, ++seed);
+      Tensor gout = guarded(dt.cd, {N, O});
+      Tensor gres = in_place ? gout : input(res, {N, O}, dt.cd);
+      if (in_place) fill(gout, res);
+      ops::linear_residual_forward(gpu(), gout, input(in, {N, I}, dt.ab), input(w, {O, I}, dt.ab), gres);
+      std::vector<float> want(N * O), prod(N * O);
+      ops::linear_residual_forward(cpu(), host(want, {N, O}), host(in, {N, I}), host(w, {O, I}), host(res, {N, O}));
+      ops::linear_forward(cpu(), host(prod, {N, O}), host(in, {N, I}), host(w, {O, I}), Tensor{});
+      const Tol tol = tolerance(dt.cd, I);
+      if (dt.cd == DType::bf16)
+        expect_close_rounded_twice(download(gout), want, abs_sum(prod, res), tol, "out");
+      else
+        expect_close(download(gout), want, tol.atol, tol.rtol, "out");
+      if (!in_place) EXPECT_EQ(download(gres), res) << "res was written";
+      if (HasFailure()) return;
+    }
+  check_guards();
+}
+
+TEST_P(LinearGpu, ResidualForwardRejectsPartialOverlap) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const Dtypes dt = GetParam();
+  Tensor buf = device_empty(dt.cd, {9, 8});
+  Tensor out = buf.slice_rows(0, 8), res = buf.slice_rows(1, 9);
+  Tensor in = device_empty(dt.ab, {8, 4}), w = device_empty(dt.ab, {8, 4});
+  EXPECT_DEATH(ops::linear_residual_forward(gpu(), out, in, w, res), "res overlaps out without being out");
+}
+
 TEST_P(LinearGpu, BackwardOverwritesInputGradAndAccumulatesParamGrads) {
   const Dtypes dt = GetParam();  // cd: din's dtype
   uint32_t seed = 300;

@@ -210,15 +210,20 @@ TEST_F(ModelGpu, CachedForwardMatchesCpu) {
   const model::KvCache gpu_cache = model::allocate_kv_cache(gpu_kv, c, 1, blocks, bs);
   ASSERT_EQ(gpu_cache.k[0].dtype, DType::bf16);
   // Twice: step 0 through the paged kernel, then as a fresh prefill
-  // (CachedBatch::fresh_max_seqlen: the flash kernels over the new tokens).
-  for (const bool fresh : {false, true}) {
-    SCOPED_TRACE(fresh ? "fresh prefill through attention_forward" : "prefill through paged_attention");
+  // (CachedBatch::fresh_max_seqlen: the flash kernels over the new tokens);
+  // and with prompts of 575 rows in all, whose prefill adds the residual in
+  // the row-parallel products (ops::linear_residual_preferred).
+  for (const auto& [fresh, lens] : {std::pair{false, std::vector<int64_t>{37, 5, 70}}, {true, {37, 5, 70}},
+                                    {false, {300, 5, 270}}, {true, {300, 5, 270}}}) {
+    SCOPED_TRACE(std::string(fresh ? "fresh prefill through attention_forward" : "prefill through paged_attention") +
+                 ", prompts of " + std::to_string(lens[0]) + ", " + std::to_string(lens[1]) + ", " +
+                 std::to_string(lens[2]));
     BlockPool pool(blocks, bs, 3);
     Arena cpu_act(size_t(64) << 20, Device::cpu, "cpu-act"), cpu_scratch(size_t(64) << 20, Device::cpu, "cpu-s");
     ops::Ctx host;
     host.scratch = &cpu_scratch;
 
-    HostBatch prompts({37, 5, 70}, V, 21);
+    HostBatch prompts(lens, V, 21);
     std::vector<std::vector<int32_t>> next(3), tables(3);
     for (size_t b = 0; b < 3; ++b)
       next[b].assign(prompts.tokens.begin() + prompts.cu_seqlens[b],

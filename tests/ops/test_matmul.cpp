@@ -130,6 +130,32 @@ TEST(Linear, ForwardMatchesNaive) {
   }
 }
 
+// out = res + in @ weight^T, into another buffer and in place; a res that
+// only partly overlaps out is refused.
+TEST(Linear, ResidualForwardMatchesNaive) {
+  for (const LinearCase& lc : {LinearCase{6, 11, 5, false}, LinearCase{1, 3, 70, false}, LinearCase{4, 0, 3, false},
+                               LinearCase{0, 4, 3, false}})
+    for (const bool in_place : {false, true}) {
+      SCOPED_TRACE(testing::Message() << "N " << lc.N << " I " << lc.I << " O " << lc.O << " in place " << in_place);
+      auto in = test::random_vector(lc.N * lc.I, 1), w = test::random_vector(lc.O * lc.I, 2);
+      auto res = test::random_vector(lc.N * lc.O, 3);
+      const std::vector<float> res0 = res;
+      std::vector<float> out(lc.N * lc.O, std::numeric_limits<float>::quiet_NaN());
+      if (in_place) out = res;
+      ops::linear_residual_forward(test::cpu_ctx(), f32(out, {lc.N, lc.O}), f32(in, {lc.N, lc.I}),
+                                   f32(w, {lc.O, lc.I}), in_place ? f32(out, {lc.N, lc.O}) : f32(res, {lc.N, lc.O}));
+      std::vector<double> want = naive_linear(in, w, nullptr, lc.N, lc.I, lc.O);
+      for (size_t i = 0; i < want.size(); ++i) want[i] += double(res0[i]);
+      expect_near_double(out, want, 1e-5, "linear_residual out");
+      EXPECT_EQ(res, res0) << "res was written";
+    }
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  std::vector<float> buf(9 * 4), in(8 * 2), w(4 * 2);
+  EXPECT_DEATH(ops::linear_residual_forward(test::cpu_ctx(), tensor_f32(buf.data(), {8, 4}), f32(in, {8, 2}),
+                                            f32(w, {4, 2}), tensor_f32(buf.data() + 4, {8, 4})),
+               "res overlaps out without being out");
+}
+
 TEST(Linear, BackwardMatchesFiniteDifferences) {
   const int64_t N = 5, I = 7, O = 6;
   auto in = test::random_vector(N * I, 11), w = test::random_vector(O * I, 12);

@@ -35,6 +35,21 @@ void matmul(const Ctx& ctx, Tensor c, Tensor a, Tensor b, bool trans_a, bool tra
 // out must not overlap in, weight or bias.
 void linear_forward(const Ctx& ctx, Tensor out, Tensor in, Tensor weight, Tensor bias);
 
+// out = res + in @ weight^T: a product with its residual added in the GEMM
+// (a row-parallel projection at tp = 1 and the residual stream it feeds).
+// out: (N, O) f32, overwritten.   in: (N, I) f32.   weight: (O, I) f32.
+// res: (N, O) f32; it may be out itself (then accumulated into), else it
+// must not overlap it. out must not overlap in or weight.
+void linear_residual_forward(const Ctx& ctx, Tensor out, Tensor in, Tensor weight, Tensor res);
+
+// Whether the backend would rather take linear_residual_forward then a plain
+// norm than linear_forward then residual_rmsnorm_forward (residual_rmsnorm.h)
+// for N rows of in: on CUDA the prefill's many rows, where the GEMM is bound
+// by its FLOPs and reads res for free, and the product's partial sum then
+// never goes through memory (0.5B, 32,768 rows: 48 norm passes of ~80 us).
+// Never on the CPU backend, which keeps one path as the reference.
+bool linear_residual_preferred(const Ctx& ctx, int64_t N);
+
 // Gradients of linear_forward given dout = dL/dout.
 // din: (N, I) f32, OVERWRITTEN with dout @ weight; Tensor{} skips it (e.g.
 //      the first layer's input needs no gradient).
@@ -50,6 +65,7 @@ namespace cpu {
 void matmul(const Ctx& ctx, Tensor c, Tensor a, Tensor b, bool trans_a, bool trans_b, float alpha,
             float beta);
 void linear_forward(const Ctx& ctx, Tensor out, Tensor in, Tensor weight, Tensor bias);
+void linear_residual_forward(const Ctx& ctx, Tensor out, Tensor in, Tensor weight, Tensor res);
 void linear_backward(const Ctx& ctx, Tensor din, Tensor dweight, Tensor dbias, Tensor dout,
                      Tensor in, Tensor weight);
 }  // namespace cpu
@@ -69,6 +85,10 @@ void linear_backward(const Ctx& ctx, Tensor din, Tensor dweight, Tensor dbias, T
 //   bf16 products of few rows (the decode step's) run linear_forward_multi's
 //   skinny kernel instead (linear_multi.h): fp32 accumulation, the bias added
 //   in fp32, the output rounded once.
+// - linear_residual_forward: linear_forward's dtypes with res of out's; on
+//   cuBLASLt always, res as C with beta = 1 (so the rounding above applies:
+//   the product may be rounded to bf16 before res is added, as when
+//   residual_rmsnorm_forward adds a rounded product).
 // - linear_backward: dout, in, weight all bf16 or all f32; din bf16 or f32
 //   (f32 for f32 inputs), OVERWRITTEN; dweight f32, ACCUMULATED by the GEMM
 //   itself (beta = 1, so fp32 weight gradients add up over micro-batches);
@@ -82,10 +102,14 @@ namespace cuda {
 void matmul(const Ctx& ctx, Tensor c, Tensor a, Tensor b, bool trans_a, bool trans_b, float alpha,
             float beta);
 void linear_forward(const Ctx& ctx, Tensor out, Tensor in, Tensor weight, Tensor bias);
+void linear_residual_forward(const Ctx& ctx, Tensor out, Tensor in, Tensor weight, Tensor res);
 void linear_backward(const Ctx& ctx, Tensor din, Tensor dweight, Tensor dbias, Tensor dout,
                      Tensor in, Tensor weight);
 
 namespace detail {
+// From this many rows (a prefill chunk; the decode step's products stay on
+// the skinny kernel and its folds).
+constexpr int64_t kLinearResidualMinRows = 512;
 // linear_forward's cuBLASLt path alone. linear_forward itself sends the
 // decode step's skinny bf16 products (few rows, see linear_multi.h) to the
 // kernel of linear_forward_multi instead; tests compare the two.

@@ -82,6 +82,25 @@ void linear_forward(const Ctx& ctx, Tensor out, Tensor in, Tensor weight, Tensor
   cpu::matmul(ctx, out, in, weight, false, true, 1.0f, has_bias ? 1.0f : 0.0f);
 }
 
+void linear_residual_forward(const Ctx& ctx, Tensor out, Tensor in, Tensor weight, Tensor res) {
+  check_f32(out, "out");
+  check_f32(in, "in");
+  check_f32(weight, "weight");
+  check_f32(res, "res");
+  DAPO_CHECK(in.ndim == 2 && weight.ndim == 2, "linear_residual_forward: in ", in.shape_string(), " and weight ",
+             weight.shape_string(), " must be 2-D");
+  const int64_t N = in.shape[0], I = in.shape[1], O = weight.shape[0];
+  DAPO_CHECK_SHAPE(weight, {O, I});
+  DAPO_CHECK_SHAPE(out, {N, O});
+  DAPO_CHECK_SHAPE(res, {N, O});
+  const bool in_place = res.data == out.data;
+  DAPO_CHECK(in_place || !overlaps(out, res), "linear_residual_forward: res overlaps out without being out");
+  DAPO_CHECK(!overlaps(out, in) && !overlaps(out, weight), "linear_residual_forward: out overlaps in or weight");
+  // Seed out with res and let the GEMM add the product to it (beta = 1).
+  if (!in_place) std::memcpy(out.ptr<float>(), res.ptr<float>(), size_t(N * O) * sizeof(float));
+  cpu::matmul(ctx, out, in, weight, false, true, 1.0f, 1.0f);
+}
+
 void linear_backward(const Ctx& ctx, Tensor din, Tensor dweight, Tensor dbias, Tensor dout,
                      Tensor in, Tensor weight) {
   check_f32(dweight, "dweight");
