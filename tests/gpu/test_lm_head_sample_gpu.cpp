@@ -156,8 +156,11 @@ TEST_F(LmHeadSampleGpu, MatchesCpuOnEveryTileShape) {
   // 0.5B's head at a decode step; 64- and 128-row tiles; two, three and
   // five m-tiles; K with a tail past the last 64; V with a partial tile and
   // a partial part; one row; a vocabulary smaller than one tile; a large
-  // one (400,000 ids, 2,084 tiles).
-  for (const Shape s : {Shape{128, 151936, 896, 1.0f, 0.08f}, Shape{5, 1000, 64, 1.0f, 0.5f},
+  // one (400,000 ids, 2,084 tiles); one 128-row m-tile part full (65, 72,
+  // 96 rows) with 9, 14 (a tail) and 16 k-blocks.
+  for (const Shape s : {Shape{128, 151936, 896, 1.0f, 0.08f}, Shape{72, 5003, 520, 1.0f, 0.2f},
+                        Shape{65, 3001, 840, 0.9f, 0.15f}, Shape{96, 3001, 1000, 1.0f, 0.15f},
+                        Shape{5, 1000, 64, 1.0f, 0.5f},
                         Shape{64, 4099, 200, 0.7f, 0.2f}, Shape{200, 5003, 128, 1.3f, 0.3f},
                         Shape{300, 3001, 64, 1.0f, 0.5f}, Shape{513, 777, 72, 1.0f, 0.5f}, Shape{1, 20000, 1536, 1.0f, 0.05f},
                         Shape{100, 40, 32, 1.0f, 1.0f}, Shape{3, 400000, 64, 1.0f, 0.5f}})
