@@ -246,8 +246,9 @@ void gemm_run(const Ctx& ctx, const GemmPlan* plan, const Tensor& c, const Tenso
   if (bias != nullptr)
     DAPO_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+  const void* c_read = c_in != nullptr ? c_in : c.data;
   DAPO_CUBLAS_CHECK(cublasLtMatmul(static_cast<cublasLtHandle_t>(ctx.cublaslt), plan->desc, &alpha, b.data, plan->a,
-                                   a.data, plan->b, &beta, c_in != nullptr ? c_in : c.data, plan->c, c.data, plan->c, &plan->algo,
+                                   a.data, plan->b, &beta, c_read, plan->c, c.data, plan->c, &plan->algo,
                                    ctx.workspace, ctx.workspace_bytes, stream_of(ctx)));
 }
 
