@@ -29,6 +29,7 @@
 #include "mma_ptx.cuh"
 #include "norm_fold.cuh"
 #include "pdl.cuh"
+#include "swiglu_math.cuh"
 #include "tma_map.h"
 #include "tma_ptx.cuh"
 #include "wgmma_n_ptx.cuh"
@@ -191,7 +192,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         // Under a folded norm the sums are scaled by the row's rstd first.
         const float g = __bfloat162float(__float2bfloat16_rn(acc[j][2 * half + e] * rs[half]));
         const float u = __bfloat162float(__float2bfloat16_rn(acc[j + kHalf][2 * half + e] * rs[half]));
-        const float s = 1.0f / (1.0f + __expf(-g));
+        const float s = swiglu_sigmoid(g);
         o[e] = g * s * u;
       }
       bf16_t* dst = a.h + int64_t(m) * a.I + col;
@@ -339,6 +340,10 @@ void linear_swiglu_forward(const Ctx& ctx, Tensor h, Tensor gate, Tensor up, Ten
   const int64_t M = in.shape[0], K = in.shape[1], I = w_gate.shape[0];
   if (detail::linear_swiglu_supported(h, in, w_gate, w_up) && detail::linear_swiglu_preferred(M, K, I))
     return detail::linear_swiglu_fused(ctx, h, in, w_gate, w_up, nullptr, &rn);
+  if (detail::linear_swiglu_supported(h, in, w_gate, w_up) && detail::linear_swiglu_wide_preferred(M, K, I)) {
+    if (rn.active()) cuda::row_norm_apply(ctx, in, rn);
+    return detail::linear_swiglu_wide(ctx, h, in, w_gate, w_up);
+  }
   DAPO_CHECK(!overlaps(h, gate) && !overlaps(h, up), "linear_swiglu_forward: h overlaps the gate or up scratch");
   if (rn.active()) cuda::row_norm_apply(ctx, in, rn);
   const LinearSegment segs[] = {{gate, w_gate, Tensor{}}, {up, w_up, Tensor{}}};

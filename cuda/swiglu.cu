@@ -5,6 +5,7 @@
 #include "dapo/ops/swiglu.h"
 #include "pack.cuh"
 #include "pdl.cuh"
+#include "swiglu_math.cuh"
 
 namespace dapo::ops::cuda {
 namespace {
@@ -27,14 +28,14 @@ __global__ void swiglu_forward_kernel(T* out, const T* gate, const T* up, int64_
 #pragma unroll
     for (int k = 0; k < K; ++k) {
       const float gv = widen(g.v[k]);
-      const float s = 1.0f / (1.0f + __expf(-gv));
+      const float s = swiglu_sigmoid(gv);
       o.v[k] = narrow<T>(gv * s * widen(u.v[k]));
     }
     store_pack(out + i * K, o);
   }
   for (int64_t i = packs * K + first; i < n; i += stride) {
     const float g = load_f32(gate, i);
-    const float s = 1.0f / (1.0f + __expf(-g));
+    const float s = swiglu_sigmoid(g);
     store_f32(out, i, g * s * load_f32(up, i));
   }
 }
@@ -51,7 +52,7 @@ __global__ void swiglu_backward_kernel(T* dgate, T* dup, const T* dout, const T*
 #pragma unroll
     for (int k = 0; k < K; ++k) {
       const float gv = widen(g.v[k]), uv = widen(u.v[k]), dv = widen(d.v[k]);
-      const float s = 1.0f / (1.0f + __expf(-gv));
+      const float s = swiglu_sigmoid(gv);
       dg.v[k] = narrow<T>(dv * uv * s * (1.0f + gv * (1.0f - s)));
       du.v[k] = narrow<T>(dv * gv * s);
     }
@@ -60,7 +61,7 @@ __global__ void swiglu_backward_kernel(T* dgate, T* dup, const T* dout, const T*
   }
   for (int64_t i = packs * K + first; i < n; i += stride) {
     const float g = load_f32(gate, i), u = load_f32(up, i), d = load_f32(dout, i);
-    const float s = 1.0f / (1.0f + __expf(-g));
+    const float s = swiglu_sigmoid(g);
     store_f32(dgate, i, d * u * s * (1.0f + g * (1.0f - s)));
     store_f32(dup, i, d * g * s);
   }

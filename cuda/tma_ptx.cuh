@@ -48,6 +48,26 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const void* map, int32
       : "memory");
 }
 
+// The box of shared memory at src (the map's box, in its swizzle) into the
+// tensor map's box at (x innermost, y); rows and columns past the tensor are
+// not written. Completes in the issuing thread's bulk group.
+__device__ __forceinline__ void tma_store_2d(const void* map, int32_t x, int32_t y, uint32_t src) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n" ::"l"(map), "r"(x),
+               "r"(y), "r"(src)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+// Until at most N of this thread's bulk groups still read their shared memory.
+template <int N>
+__device__ __forceinline__ void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+}
+// Until at most N of this thread's bulk groups are incomplete (writes done).
+template <int N>
+__device__ __forceinline__ void bulk_wait() {
+  asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
 }  // namespace dapo::ops::cuda_detail

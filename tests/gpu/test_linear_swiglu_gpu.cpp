@@ -104,7 +104,8 @@ TEST_F(LinearSwigluGpu, EveryTileMatchesCpu) {
 // The op as routed (fused up to its row bound, the two ops beyond) on
 // Qwen2.5-0.5B's MLP shape.
 TEST_F(LinearSwigluGpu, RoutedMatchesCpu) {
-  for (const int64_t M : {int64_t(0), int64_t(1), int64_t(17), int64_t(128), int64_t(129), int64_t(300)}) {
+  for (const int64_t M : {int64_t(0), int64_t(1), int64_t(17), int64_t(128), int64_t(129), int64_t(300),
+                          int64_t(1100)}) {
     SCOPED_TRACE(testing::Message() << "M " << M);
     const size_t mark = arena_->mark();
     const Case c = make_case(M, 896, 4864, 77 + uint32_t(M));
@@ -117,6 +118,35 @@ TEST_F(LinearSwigluGpu, RoutedMatchesCpu) {
     guards_.clear();
     arena_->reset(mark);
     if (HasFailure()) return;
+  }
+}
+
+// The wide (prefill) kernel on shapes with partial tiles: rows past M,
+// columns past I (I % 8 != 0: direct stores instead of the TMA store; odd
+// I: one value a store), K not a multiple of 64; a rerun gives the same bits.
+TEST_F(LinearSwigluGpu, WideMatchesCpu) {
+  if (!cd::linear_swiglu_wide_preferred(4096, 896, 4864)) GTEST_SKIP() << "no sm_90a build";
+  struct Shape {
+    int64_t M, K, I;
+  };
+  uint32_t seed = 500;
+  for (const Shape s : {Shape{300, 136, 200}, Shape{129, 64, 131}, Shape{1100, 896, 4864}, Shape{40, 200, 300},
+                        Shape{520, 72, 136}}) {
+    SCOPED_TRACE(testing::Message() << "M " << s.M << " K " << s.K << " I " << s.I);
+    const size_t mark = arena_->mark();
+    const Case c = make_case(s.M, s.K, s.I, seed += 10);
+    Tensor h = guarded(DType::bf16, {s.M, s.I});
+    cd::linear_swiglu_wide(gpu(), h, c.in, c.wg, c.wu);
+    device_->synchronize();
+    expect_matches(c, h, "wide");
+    const auto first = bits(h);
+    cd::linear_swiglu_wide(gpu(), h, c.in, c.wg, c.wu);
+    device_->synchronize();
+    EXPECT_TRUE(bits(h) == first) << "a rerun changed the bits";
+    check_guards();
+    if (HasFailure()) return;
+    guards_.clear();
+    arena_->reset(mark);
   }
 }
 
@@ -202,6 +232,53 @@ TEST_F(LinearSwigluGpu, DecodePerf) {
         first = false;
       }
       std::printf("}}\n");
+      std::fflush(stdout);
+    }
+}
+
+// Speed at prefill rows: the wide kernel against
+// cuBLASLt's gate/up product (as linear_forward_multi routes it) then
+// swiglu_forward, in CUDA graphs of back-to-back calls on one weight pair
+// (a prefill layer's: in L2 after the first call), as TFLOP/s of the
+// products.
+TEST_F(LinearSwigluGpu, PrefillPerf) {
+  if (!gpu_perf_enabled()) GTEST_SKIP() << "set DAPO_GPU_PERF=1";
+  if (!cd::linear_swiglu_wide_preferred(4096, 896, 4864)) GTEST_SKIP() << "no sm_90a build";
+  std::printf("{\"device\":\"%s\"}\n", device_->name().c_str());
+  Arena big(size_t(6) << 30, Device::cuda, "linear-swiglu-prefill-perf");
+  struct Model {
+    const char* name;
+    int64_t K, I;
+  };
+  const Model models[] = {{"qwen2.5-0.5b", 896, 4864}, {"qwen2.5-1.5b", 1536, 8960}, {"qwen2.5-7b", 3584, 18944}};
+  const ops::Ctx ctx = gpu();
+  for (const Model& m : models)
+    for (const int64_t M : {int64_t(512), int64_t(1024), int64_t(4096), int64_t(32768)}) {
+      if (M * m.I > (int64_t(160) << 20)) continue;  // gate, up and h within the arena
+      ArenaScope scope(big);
+      Tensor in = big.alloc(DType::bf16, {M, m.K}), h = big.alloc(DType::bf16, {M, m.I});
+      Tensor gate = big.alloc(DType::bf16, {M, m.I}), up = big.alloc(DType::bf16, {M, m.I});
+      Tensor wg = big.alloc(DType::bf16, {m.I, m.K}), wu = big.alloc(DType::bf16, {m.I, m.K});
+      fill_random(*device_, in, 4);
+      fill_random(*device_, wg, 5, -0.05f, 0.05f);
+      fill_random(*device_, wu, 6, -0.05f, 0.05f);
+      const int calls = M >= 32768 ? 3 : 10;
+      auto time_us = [&](auto&& one) { return graph_us_per_call(ctx, calls, [&](int) { one(); }); };
+      const double unfused = time_us([&] {
+        const ops::LinearSegment segs[] = {{gate, wg, Tensor{}}, {up, wu, Tensor{}}};
+        ops::linear_forward_multi(ctx, in, segs);
+        ops::swiglu_forward(ctx, h, gate, up);
+      });
+      const double product = time_us([&] {
+        const ops::LinearSegment segs[] = {{gate, wg, Tensor{}}, {up, wu, Tensor{}}};
+        ops::linear_forward_multi(ctx, in, segs);
+      });
+      const double wide = time_us([&] { cd::linear_swiglu_wide(ctx, h, in, wg, wu); });
+      const double flop = 2.0 * double(M) * double(2 * m.I) * double(m.K);
+      std::printf("{\"op\":\"linear_swiglu_wide\",\"model\":\"%s\",\"M\":%lld,\"unfused_us\":%.1f,"
+                  "\"product_alone_us\":%.1f,\"wide_us\":%.1f,\"product_tflops\":%.0f,\"wide_tflops\":%.0f,"
+                  "\"preferred\":%s}\n",
+                  m.name, (long long)M, unfused, product, wide, flop / (product * 1e6), flop / (wide * 1e6), cd::linear_swiglu_wide_preferred(M, m.K, m.I) ? "true" : "false");
       std::fflush(stdout);
     }
 }

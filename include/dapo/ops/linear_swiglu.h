@@ -2,11 +2,13 @@
 // of one input and SwiGLU of them,
 //   h = silu(in @ w_gate^T) * (in @ w_up^T),
 // which is linear_forward_multi(in, {gate, up}) then swiglu_forward(h, gate,
-// up) (linear_multi.h, swiglu.h). It exists for the decode step, where the
-// SwiGLU pass is a kernel of its own whose launch and dependency cost more
-// than its work (an H100 spent ~2.5 us a layer on it at the Qwen2.5-0.5B
-// shape, 128 sequences); on CUDA's fused path it is the epilogue of the
-// product and the gate and up outputs never reach memory.
+// up) (linear_multi.h, swiglu.h). It exists for generation: in the decode
+// step the SwiGLU pass is a kernel of its own whose launch and dependency
+// cost more than its work (an H100 spent ~2.5 us a layer on it at the
+// Qwen2.5-0.5B shape, 128 sequences), and in a prefill gate and up make a
+// round trip through HBM (0.5B, 32,768 rows: ~1 GB a layer). On CUDA's
+// fused paths SwiGLU is the epilogue of the products and gate and up never
+// reach memory.
 #pragma once
 
 #include <span>
@@ -81,6 +83,14 @@ std::span<const int> linear_swiglu_widths();
 // null, linear_swiglu_plan's.
 void linear_swiglu_fused(const Ctx& ctx, Tensor h, Tensor in, Tensor w_gate, Tensor w_up,
                          const SwigluPlan* plan = nullptr, const RowNorm* rn = nullptr);
+
+// The prefill's fused path (sm_90a builds): a persistent kernel of 128 input
+// rows x 128 h columns (256 weight rows) a tile, for many rows, where the
+// products are bound by the tensor cores (cuda/linear_swiglu_wide.cu). The
+// op takes it where linear_swiglu_wide_preferred says so (under a folded
+// norm the rows are normed in place first).
+bool linear_swiglu_wide_preferred(int64_t M, int64_t K, int64_t I);
+void linear_swiglu_wide(const Ctx& ctx, Tensor h, Tensor in, Tensor w_gate, Tensor w_up);
 }  // namespace detail
 }  // namespace cuda
 
