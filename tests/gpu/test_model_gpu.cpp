@@ -11,6 +11,7 @@
 
 #include "dapo/io/safetensors.h"
 #include "dapo/model/qwen2_model.h"
+#include "dapo/ops/linear_swiglu.h"
 #include "dapo/optim/adamw.h"
 #include "dapo/parallel/comm.h"
 #include "dapo/parallel/grid.h"
@@ -203,7 +204,7 @@ TEST_F(ModelGpu, CachedForwardMatchesCpu) {
     store->load_local(e.spec.name, e.param.ptr<float>(), e.param.numel());
   const model::Qwen2Model cpu_model(cpu_store, tp_), gpu_model(*store, tp_);
 
-  const int64_t blocks = 64, bs = 16, V = c.vocab_size;
+  const int64_t blocks = 96, bs = 16, V = c.vocab_size;
   Arena cpu_kv(model::kv_cache_bytes(c, 1, blocks, bs), Device::cpu, "cpu-kv");
   Arena gpu_kv(model::kv_cache_bytes(c, 1, blocks, bs, Device::cuda), Device::cuda, "gpu-kv");
   const model::KvCache cpu_cache = model::allocate_kv_cache(cpu_kv, c, 1, blocks, bs);
@@ -211,10 +212,16 @@ TEST_F(ModelGpu, CachedForwardMatchesCpu) {
   ASSERT_EQ(gpu_cache.k[0].dtype, DType::bf16);
   // Twice: step 0 through the paged kernel, then as a fresh prefill
   // (CachedBatch::fresh_max_seqlen: the flash kernels over the new tokens);
-  // and with prompts of 575 rows in all, whose prefill adds the residual in
-  // the row-parallel products (ops::linear_residual_preferred).
-  for (const auto& [fresh, lens] : {std::pair{false, std::vector<int64_t>{37, 5, 70}}, {true, {37, 5, 70}},
-                                    {false, {300, 5, 270}}, {true, {300, 5, 270}}}) {
+  // with prompts of 575 rows in all, whose prefill adds the residual in
+  // the row-parallel products (ops::linear_residual_preferred); and of 1,055,
+  // whose prefill also takes the wide gate/up + SwiGLU kernel
+  // (linear_swiglu_wide_preferred).
+  // (sm_90a builds: the 1,055-row prefill is the wide kernel's.)
+  EXPECT_EQ(ops::cuda::detail::linear_swiglu_wide_preferred(1055, c.hidden_size, c.intermediate_size),
+            ops::cuda::detail::linear_swiglu_wide_preferred(4096, 896, 4864));
+  for (const auto& [fresh, lens] :
+       {std::pair{false, std::vector<int64_t>{37, 5, 70}}, {true, {37, 5, 70}}, {false, {300, 5, 270}},
+        {true, {300, 5, 270}}, {false, {600, 5, 450}}, {true, {600, 5, 450}}}) {
     SCOPED_TRACE(std::string(fresh ? "fresh prefill through attention_forward" : "prefill through paged_attention") +
                  ", prompts of " + std::to_string(lens[0]) + ", " + std::to_string(lens[1]) + ", " +
                  std::to_string(lens[2]));
