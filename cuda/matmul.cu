@@ -307,26 +307,27 @@ void matmul(const Ctx& ctx, Tensor c, Tensor a, Tensor b, bool trans_a, bool tra
 
 namespace {
 
-// linear_forward's argument checks; returns whether the bias is given.
+// linear_forward's argument checks, failing in the name of `op`; returns
+// whether the bias is given.
 bool check_linear_forward(const Ctx& ctx, const Tensor& out, const Tensor& in, const Tensor& weight,
-                          const Tensor& bias) {
+                          const Tensor& bias, const char* op = "linear_forward") {
   check_tensor(ctx, out, "out");
   check_tensor(ctx, in, "in");
   check_tensor(ctx, weight, "weight");
-  DAPO_CHECK(in.dtype == weight.dtype, "linear_forward: in is ", dtype_name(in.dtype), ", weight is ",
+  DAPO_CHECK(in.dtype == weight.dtype, op, ": in is ", dtype_name(in.dtype), ", weight is ",
              dtype_name(weight.dtype));
-  check_product_dtypes(in.dtype, out.dtype, "linear_forward");
-  DAPO_CHECK(in.ndim == 2 && weight.ndim == 2, "linear_forward: in ", in.shape_string(), " and weight ",
+  check_product_dtypes(in.dtype, out.dtype, op);
+  DAPO_CHECK(in.ndim == 2 && weight.ndim == 2, op, ": in ", in.shape_string(), " and weight ",
              weight.shape_string(), " must be 2-D");
   const int64_t N = in.shape[0], I = in.shape[1], O = weight.shape[0];
   DAPO_CHECK_SHAPE(weight, {O, I});
   DAPO_CHECK_SHAPE(out, {N, O});
-  DAPO_CHECK(!overlaps(out, in) && !overlaps(out, weight), "linear_forward: out overlaps an input");
+  DAPO_CHECK(!overlaps(out, in) && !overlaps(out, weight), op, ": out overlaps an input");
   const bool has_bias = bias.defined();
   if (has_bias) {
     check_tensor(ctx, bias, "bias");
     DAPO_CHECK_SHAPE(bias, {O});
-    DAPO_CHECK(!overlaps(out, bias), "linear_forward: out overlaps bias");
+    DAPO_CHECK(!overlaps(out, bias), op, ": out overlaps bias");
   }
   return has_bias;
 }
@@ -347,7 +348,7 @@ void linear_forward(const Ctx& ctx, Tensor out, Tensor in, Tensor weight, Tensor
 }
 
 void linear_residual_forward(const Ctx& ctx, Tensor out, Tensor in, Tensor weight, Tensor res) {
-  check_linear_forward(ctx, out, in, weight, Tensor{});
+  check_linear_forward(ctx, out, in, weight, Tensor{}, "linear_residual_forward");
   check_tensor(ctx, res, "res");
   DAPO_CHECK(res.dtype == out.dtype, "linear_residual_forward: res is ", dtype_name(res.dtype), ", out is ",
              dtype_name(out.dtype));

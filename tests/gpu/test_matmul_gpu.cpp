@@ -254,6 +254,10 @@ TEST_P(LinearGpu, ResidualForwardRejectsPartialOverlap) {
   Tensor out = buf.slice_rows(0, 8), res = buf.slice_rows(1, 9);
   Tensor in = device_empty(dt.ab, {8, 4}), w = device_empty(dt.ab, {8, 4});
   EXPECT_DEATH(ops::linear_residual_forward(gpu(), out, in, w, res), "res overlaps out without being out");
+  // The checks it shares with linear_forward fail in its own name.
+  Tensor out2 = device_empty(dt.cd, {8, 8});
+  EXPECT_DEATH(ops::linear_residual_forward(gpu(), out2, in, device_empty(dt.ab, {8, 4, 1}), out2),
+               "linear_residual_forward: in \\(8, 4\\) and weight");
 }
 
 TEST_P(LinearGpu, BackwardOverwritesInputGradAndAccumulatesParamGrads) {
