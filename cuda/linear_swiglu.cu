@@ -338,14 +338,14 @@ void linear_swiglu_forward(const Ctx& ctx, Tensor h, Tensor gate, Tensor up, Ten
   check_on_device(ctx, h, "h");
   ops::detail::check_linear_swiglu(h, in, w_gate, w_up);
   const int64_t M = in.shape[0], K = in.shape[1], I = w_gate.shape[0];
-  if (detail::linear_swiglu_supported(h, in, w_gate, w_up) && detail::linear_swiglu_preferred(M, K, I))
+  const bool fusable = detail::linear_swiglu_supported(h, in, w_gate, w_up);
+  if (fusable && detail::linear_swiglu_preferred(M, K, I))
     return detail::linear_swiglu_fused(ctx, h, in, w_gate, w_up, nullptr, &rn);
-  if (detail::linear_swiglu_supported(h, in, w_gate, w_up) && detail::linear_swiglu_wide_preferred(M, K, I)) {
-    if (rn.active()) cuda::row_norm_apply(ctx, in, rn);
-    return detail::linear_swiglu_wide(ctx, h, in, w_gate, w_up);
-  }
-  DAPO_CHECK(!overlaps(h, gate) && !overlaps(h, up), "linear_swiglu_forward: h overlaps the gate or up scratch");
+  // The wide kernel and the two ops take the rows normed in place.
   if (rn.active()) cuda::row_norm_apply(ctx, in, rn);
+  if (fusable && detail::linear_swiglu_wide_preferred(M, K, I))
+    return detail::linear_swiglu_wide(ctx, h, in, w_gate, w_up);
+  DAPO_CHECK(!overlaps(h, gate) && !overlaps(h, up), "linear_swiglu_forward: h overlaps the gate or up scratch");
   const LinearSegment segs[] = {{gate, w_gate, Tensor{}}, {up, w_up, Tensor{}}};
   cuda::linear_forward_multi(ctx, in, segs);
   cuda::swiglu_forward(ctx, h, gate, up);

@@ -80,14 +80,18 @@ struct WideMaps {
   CUtensorMap in, gate, up, h;
 };
 
-// Byte offset of 16-byte chunk q (of 2,048) of a staged 128 x 128 tile, and
-// its row and first column: box q / 1024, row (q / 8) % 128, chunk q % 8 of
-// the row at (q % 8) ^ (row % 8).
+// Byte offset of (row r, column c) in a staged 128 x 128 tile: box c / 64,
+// its 16-byte chunk (c % 64) / 8 of the row at chunk ^ (r % 8) (the 128-byte
+// swizzle), then (c % 8) * 2 bytes.
+__device__ __forceinline__ uint32_t staged_offset(int r, int c) {
+  return uint32_t((c >> 6) * kHalfBoxBytes + r * 128 + ((((c & 63) >> 3) ^ (r & 7)) << 4) + (c & 7) * 2);
+}
+// 16-byte chunk q (of 2,048) of a staged tile in memory order: its row and
+// first column, and its offset.
 __device__ __forceinline__ uint32_t chunk_offset(int q, int& row, int& col) {
-  const int b = q >> 10, ch = q & 7;
   row = (q >> 3) & 127;
-  col = b * 64 + ch * 8;
-  return uint32_t(b * kHalfBoxBytes + row * 128 + ((ch ^ (row & 7)) << 4));
+  col = (q >> 10) * 64 + (q & 7) * 8;
+  return staged_offset(row, col);
 }
 
 __device__ __forceinline__ float bf16_lo(uint32_t w) { return __uint_as_float(w << 16); }
@@ -229,8 +233,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int r = r0 + 8 * half, c = 8 * j + 2 * (lane & 3);
-        const uint32_t off = uint32_t((c >> 6) * kHalfBoxBytes + r * 128 + ((((c & 63) >> 3) ^ (r & 7)) << 4) +
-                                      (c & 7) * 2);
+        const uint32_t off = staged_offset(r, c);
         const __nv_bfloat162 g = __floats2bfloat162_rn(acc[j][2 * half], acc[j][2 * half + 1]);
         const __nv_bfloat162 u = __floats2bfloat162_rn(acc[j + kHalf][2 * half], acc[j + kHalf][2 * half + 1]);
         asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(gate_s + off), "r"(*reinterpret_cast<const uint32_t*>(&g))
@@ -266,7 +269,7 @@ bool linear_swiglu_wide_preferred(int64_t M, int64_t K, int64_t I) {
 }
 
 void linear_swiglu_wide(const Ctx& ctx, Tensor h, Tensor in, Tensor w_gate, Tensor w_up) {
-  DAPO_CHECK(kBuilt && linear_swiglu_supported(h, in, w_gate, w_up),
+  DAPO_CHECK(linear_swiglu_supported(h, in, w_gate, w_up),
              "linear_swiglu_wide: the wide kernel cannot take in ", in.shape_string(), " (", dtype_name(in.dtype),
              ")");
   ops::detail::check_linear_swiglu(h, in, w_gate, w_up);

@@ -26,6 +26,18 @@ int blas_int(int64_t v, const char* what) {
   return int(v);
 }
 
+// The checks linear_forward and linear_residual_forward share (f32 out, in
+// and weight of matching 2-D shapes), failing in the name of `op`.
+void check_linear(const Tensor& out, const Tensor& in, const Tensor& weight, const char* op) {
+  check_f32(out, "out");
+  check_f32(in, "in");
+  check_f32(weight, "weight");
+  DAPO_CHECK(in.ndim == 2 && weight.ndim == 2, op, ": in ", in.shape_string(), " and weight ",
+             weight.shape_string(), " must be 2-D");
+  DAPO_CHECK_SHAPE(weight, {weight.shape[0], in.shape[1]});
+  DAPO_CHECK_SHAPE(out, {in.shape[0], weight.shape[0]});
+}
+
 }  // namespace
 
 void matmul(const Ctx&, Tensor c, Tensor a, Tensor b, bool trans_a, bool trans_b, float alpha,
@@ -59,14 +71,8 @@ void matmul(const Ctx&, Tensor c, Tensor a, Tensor b, bool trans_a, bool trans_b
 }
 
 void linear_forward(const Ctx& ctx, Tensor out, Tensor in, Tensor weight, Tensor bias) {
-  check_f32(out, "out");
-  check_f32(in, "in");
-  check_f32(weight, "weight");
-  DAPO_CHECK(in.ndim == 2 && weight.ndim == 2, "linear_forward: in ", in.shape_string(),
-             " and weight ", weight.shape_string(), " must be 2-D");
-  const int64_t N = in.shape[0], I = in.shape[1], O = weight.shape[0];
-  DAPO_CHECK_SHAPE(weight, {O, I});
-  DAPO_CHECK_SHAPE(out, {N, O});
+  check_linear(out, in, weight, "linear_forward");
+  const int64_t N = in.shape[0], O = weight.shape[0];
   const bool has_bias = bias.defined();
   if (has_bias) {
     check_f32(bias, "bias");
@@ -83,15 +89,9 @@ void linear_forward(const Ctx& ctx, Tensor out, Tensor in, Tensor weight, Tensor
 }
 
 void linear_residual_forward(const Ctx& ctx, Tensor out, Tensor in, Tensor weight, Tensor res) {
-  check_f32(out, "out");
-  check_f32(in, "in");
-  check_f32(weight, "weight");
+  check_linear(out, in, weight, "linear_residual_forward");
   check_f32(res, "res");
-  DAPO_CHECK(in.ndim == 2 && weight.ndim == 2, "linear_residual_forward: in ", in.shape_string(), " and weight ",
-             weight.shape_string(), " must be 2-D");
-  const int64_t N = in.shape[0], I = in.shape[1], O = weight.shape[0];
-  DAPO_CHECK_SHAPE(weight, {O, I});
-  DAPO_CHECK_SHAPE(out, {N, O});
+  const int64_t N = in.shape[0], O = weight.shape[0];
   DAPO_CHECK_SHAPE(res, {N, O});
   const bool in_place = res.data == out.data;
   DAPO_CHECK(in_place || !overlaps(out, res), "linear_residual_forward: res overlaps out without being out");
