@@ -26,7 +26,14 @@ namespace {
 template <class E, size_t N>
 using Names = std::array<std::pair<E, const char*>, N>;
 
-constexpr Names<ChatTemplate, 2> kChatTemplate{{{ChatTemplate::chatml, "chatml"}, {ChatTemplate::none, "none"}}};
+constexpr Names<ChatTemplate, 4> kChatTemplate{{{ChatTemplate::auto_, "auto"},
+                                                {ChatTemplate::hf, "hf"},
+                                                {ChatTemplate::chatml, "chatml"},
+                                                {ChatTemplate::none, "none"}}};
+constexpr Names<RewardVerifier, 2> kRewardVerifier{
+    {{RewardVerifier::symbolic, "symbolic"}, {RewardVerifier::math_dapo, "math_dapo"}}};
+constexpr Names<ShortBatch, 3> kShortBatch{
+    {{ShortBatch::train, "train"}, {ShortBatch::skip, "skip"}, {ShortBatch::fail, "fail"}}};
 constexpr Names<Truncation, 3> kTruncation{
     {{Truncation::left, "left"}, {Truncation::error, "error"}, {Truncation::skip, "skip"}}};
 constexpr Names<AdvEstimator, 1> kAdvEstimator{{{AdvEstimator::grpo, "grpo"}}};
@@ -55,6 +62,8 @@ E parse_enum(const Names<E, N>& names, const std::string& s) {
 }
 
 const auto& names_for(ChatTemplate*) { return kChatTemplate; }
+const auto& names_for(RewardVerifier*) { return kRewardVerifier; }
+const auto& names_for(ShortBatch*) { return kShortBatch; }
 const auto& names_for(Truncation*) { return kTruncation; }
 const auto& names_for(AdvEstimator*) { return kAdvEstimator; }
 const auto& names_for(LossAggMode*) { return kLossAggMode; }
@@ -103,7 +112,9 @@ class Schema {
     using C = Config;
     add("model", "path", &C::model, &ModelConfig::path, "HF model directory or dapo checkpoint (.h5)");
     add("model", "tokenizer", &C::model, &ModelConfig::tokenizer, "tokenizer.json (empty: the model's)");
-    add("model", "chat_template", &C::model, &ModelConfig::chat_template, "chatml | none");
+    add("model", "chat_template", &C::model, &ModelConfig::chat_template,
+        "auto | hf | chatml | none (auto: hf when tokenizer_config.json beside the tokenizer has a chat_template, "
+        "else chatml; hf: that template, rendered as transformers' apply_chat_template)");
     add("data", "train_files", &C::data, &DataConfig::train_files, "training prompts, JSONL (comma-separated)");
     add("data", "val_files", &C::data, &DataConfig::val_files, "validation prompts, JSONL (comma-separated)");
     add("data", "max_prompt_length", &C::data, &DataConfig::max_prompt_length, "tokens");
@@ -117,6 +128,9 @@ class Schema {
     add("rollout", "gen_batch_size", &C::rollout, &RolloutConfig::gen_batch_size, "prompts per generation round");
     add("rollout", "max_num_gen_batches", &C::rollout, &RolloutConfig::max_num_gen_batches,
         "generation rounds per step before giving up; 0: no limit");
+    add("rollout", "on_short_batch", &C::rollout, &RolloutConfig::on_short_batch,
+        "after max_num_gen_batches rounds without a full batch: train (on the groups kept) | skip (the update) | "
+        "fail (exit 2)");
     add("rollout", "val_n", &C::rollout, &RolloutConfig::val_n, "samples per validation problem (k of avg@k, pass@k)");
     add("rollout", "val_temperature", &C::rollout, &RolloutConfig::val_temperature, "validation temperature; 0: greedy");
     add("rollout", "val_top_p", &C::rollout, &RolloutConfig::val_top_p, "validation nucleus sampling; 1: off");
@@ -149,6 +163,8 @@ class Schema {
         "mask truncated responses out of the loss");
     add("algorithm", "kl_coef", &C::algorithm, &AlgorithmConfig::kl_coef, "KL (k3) to a frozen reference; 0: off");
     add("algorithm", "entropy_coeff", &C::algorithm, &AlgorithmConfig::entropy_coeff, "entropy bonus");
+    add("reward", "verifier", &C::reward, &RewardConfig::verifier,
+        "symbolic (dapo's: symbolic equivalence) | math_dapo (the paper's: verl's math_dapo.compute_score)");
     add("optim", "lr", &C::optim, &OptimConfig::lr, "learning rate");
     add("optim", "warmup_steps", &C::optim, &OptimConfig::warmup_steps, "linear warmup steps, then constant");
     add("optim", "weight_decay", &C::optim, &OptimConfig::weight_decay, "AdamW decoupled weight decay");
@@ -164,7 +180,9 @@ class Schema {
     add("train", "ppo_epochs", &C::train, &TrainConfig::ppo_epochs, "passes over each step's batch");
     add("train", "max_token_len_per_gpu", &C::train, &TrainConfig::max_token_len_per_gpu,
         "micro-batch token budget per rank");
-    add("train", "total_steps", &C::train, &TrainConfig::total_steps, "steps to run; 0: one epoch");
+    add("train", "total_steps", &C::train, &TrainConfig::total_steps, "steps to run; 0: train.total_epochs passes over the data");
+    add("train", "total_epochs", &C::train, &TrainConfig::total_epochs,
+        "with total_steps = 0: passes over train_files (reshuffled between passes)");
     add("train", "seed", &C::train, &TrainConfig::seed, "seed of sampling and initialisation");
     add("train", "activation_recompute", &C::train, &TrainConfig::activation_recompute,
         "recompute activations in the backward pass");
@@ -327,7 +345,8 @@ void validate(const Config& c) {
   if (t.ppo_mini_batch_size < 1) fail("train.ppo_mini_batch_size", "must be at least 1");
   if (t.ppo_epochs < 1) fail("train.ppo_epochs", "must be at least 1");
   if (t.max_token_len_per_gpu < 1) fail("train.max_token_len_per_gpu", "must be at least 1");
-  if (t.total_steps < 0) fail("train.total_steps", "must be >= 0 (0 means one epoch)");
+  if (t.total_steps < 0) fail("train.total_steps", "must be >= 0 (0 means train.total_epochs passes over the data)");
+  if (t.total_epochs < 1) fail("train.total_epochs", "must be at least 1");
   if (t.val_every < 0) fail("train.val_every", "must be >= 0 (0 means at the end only)");
   if (!(t.phase_timeout_s >= 0)) fail("train.phase_timeout_s", "must be >= 0 (0 means no watchdog)");
   if (c.parallel.tp < 1) fail("parallel.tp", "must be at least 1");
@@ -432,6 +451,8 @@ std::string config_help() {
 }
 
 std::string to_string(ChatTemplate v) { return format_value(v); }
+std::string to_string(RewardVerifier v) { return format_value(v); }
+std::string to_string(ShortBatch v) { return format_value(v); }
 std::string to_string(Truncation v) { return format_value(v); }
 std::string to_string(AdvEstimator v) { return format_value(v); }
 std::string to_string(LossAggMode v) { return format_value(v); }

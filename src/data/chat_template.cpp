@@ -38,7 +38,11 @@ std::string render_chatml(std::span<const ChatMessage> messages, const ChatForma
 std::string render_chat(std::span<const ChatMessage> messages, const ChatFormat& format,
                         bool add_generation_prompt, const std::string& where) {
   if (messages.empty()) throw UserError(cat(where, ": no chat messages"));
-  if (format.kind == ChatTemplate::chatml) return render_chatml(messages, format, add_generation_prompt, where);
+  // auto: resolved by the caller; until it is, the built-in ChatML.
+  if (format.kind == ChatTemplate::chatml || format.kind == ChatTemplate::auto_)
+    return render_chatml(messages, format, add_generation_prompt, where);
+  if (format.kind == ChatTemplate::hf)
+    throw UserError(cat(where, ": model.chat_template = hf needs the tokenizer's chat template"));
   std::string out;
   for (const ChatMessage& m : messages) out += m.content;
   return out;

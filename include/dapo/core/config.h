@@ -16,7 +16,11 @@
 
 namespace dapo {
 
-enum class ChatTemplate { chatml, none };
+// auto: hf when the tokenizer's folder holds a tokenizer_config.json with a
+// chat_template, else chatml.
+enum class ChatTemplate { auto_, hf, chatml, none };
+enum class RewardVerifier { symbolic, math_dapo };   // reward/verifier.h, reward/math_dapo.h
+enum class ShortBatch { train, skip, fail };         // dynamic sampling that cannot fill the batch
 enum class Truncation { left, error, skip };          // prompts longer than max_prompt_length
 enum class AdvEstimator { grpo };
 enum class LossAggMode { token_mean, seq_mean_token_mean, seq_mean_token_sum };
@@ -26,7 +30,7 @@ enum class BackendChoice { auto_, cpu, cuda };
 struct ModelConfig {
   std::string path;             // HF directory or dapo checkpoint (.h5)
   std::string tokenizer;        // tokenizer.json; empty: the one beside the model
-  ChatTemplate chat_template = ChatTemplate::chatml;
+  ChatTemplate chat_template = ChatTemplate::auto_;
 };
 
 struct DataConfig {
@@ -45,6 +49,10 @@ struct RolloutConfig {
   int64_t max_response_length = 20480;  // tokens
   int64_t gen_batch_size = 1536;        // prompts per generation round (3 x train_batch_size)
   int64_t max_num_gen_batches = 10;     // rounds per step before giving up; 0: no limit
+  // What a step does when max_num_gen_batches rounds kept fewer than
+  // train_batch_size groups: train on the groups kept (none: skip the
+  // update), skip the update, or fail (exit 2, as before).
+  ShortBatch on_short_batch = ShortBatch::train;
   // Validation sampling (verl's rollout.val_kwargs; the DAPO recipe samples
   // validation at T = 1.0 with top_p = 0.7).
   int64_t val_n = 1;                    // samples per validation problem (the k of avg@k, pass@k)
@@ -78,6 +86,13 @@ struct AlgorithmConfig {
   double entropy_coeff = 0.0;
 };
 
+struct RewardConfig {
+  // symbolic: dapo's verifier (symbolic equivalence, \boxed{} fallback);
+  // math_dapo: the paper's (verl's math_dapo.compute_score: the last
+  // "Answer:" in the last 300 characters, normalised, string equality).
+  RewardVerifier verifier = RewardVerifier::symbolic;
+};
+
 struct OptimConfig {
   double lr = 1e-6;
   int64_t warmup_steps = 20;    // linear warmup, then constant
@@ -96,7 +111,11 @@ struct TrainConfig {
   int64_t ppo_mini_batch_size = 32;     // prompts per optimizer step
   int64_t ppo_epochs = 1;
   int64_t max_token_len_per_gpu = 22528;  // micro-batch token budget (prompt + response)
-  int64_t total_steps = 0;              // 0: one epoch over train_files
+  // The run's length: total_steps when > 0; else total_epochs passes over
+  // train_files (the prompt order reshuffled between passes), which ends
+  // when the last pass has handed out its last prompt.
+  int64_t total_steps = 0;
+  int64_t total_epochs = 1;
   int64_t seed = 1;                     // sampling and initialisation
   bool activation_recompute = true;
   int64_t val_every = 5;                // steps between validations on data.val_files; 0: only at the end
@@ -136,6 +155,7 @@ struct Config {
   DataConfig data;
   RolloutConfig rollout;
   AlgorithmConfig algorithm;
+  RewardConfig reward;
   OptimConfig optim;
   TrainConfig train;
   ParallelConfig parallel;
@@ -172,6 +192,8 @@ std::string config_help();
 
 // Enum names as written in INI files.
 std::string to_string(ChatTemplate v);
+std::string to_string(RewardVerifier v);
+std::string to_string(ShortBatch v);
 std::string to_string(Truncation v);
 std::string to_string(AdvEstimator v);
 std::string to_string(LossAggMode v);
