@@ -8,6 +8,8 @@ bash jobs/build.sh
 # The real Qwen tokenizer for the tokenizer tests (fetched, not committed).
 DAPO_QWEN_TOKENIZER=$(bash jobs/fetch_qwen_tokenizer.sh build/qwen3)
 export DAPO_QWEN_TOKENIZER
+# hyparquet, the parquet reader of jobs/convert_verl_data.py without pyarrow (ctest convert_verl_data).
+DAPO_HYPARQUET=$(bash jobs/fetch_hyparquet.sh build/hyparquet); export DAPO_HYPARQUET
 # Root may run mpirun only when it says so (CI and containers run as root).
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 ctest --test-dir build --output-on-failure -j"${DAPO_TEST_JOBS:-1}"
