@@ -114,7 +114,7 @@ DAPO_HYPARQUET=/nonexistent python3 "$conv" "$fx/tiny_dapo_math.parquet" "$work/
   || fail "--reader hyparquet without hyparquet: exit $rc, $(cat "$work/err.txt")"
 
 # Numbers as dapo's std::to_chars writes them (dapo_line.cpp's float_text).
-python3 - "$src/jobs" <<'PY' || fail "float_text"
+python3 -B - "$src/jobs" <<'PY' || fail "float_text"
 import sys
 sys.path.insert(0, sys.argv[1])
 from convert_verl_data import float_text, plain
