@@ -43,3 +43,21 @@ export HDF5_USE_FILE_LOCKING=${HDF5_USE_FILE_LOCKING:-FALSE}
 if [ "$(id -u)" -eq 0 ]; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 fi
+
+# Where a job's checkpoints, rollout dumps and logs go: a scratch file
+# system, never the checkout (a 32B run's checkpoints alone are ~390 GB
+# each, keep_last = 3 of them). DAPO_RUN_ROOT, else $SCRATCH (set by many
+# sites), else the job stops with exit 2 before it starts its ranks.
+#   run_dir=$(dapo_run_dir dapo_32b) || exit 2   ->  $DAPO_RUN_ROOT/dapo_32b
+# The folder does not depend on the job id: a requeued or resubmitted job
+# finds the same checkpoint.dir/latest and resumes.
+dapo_run_dir() {
+  local root=${DAPO_RUN_ROOT:-${SCRATCH:-}}
+  if [ -z "$root" ]; then
+    echo "dapo-env: set DAPO_RUN_ROOT (or SCRATCH) to a scratch folder for checkpoints, dumps and logs" \
+         "(e.g. DAPO_RUN_ROOT=/scratch/\$USER/dapo sbatch $0)" >&2
+    return 2
+  fi
+  mkdir -p "$root/$1" || { echo "dapo-env: cannot create $root/$1" >&2; return 2; }
+  echo "$root/$1"
+}

@@ -17,8 +17,8 @@
 #                        options given on the first sbatch command line are not)
 #   DAPO_RESEND_S=30     after a stop signal, SIGUSR1 goes to the step again this often until it ends
 #
-# Signals. `#SBATCH --signal=B:USR1@300` sends SIGUSR1 to this batch shell
-# 300 s before the time limit. A shell runs a trap only between commands, so
+# Signals. `#SBATCH --signal=B:USR1@N` sends SIGUSR1 to this batch shell
+# N seconds before the time limit. A shell runs a trap only between commands, so
 # the step runs in the background and the shell sits in `wait`, which a
 # trapped signal interrupts; the trap forwards SIGUSR1 to srun, which passes
 # it to every task; dapo finishes its step, saves, exits 4; the loop waits
