@@ -270,7 +270,16 @@ def read_pyarrow(path):
 def read_hyparquet(path, hp_dir):
     node = shutil.which("node")
     err = tempfile.TemporaryFile()
-    proc = subprocess.Popen([node, HELPER, hp_dir, path], stdout=subprocess.PIPE, stderr=err)
+    command = [node]
+    if "--max-old-space-size" not in os.environ.get("NODE_OPTIONS", ""):
+        # hyparquet holds a whole row group's rows (pandas writes up to 1Mi rows in one; DAPO-Math's
+        # 1.79M rows take several GB): let node's heap grow to 3/4 of the memory, not its ~4 GB default.
+        try:
+            memory_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2 ** 20
+            command.append(f"--max-old-space-size={max(2048, memory_mb * 3 // 4)}")
+        except (ValueError, OSError, AttributeError):
+            pass
+    proc = subprocess.Popen(command + [HELPER, hp_dir, path], stdout=subprocess.PIPE, stderr=err)
     CHILDREN.append(proc)
 
     def failure():
