@@ -78,28 +78,53 @@ void find_pm(const Ast& ast, int32_t i, std::vector<int32_t>* out) {
   for (uint32_t k = 0; k < n.count; ++k) find_pm(ast, ast.kid(n, k), out);
 }
 
-// Whether a subtree only names a quantity: variables (a, a_5, \alpha)
-// joined by + - and products (m+n, p+q, AB, mn). No number, function or
-// power: "2x = 6" solves for x and "x^2 = 4" is not "4".
+bool names_quantity(const Ast& ast, int32_t i);
+
+// f(3), P(A), g(1, 2), P(X=2), a_1(x): a variable written right before its
+// parenthesised argument(s) is the value of a function, a quantity whatever
+// the argument. Not "f*(3)", "2(3)" (no variable in front) or "f(3)^2" (the
+// factor after f is a power, not the parenthesis).
+bool function_value(const Ast& ast, const Node& n) {
+  if (n.kind != NodeKind::mul) return false;
+  const Node& head = ast.at(n.a);
+  const Node& arg = ast.at(n.b);
+  if (head.kind != NodeKind::variable) return false;
+  const size_t after = size_t(head.text.data() - ast.source.data()) + head.text.size();
+  if (after >= ast.source.size() || ast.source[after] != '(') return false;
+  return arg.paren || (arg.kind == NodeKind::tuple && arg.open == '(' && arg.close == ')');
+}
+
+// Whether a subtree only names a quantity: variables (a, a_5, \alpha) and
+// function values (f(3), P(A)) joined by + - / and products (m+n, p+q, AB,
+// mn, a/b, f(1)+f(2)), |..| of one (|z|), a known function of one (\sin x,
+// \log_2 x). No number outside an argument, no power: "2x = 6" solves for x,
+// "x^2 = 4" is not "4", and "7 = 7" or "3 = 7" name nothing.
 bool names_quantity(const Ast& ast, int32_t i) {
   const Node& n = ast.at(i);
   switch (n.kind) {
     case NodeKind::variable:
       return true;
+    case NodeKind::mul:
+      if (function_value(ast, n)) return true;
+      return names_quantity(ast, n.a) && names_quantity(ast, n.b);
     case NodeKind::add:
     case NodeKind::sub:
-    case NodeKind::mul:
+    case NodeKind::div:
       return names_quantity(ast, n.a) && names_quantity(ast, n.b);
+    case NodeKind::abs:
+    case NodeKind::func:
+      return names_quantity(ast, n.a);
     default:
       return false;
   }
 }
 
 // "x = 5" -> 5 and "x \in [0, 1]" -> [0, 1]: the left side names what the
-// answer is about. So does a compound name with a constant right side:
-// "m+n = 204" -> 204, "p+q = \frac{7}{2}" -> 7/2 (competition answers that
-// restate the asked-for quantity). An equation with variables on both
-// sides ("x+y = 2z") stays an equation.
+// answer is about. So does any name of a quantity with a constant other side:
+// "m+n = 204" -> 204, "f(3) = 7" -> 7, "P(A) = \frac{1}{2}" -> 1/2, and
+// "7 = f(3)" -> 7 (competition answers that restate the asked-for quantity).
+// An equation with variables on both sides ("x+y = 2z", "f(x) = 2x+1") or
+// a number on the named side ("2x = 6", "7 = 7") stays an equation.
 int32_t right_side(const Ast& ast, int32_t i) {
   const Node& n = ast.at(i);
   if (n.kind != NodeKind::relation || n.count != 2) return i;
@@ -107,8 +132,10 @@ int32_t right_side(const Ast& ast, int32_t i) {
   if (op != RelOp::eq && op != RelOp::in) return i;
   const int32_t left = ast.kid(n, 0), right = ast.kid(n, 1);
   if (ast.at(left).kind == NodeKind::variable) return right;
-  if (op == RelOp::eq && ast.at(right).kind == NodeKind::variable) return left;  // 5 = x
-  if (op == RelOp::eq && names_quantity(ast, left) && collect_variables(ast, right).empty()) return right;
+  if (op != RelOp::eq) return i;
+  if (ast.at(right).kind == NodeKind::variable) return left;  // 5 = x
+  if (names_quantity(ast, left) && collect_variables(ast, right).empty()) return right;
+  if (names_quantity(ast, right) && collect_variables(ast, left).empty()) return left;
   return i;
 }
 

@@ -521,6 +521,7 @@ class Parser {
     ++pos_;
     if (items.size() == 1) {
       if ((open == '(') != (close == ')')) return fail();  // "(a]" is no interval
+      if (open == '(') ast_.nodes[size_t(items[0])].paren = true;
       return items[0];
     }
     return nary(NodeKind::tuple, items, open, close);

@@ -8,11 +8,15 @@
 //  3. otherwise both are parsed (expr.h); if either does not parse, only
 //     identical text is equal;
 //  4. "x = 5", "5 = x" and "x \in S" compare by the side that is not a
-//     lone variable, and so does an equation whose left side only names a
-//     quantity (variables joined by + - and products: "m+n = 204",
-//     "p+q = \frac{7}{2}") and whose right side has no variable; "2x = 6"
-//     and "x^2 = 4" stay equations (a number or power on the left solves
-//     for something else). So a reference written "m+n = 204" also
+//     lone variable, and so does an equation one side of which only names a
+//     quantity and the other has no variable. A name: variables and
+//     function values (f(3), P(A), P(X=2), g(1, 2): a variable right
+//     before its parenthesised arguments) joined by + - / and products,
+//     |..| or a known function of one ("m+n = 204", "f(3) = 7",
+//     "p+q = \frac{7}{2}", "7 = f(3)", "\sin x = 1/2"). "2x = 6", "x^2 = 4",
+//     "f(3)^2 = 49", "f*(3) = 7" and "7 = 7" stay equations (a number, power
+//     or explicit product on the named side solves for something else, and
+//     numbers name nothing). So a reference written "m+n = 204" also
 //     accepts "204", as "x = 5" accepts "5"; a bare list ("1, 2", "1 or 2") and \pm (2 \pm \sqrt{3}
 //     is two answers) compare as multisets, so several candidates never
 //     match a single reference (a bare list does equal the set of its
@@ -35,7 +39,7 @@
 // a trigonometric value that is 0 only in exact arithmetic (sin(pi)) does
 // not equal 0; degrees are dropped, not converted (30^\circ != \pi/6);
 // values beyond kMaxBits (about 1233 digits) are only equal as identical
-// trees; "f(x) = ..." keeps its left side.
+// trees; "f(x) = 2x+1" (a right side with variables) keeps its left side.
 #pragma once
 
 #include <string_view>

@@ -70,6 +70,7 @@ struct Node {
   uint8_t op = 0;
   char open = 0, close = 0;
   bool approx = false;  // a number written with >= 15 significant digits
+  bool paren = false;   // a lone expression written in ( ): the argument of f(3)
   int32_t a = -1, b = -1;
   uint32_t first = 0, count = 0;  // children in Ast::kids
   int32_t exp10 = 0;
