@@ -24,14 +24,24 @@ int run_command(const Command& cmd, int argc, char** argv) {
   po::positional_options_description positional;
   cmd.add_options(own, positional);
 
-  std::vector<std::string> args(argv + 2, argv + argc);
+  // --section.key=value overrides are ours, taken in order before Boost
+  // sees the rest: its parser refuses an empty value after '=' (which
+  // clears a key, e.g. --data.val_files=).
+  std::vector<std::string> args, overrides;
+  for (int i = 2; i < argc; ++i) {
+    const std::string a = argv[i];
+    const size_t eq = a.find('='), dot = a.find('.');
+    const bool override = a.rfind("--", 0) == 0 && eq != std::string::npos && dot < eq;
+    (override ? overrides : args).push_back(a);
+  }
   po::parsed_options parsed =
       po::command_line_parser(args).options(own).positional(positional).allow_unregistered().run();
   po::variables_map vm;
   po::store(parsed, vm);
   po::notify(vm);
-  // Everything Boost did not recognise must be a --section.key=value override.
-  std::vector<std::string> overrides = po::collect_unrecognized(parsed.options, po::exclude_positional);
+  // Everything else Boost did not recognise must be a --section.key=value override.
+  for (std::string& o : po::collect_unrecognized(parsed.options, po::exclude_positional))
+    overrides.push_back(std::move(o));
   if (vm.count("help")) {
     std::cout << "dapo " << cmd.name << ": " << cmd.summary << "\n\n" << own;
     if (cmd.uses_config) std::cout << "\nconfiguration (INI [section] key = value, or --section.key=value):\n" << config_help();

@@ -13,6 +13,7 @@
 #include <functional>
 #include <set>
 #include <sstream>
+#include <type_traits>
 #include <utility>
 
 #include "dapo/core/error.h"
@@ -89,6 +90,7 @@ struct Key {
   std::string name;  // "section.key"
   std::string help;
   std::function<std::string(const Config&)> print;
+  bool is_text = false;  // a string value, which may be empty
 };
 
 // Builds Boost's options_description bound to `target` and the key table.
@@ -105,7 +107,8 @@ class Schema {
     const std::string name = std::string(section) + "." + key;
     T* where = &((target_.*sec).*field);
     desc_.add_options()(name.c_str(), po::value<T>(where), help);
-    keys_.push_back({name, help, [sec, field](const Config& c) { return format_value((c.*sec).*field); }});
+    keys_.push_back({name, help, [sec, field](const Config& c) { return format_value((c.*sec).*field); },
+                     std::is_same_v<T, std::string>});
   }
 
   void build() {
@@ -285,14 +288,20 @@ Assignment parse_override(const std::string& arg) {
   return {s.substr(0, eq), s.substr(eq + 1), "command line"};
 }
 
-void store(const Schema& schema, po::variables_map& vm, const Assignment& a) {
-  if (!schema.desc().find_nothrow(a.key, false)) {
+void store(const Schema& schema, po::variables_map& vm, Assignment a) {
+  const auto key = std::find_if(schema.keys().begin(), schema.keys().end(),
+                                [&](const Key& k) { return k.name == a.key; });
+  if (key == schema.keys().end()) {
     const std::string hint = closest_key(a.key, schema.keys());
     const auto dot = a.key.find('.');
     throw UserError(cat(a.origin, ": unknown key '", printable(a.key.substr(dot + 1)), "' in [",
                         printable(a.key.substr(0, dot)), "]",
                         hint.empty() ? std::string() : cat(" (did you mean ", hint, "?)")));
   }
+  // An empty value clears the setting: a text key becomes empty (e.g.
+  // --data.val_files= switches validation off), any other key takes its
+  // default back, whatever a configuration file said.
+  if (a.value.empty() && !key->is_text) a.value = key->print(Config{});
   po::parsed_options parsed(&schema.desc());
   parsed.options.emplace_back(a.key, std::vector<std::string>{a.value});
   try {

@@ -12,7 +12,7 @@
 namespace dapo::rl {
 
 int64_t BalancePlan::num_mini_batches() const {
-  return mini_batch_groups > 0 ? num_groups() / mini_batch_groups : 0;
+  return mini_batch_groups > 0 ? (num_groups() + mini_batch_groups - 1) / mini_batch_groups : 0;
 }
 
 int64_t BalancePlan::moves() const {
@@ -37,8 +37,7 @@ std::vector<BalanceItem> balance_items(std::span<const SelectedGroup> selection)
 
 BalancePlan plan_balance(std::span<const BalanceItem> items, int dp_size, int64_t mini_batch_groups) {
   DAPO_CHECK(dp_size >= 1, "dp size ", dp_size);
-  DAPO_CHECK(mini_batch_groups >= 1 && int64_t(items.size()) % mini_batch_groups == 0, items.size(),
-             " groups do not split into mini-batches of ", mini_batch_groups);
+  DAPO_CHECK(mini_batch_groups >= 1, "mini-batches of ", mini_batch_groups, " groups");
   const int64_t n = int64_t(items.size());
   BalancePlan plan;
   plan.dp_size = dp_size;
@@ -46,16 +45,17 @@ BalancePlan plan_balance(std::span<const BalanceItem> items, int dp_size, int64_
   plan.dest.assign(size_t(n), 0);
   plan.mini_batch.assign(size_t(n), 0);
   plan.holder.assign(size_t(n), 0);
-  plan.load.assign(size_t(n / mini_batch_groups * dp_size), 0);
+  plan.load.assign(size_t((n + mini_batch_groups - 1) / mini_batch_groups * dp_size), 0);
   for (int64_t i = 0; i < n; ++i) {
     DAPO_CHECK(items[size_t(i)].tokens >= 0, "group ", i, ": ", items[size_t(i)].tokens, " tokens");
     DAPO_CHECK(items[size_t(i)].holder >= 0 && items[size_t(i)].holder < dp_size, "group ", i, " held by rank ",
                items[size_t(i)].holder, " of ", dp_size);
     plan.holder[size_t(i)] = items[size_t(i)].holder;
   }
-  std::vector<int64_t> order(static_cast<size_t>(mini_batch_groups));
+  std::vector<int64_t> order;
   for (int64_t m = 0; m * mini_batch_groups < n; ++m) {
     const int64_t first = m * mini_batch_groups;
+    order.resize(size_t(std::min(mini_batch_groups, n - first)));
     std::iota(order.begin(), order.end(), first);
     std::stable_sort(order.begin(), order.end(),
                      [&](int64_t a, int64_t b) { return items[size_t(a)].tokens > items[size_t(b)].tokens; });

@@ -55,6 +55,7 @@ DynamicSamplingOptions dynamic_sampling_options(const Config& config) {
   o.metric = config.algorithm.filter_metric;
   o.train_batch_size = config.train.train_batch_size;
   o.max_num_gen_batches = config.rollout.max_num_gen_batches;
+  o.on_short = config.rollout.on_short_batch;
   return o;
 }
 
@@ -121,7 +122,7 @@ const RoundCounts& DynamicSampler::add_gathered_round(const std::vector<std::vec
   if (kept() >= options_.train_batch_size)
     status_ = SamplingStatus::done;
   else if (options_.max_num_gen_batches > 0 && rounds() >= options_.max_num_gen_batches)
-    status_ = SamplingStatus::exhausted;
+    status_ = options_.on_short == ShortBatch::fail ? SamplingStatus::exhausted : SamplingStatus::short_batch;
   return rounds_.back();
 }
 
@@ -138,6 +139,8 @@ RoundCounts DynamicSampler::totals() const {
 }
 
 std::vector<SelectedGroup> DynamicSampler::selection() const {
+  if (status_ == SamplingStatus::short_batch)
+    return options_.on_short == ShortBatch::train ? kept_ : std::vector<SelectedGroup>{};
   DAPO_CHECK(status_ == SamplingStatus::done, "selection() before train_batch_size groups were kept");
   return std::vector<SelectedGroup>(kept_.begin(), kept_.begin() + options_.train_batch_size);
 }
@@ -148,8 +151,7 @@ std::string DynamicSampler::counts_line() const {
   return s;
 }
 
-std::string DynamicSampler::exhausted_message() const {
-  DAPO_CHECK(status_ == SamplingStatus::exhausted, "exhausted_message() while sampling is not exhausted");
+std::string DynamicSampler::shortfall_text() const {
   const RoundCounts t = totals();
   std::string s = cat("dynamic sampling: only ", kept(), " of train.train_batch_size = ", options_.train_batch_size,
                       " groups had responses that differ in algorithm.filter_metric = ", to_string(options_.metric),
@@ -158,9 +160,23 @@ std::string DynamicSampler::exhausted_message() const {
                       " all correct, ", t.all_wrong, " all wrong, ", t.uniform_other, " other uniform, ", t.kept,
                       " kept. Per round:");
   for (size_t r = 0; r < rounds_.size(); ++r) s += (r ? "; " : " ") + round_text(r, rounds_[r]);
-  s += ". Raise rollout.max_num_gen_batches (0: no limit) or rollout.gen_batch_size, or use prompts of a "
-       "difficulty the model sometimes but not always solves";
   return s;
+}
+
+std::string DynamicSampler::exhausted_message() const {
+  DAPO_CHECK(status_ == SamplingStatus::exhausted, "exhausted_message() while sampling is not exhausted");
+  return shortfall_text() +
+         ". Raise rollout.max_num_gen_batches (0: no limit) or rollout.gen_batch_size, or use prompts of a "
+         "difficulty the model sometimes but not always solves (rollout.on_short_batch = train trains on the "
+         "groups kept instead of stopping)";
+}
+
+std::string DynamicSampler::short_batch_message() const {
+  DAPO_CHECK(status_ == SamplingStatus::short_batch, "short_batch_message() while the batch is not short");
+  const bool train = options_.on_short == ShortBatch::train && kept() > 0;
+  return shortfall_text() + (train ? cat(". Training on the ", kept(), " groups kept")
+                                   : std::string(". No update this step")) +
+         " (rollout.on_short_batch = " + to_string(options_.on_short) + ")";
 }
 
 }  // namespace dapo::rl

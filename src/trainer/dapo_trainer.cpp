@@ -62,6 +62,8 @@ DapoStepResult DapoTrainer::step() {
   if (watchdog_) watchdog_->enter("generate", res.step);
   res.generation = run_generation_phase(gen, grid_, res.step);
   if (gpu_) gpu_->check_flags("generation");
+  if (res.generation.sampler.status() == rl::SamplingStatus::short_batch && grid_.world_rank() == 0)
+    DAPO_WARN("step ", res.step, ": ", res.generation.sampler.short_batch_message());
   if (watchdog_) watchdog_->enter("update", res.step);
 
   std::vector<int64_t> mini_batch;

@@ -1,6 +1,8 @@
 // Generation rounds -> dynamic sampling -> balance -> exchange.
 #include "dapo/trainer/generation_phase.h"
 
+#include <cmath>
+
 
 #include "dapo/core/error.h"
 #include "dapo/core/rng.h"
@@ -43,6 +45,7 @@ GenerationResult run_generation_phase(GenerationContext& ctx, const parallel::Gr
     const rollout::RolloutBatch out = ctx.engine->generate(inputs, sampling, ctx.progress);
     res.generated.generation_s += seconds_since(t0);
 
+    for (const float lp : out.sampling_logprobs) res.generated.sampled_prob += std::exp(double(lp));
     t0 = Clock::now();
     std::vector<rl::GroupData> groups = score_rollouts(out, prompts, round, ctx.rewards);
     std::vector<rl::GroupCandidate> candidates;
@@ -62,6 +65,8 @@ GenerationResult run_generation_phase(GenerationContext& ctx, const parallel::Gr
     rounds.push_back(std::move(groups));
   }
   if (res.sampler.status() == rl::SamplingStatus::exhausted) throw UserError(res.sampler.exhausted_message());
+  // A short batch (rollout.on_short_batch = train | skip) goes on with the
+  // groups kept, or none: the plan and the exchange are empty then.
 
   const auto t0 = Clock::now();
   const std::vector<rl::SelectedGroup> selection = res.sampler.selection();

@@ -47,7 +47,7 @@ Metrics dapo_step_metrics(const Config& config, const parallel::Grid& grid, cons
     }
   }
   const GeneratedStats& gs = gen.generated;
-  std::vector<double> gsum{gs.responses, gs.acc, gs.score, gs.response_tokens, gs.truncated};
+  std::vector<double> gsum{gs.responses, gs.acc, gs.score, gs.response_tokens, gs.truncated, gs.sampled_prob};
   // tp ranks of a dp group hold the same groups: reduce over dp only.
   grid.dp.all_reduce_f64(sum, parallel::ReduceOp::sum);
   grid.dp.all_reduce_f64(gsum, parallel::ReduceOp::sum);
@@ -77,6 +77,7 @@ Metrics dapo_step_metrics(const Config& config, const parallel::Grid& grid, cons
       .add("gen/score/mean", div(gsum[2], gsum[0]))
       .add("gen/response_length/mean", div(gsum[3], gsum[0]))
       .add("gen/response_length/clip_ratio", div(gsum[4], gsum[0]))
+      .add("gen/mean_prob", div(gsum[5], gsum[3]))
       .add("critic/score/mean", mean(kScore))
       .add("critic/score/max", hi[kScoreX])
       .add("critic/score/min", -lo[kScoreX])
@@ -100,6 +101,8 @@ Metrics dapo_step_metrics(const Config& config, const parallel::Grid& grid, cons
       .add("train/num_groups_all_wrong", totals.all_wrong)
       .add("train/num_groups_kept", totals.kept)
       .add("train/kept_ratio", div(double(totals.kept), double(totals.groups)))
+      .add("train/short_batch", gen.sampler.status() == rl::SamplingStatus::short_batch ? 1 : 0)
+      .add("train/num_groups_trained", gen.plan.num_groups())
       .add("train/balance_moves", gen.plan.moves())
       .add("train/balance_imbalance", worst)
       .add("actor/pg_loss", L.pg_loss / steps);
@@ -109,6 +112,8 @@ Metrics dapo_step_metrics(const Config& config, const parallel::Grid& grid, cons
       .add("actor/pg_clipfrac_high", L.pg_clipfrac_high())
       .add("actor/pg_clipfrac_low", L.pg_clipfrac_low())
       .add("actor/pg_clipfrac_lower", L.pg_clipfrac_lower())
+      .add("actor/clipped_high_prob_mean", L.clipped_high_prob_mean())
+      .add("actor/clipped_high_prob_max", L.clipped_high_prob_max)
       .add("actor/ppo_kl", L.ppo_kl())
       .add("actor/grad_norm", update.grad_norm_mean)
       .add("actor/lr", update.lr)

@@ -5,6 +5,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
+#include <sstream>
 
 #include "dapo/core/error.h"
 
@@ -90,6 +92,72 @@ TEST_F(ConfigTest, OverridesWinOverTheFile) {
   EXPECT_EQ(c.origin_of("rollout.n"), "command line");
   // Given twice on the command line, the last value wins.
   EXPECT_EQ(load_config(path, {"--rollout.n=4", "--rollout.n=6"}).rollout.n, 6);
+}
+
+// An empty value clears a key: text becomes empty (no validation files),
+// other keys their default, whatever the file said.
+TEST_F(ConfigTest, EmptyValueClearsTheKey) {
+  const auto path = write("[data]\nval_files = aime.jsonl\n[rollout]\nn = 8\n[algorithm]\ndynamic_sampling = false\n");
+  const Config c = load_config(path, {"--data.val_files=", "--rollout.n=", "--algorithm.dynamic_sampling="});
+  EXPECT_EQ(c.data.val_files, "");
+  EXPECT_EQ(c.rollout.n, 16);
+  EXPECT_TRUE(c.algorithm.dynamic_sampling);
+  EXPECT_EQ(c.origin_of("data.val_files"), "command line");
+  // The last of several wins, also when it is empty or when it follows one.
+  EXPECT_EQ(load_config(path, {"--data.val_files=", "--data.val_files=x.jsonl"}).data.val_files, "x.jsonl");
+  EXPECT_EQ(load_config(path, {"--data.val_files=x.jsonl", "--data.val_files="}).data.val_files, "");
+}
+
+// The keys the paper's recipe adds: their defaults and their names.
+TEST_F(ConfigTest, RecipeKeysParse) {
+  const Config d = load_config("", {});
+  EXPECT_EQ(d.rollout.on_short_batch, ShortBatch::train);
+  EXPECT_EQ(d.reward.verifier, RewardVerifier::symbolic);
+  EXPECT_EQ(d.model.chat_template, ChatTemplate::auto_);
+  EXPECT_EQ(d.train.total_epochs, 1);
+  const Config c = load_config("", {"--rollout.on_short_batch=skip", "--reward.verifier=math_dapo",
+                                    "--model.chat_template=hf", "--train.total_epochs=100"});
+  EXPECT_EQ(c.rollout.on_short_batch, ShortBatch::skip);
+  EXPECT_EQ(c.reward.verifier, RewardVerifier::math_dapo);
+  EXPECT_EQ(c.model.chat_template, ChatTemplate::hf);
+  EXPECT_EQ(c.train.total_epochs, 100);
+  EXPECT_EQ(error_of("", {"--rollout.on_short_batch=never"}),
+            "command line: bad value 'never' for rollout.on_short_batch: 'never' is not one of train|skip|fail");
+  EXPECT_EQ(error_of("", {"--train.total_epochs=0"}), "command line: train.total_epochs: must be at least 1");
+}
+
+// Every key dapo reads is written out in the paper's recipe, so that a new
+// default cannot change it; the per-size files add the model and folders.
+TEST_F(ConfigTest, RecipeWritesEveryKey) {
+  const std::string base = std::string(DAPO_SOURCE_DIR) + "/inputs/dapo_base.ini";
+  std::ifstream in(base);
+  ASSERT_TRUE(in) << base;
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string all = config_to_ini(load_config("", {}));
+  std::string section;
+  std::istringstream lines(all);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty()) continue;
+    if (line[0] == '[') {
+      section = line;
+      continue;
+    }
+    const std::string key = line.substr(0, line.find(" = "));
+    // The per-size files' keys: the model, the grid, the folders.
+    static const std::set<std::string> per_size{"[model] path", "[model] tokenizer", "[parallel] backend",
+                                                "[parallel] tp", "[checkpoint] dir", "[dump] dir", "[log] dir"};
+    if (per_size.count(section + " " + key)) continue;
+    const size_t at = text.find("\n" + section + "\n");
+    ASSERT_NE(at, std::string::npos) << section;
+    const size_t end = text.find("\n[", at + 1);
+    const std::string body = text.substr(at, end == std::string::npos ? std::string::npos : end - at);
+    EXPECT_NE(body.find("\n" + key + " = "), std::string::npos) << base << ": " << section << " " << key;
+  }
+  const Config recipe = load_config(base, {});
+  EXPECT_DOUBLE_EQ(recipe.algorithm.clip_ratio_c, 3.0);
+  EXPECT_EQ(recipe.reward.verifier, RewardVerifier::math_dapo);
+  EXPECT_EQ(recipe.model.chat_template, ChatTemplate::hf);
+  EXPECT_EQ(recipe.train.total_epochs, 100);
 }
 
 // A base recipe and a job's overrides: the later file wins, the command line

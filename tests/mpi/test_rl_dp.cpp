@@ -71,6 +71,7 @@ rl::DynamicSamplingOptions options(int64_t batch, int64_t max_rounds) {
   rl::DynamicSamplingOptions o;
   o.train_batch_size = batch;
   o.max_num_gen_batches = max_rounds;
+  o.on_short = ShortBatch::fail;
   return o;
 }
 

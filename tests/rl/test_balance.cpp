@@ -98,10 +98,24 @@ TEST(Balance, ItemsOfASelection) {
   EXPECT_EQ(items[1].holder, 0);
 }
 
+// A short batch (rollout.on_short_batch = train) ends in a partial
+// mini-batch; no groups at all make an empty plan.
+TEST(Balance, PartialLastMiniBatchAndEmptySelection) {
+  const std::vector<BalanceItem> three{{1, 0}, {2, 0}, {3, 0}};
+  const rl::BalancePlan plan = rl::plan_balance(three, 2, 2);
+  EXPECT_EQ(plan.num_mini_batches(), 2);
+  EXPECT_EQ(plan.mini_batch, (std::vector<int64_t>{0, 0, 1}));
+  EXPECT_EQ(plan.dest, (std::vector<int>{1, 0, 0}));
+  EXPECT_EQ(plan.load, (std::vector<int64_t>{2, 1, 3, 0}));
+  const rl::BalancePlan none = rl::plan_balance(std::vector<BalanceItem>{}, 2, 2);
+  EXPECT_EQ(none.num_mini_batches(), 0);
+  EXPECT_TRUE(none.load.empty());
+}
+
 TEST(BalanceDeathTest, Misuse) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   const std::vector<BalanceItem> three{{1, 0}, {2, 0}, {3, 0}};
-  EXPECT_DEATH(rl::plan_balance(three, 2, 2), "3 groups do not split into mini-batches of 2");
+  EXPECT_DEATH(rl::plan_balance(three, 2, 0), "mini-batches of 0 groups");
   EXPECT_DEATH(rl::plan_balance(three, 0, 3), "dp size 0");
   EXPECT_DEATH(rl::plan_balance(std::vector<BalanceItem>{{1, 2}}, 2, 1), "group 0 held by rank 2 of 2");
   EXPECT_DEATH(rl::plan_balance(std::vector<BalanceItem>{{-1, 0}}, 2, 1), "group 0: -1 tokens");

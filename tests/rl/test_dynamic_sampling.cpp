@@ -17,11 +17,13 @@ using rl::GroupCandidate;
 using rl::GroupOutcome;
 using rl::SamplingStatus;
 
-rl::DynamicSamplingOptions opts(int64_t batch, int64_t max_rounds, bool enabled = true) {
+rl::DynamicSamplingOptions opts(int64_t batch, int64_t max_rounds, bool enabled = true,
+                                ShortBatch on_short = ShortBatch::fail) {
   rl::DynamicSamplingOptions o;
   o.enabled = enabled;
   o.train_batch_size = batch;
   o.max_num_gen_batches = max_rounds;
+  o.on_short = on_short;
   return o;
 }
 
@@ -129,7 +131,45 @@ TEST(DynamicSampling, ExhaustedAfterMaxRoundsWithCounts) {
             "groups: 2 all correct, 3 all wrong, 1 other uniform, 2 kept. Per round: [1] 4 groups (2 all correct, 0 "
             "all wrong, 0 other uniform, 2 kept); [2] 4 groups (0 all correct, 3 all wrong, 1 other uniform, 0 "
             "kept). Raise rollout.max_num_gen_batches (0: no limit) or rollout.gen_batch_size, or use prompts of a "
-            "difficulty the model sometimes but not always solves");
+            "difficulty the model sometimes but not always solves (rollout.on_short_batch = train trains on the "
+            "groups kept instead of stopping)");
+}
+
+// A model that solves most prompts must not end its run: after the last
+// round the kept groups are trained on (train), or none are (skip).
+TEST(DynamicSampling, ShortBatchTrainsOnTheGroupsKeptOrSkips) {
+  for (const ShortBatch mode : {ShortBatch::train, ShortBatch::skip}) {
+    DynamicSampler s(opts(4, 2, true, mode));
+    s.add_gathered_round(deal(round_of(0, 4, {GroupOutcome::all_correct, GroupOutcome::mixed}), 2));
+    EXPECT_EQ(s.status(), SamplingStatus::need_more);
+    s.add_gathered_round(deal(round_of(0, 4, {GroupOutcome::all_correct, GroupOutcome::all_correct,
+                                              GroupOutcome::mixed, GroupOutcome::all_correct}),
+                              2));
+    ASSERT_EQ(s.status(), SamplingStatus::short_batch) << to_string(mode);
+    std::vector<int64_t> keys;
+    for (const auto& g : s.selection()) keys.push_back(g.round * 100 + g.position);
+    if (mode == ShortBatch::train) {
+      EXPECT_EQ(keys, (std::vector<int64_t>{1, 3, 102}));
+      EXPECT_EQ(s.short_batch_message(),
+                "dynamic sampling: only 3 of train.train_batch_size = 4 groups had responses that differ in "
+                "algorithm.filter_metric = acc after 2 generation rounds (rollout.max_num_gen_batches = 2); in total "
+                "8 groups: 5 all correct, 0 all wrong, 0 other uniform, 3 kept. Per round: [1] 4 groups (2 all "
+                "correct, 0 all wrong, 0 other uniform, 2 kept); [2] 4 groups (3 all correct, 0 all wrong, 0 other "
+                "uniform, 1 kept). Training on the 3 groups kept (rollout.on_short_batch = train)");
+    } else {
+      EXPECT_TRUE(keys.empty());
+      EXPECT_NE(s.short_batch_message().find(". No update this step (rollout.on_short_batch = skip)"),
+                std::string::npos);
+    }
+  }
+  // Nothing kept at all: train has nothing to train on either.
+  DynamicSampler none(opts(4, 2, true, ShortBatch::train));
+  none.add_gathered_round(deal(round_of(0, 4, {GroupOutcome::all_wrong}), 2));
+  none.add_gathered_round(deal(round_of(0, 4, {GroupOutcome::all_correct}), 2));
+  ASSERT_EQ(none.status(), SamplingStatus::short_batch);
+  EXPECT_TRUE(none.selection().empty());
+  EXPECT_NE(none.short_batch_message().find("only 0 of train.train_batch_size = 4"), std::string::npos);
+  EXPECT_NE(none.short_batch_message().find("No update this step"), std::string::npos);
 }
 
 TEST(DynamicSampling, NoLimitKeepsGoingAndEmptyRanksAreFine) {

@@ -3,7 +3,8 @@
 // and verl's recipe/dapo scripts where the paper is silent).
 //
 // Sources, highest precedence first: `--section.key=value` overrides (the
-// last one wins when a key is given twice), the
+// last one wins when a key is given twice; an empty value clears the key:
+// text becomes empty, anything else its default), the
 // INI file (`[section]` then `key = value`; `#` or `;` start comments), the
 // defaults below. An unknown key, a bad value, a duplicated key or a missing
 // file is a UserError naming the file, the line and the key.

@@ -53,8 +53,10 @@ struct BalancePlan {
   std::vector<int64_t> groups_of(int rank, int64_t m = -1) const;
 };
 
-// items (N) in selection order; N must be a multiple of mini_batch_groups
-// (train_batch_size is one of ppo_mini_batch_size; DAPO_CHECK).
+// items (N) in selection order. A full step's N is a multiple of
+// mini_batch_groups (train_batch_size is one of ppo_mini_batch_size); a
+// short batch (rollout.on_short_batch = train) may end in a partial
+// mini-batch.
 BalancePlan plan_balance(std::span<const BalanceItem> items, int dp_size, int64_t mini_batch_groups);
 // The items of a selection.
 std::vector<BalanceItem> balance_items(std::span<const SelectedGroup> selection);

@@ -12,7 +12,13 @@
 // Comm), so every rank holds the same global view and takes the same
 // decision: the same status, the same counts, the same selection. No rank
 // ever waits for a round another rank does not run, so a failure to find
-// enough groups ends in `exhausted` on every rank - never a hang.
+// enough groups ends in `short_batch` or `exhausted` on every rank - never
+// a hang.
+//
+// A model that solves most prompts must not end its own run: after
+// max_num_gen_batches rounds with fewer than train_batch_size kept groups,
+// rollout.on_short_batch = train (the default) trains on the groups kept,
+// skip trains on none, and fail stops the run with exhausted_message().
 //
 // Selection is independent of the number of ranks: kept groups are ordered
 // by (round, position), position being the prompt's place in its round's
@@ -85,7 +91,8 @@ struct SelectedGroup {
 enum class SamplingStatus : uint8_t {
   need_more,  // generate another round
   done,       // train_batch_size groups are kept: selection() is ready
-  exhausted,  // max_num_gen_batches rounds without enough groups: exhausted_message()
+  short_batch,  // max_num_gen_batches rounds without enough groups, on_short train or skip: selection()
+  exhausted,    // the same with on_short fail: exhausted_message()
 };
 
 struct DynamicSamplingOptions {
@@ -93,6 +100,7 @@ struct DynamicSamplingOptions {
   FilterMetric metric = FilterMetric::acc;  // for messages
   int64_t train_batch_size = 1;        // groups per step, >= 1
   int64_t max_num_gen_batches = 0;     // rounds before giving up; 0: no limit
+  ShortBatch on_short = ShortBatch::train;  // what ends a step that runs out of rounds
 };
 DynamicSamplingOptions dynamic_sampling_options(const Config& config);
 
@@ -118,15 +126,20 @@ class DynamicSampler {
   const DynamicSamplingOptions& options() const { return options_; }
 
   // status() == done: exactly train_batch_size groups in (round, position)
-  // order. The same on every rank.
+  // order; short_batch: every group kept (on_short train) or none (skip).
+  // The same on every rank.
   std::vector<SelectedGroup> selection() const;
   // status() == exhausted: what to tell the user - the per-round counts
   // and which settings to change. The same on every rank.
   std::string exhausted_message() const;
+  // status() == short_batch: the warning, with the same counts.
+  std::string short_batch_message() const;
   // "rounds R: [r] G groups (C all correct, W all wrong, U other uniform, K kept); ..."
   std::string counts_line() const;
 
  private:
+  std::string shortfall_text() const;
+
   DynamicSamplingOptions options_;
   SamplingStatus status_ = SamplingStatus::need_more;
   std::vector<RoundCounts> rounds_;

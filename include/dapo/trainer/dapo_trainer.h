@@ -55,8 +55,10 @@ class DapoTrainer {
               const ops::CudaDevice* gpu = nullptr);
 
   // One training step. Collective over grid.world. UserError (on every rank
-  // alike) when dynamic sampling runs out of generation rounds or a
-  // sequence does not fit train.max_token_len_per_gpu.
+  // alike) when dynamic sampling runs out of generation rounds with
+  // rollout.on_short_batch = fail, or a sequence does not fit
+  // train.max_token_len_per_gpu. A short batch otherwise trains on the
+  // groups kept (none: no optimizer step) and warns.
   DapoStepResult step();
 
   int64_t steps_done() const { return steps_done_; }

@@ -8,9 +8,10 @@
 // so a prompt drawn twice in one step (an epoch boundary) gets fresh
 // samples; the responses are scored (rollout_groups.h) and classified; the
 // dynamic sampler's all-gathers give every rank the same decision. Rounds
-// continue until train.train_batch_size groups are kept; running out of
-// rounds (rollout.max_num_gen_batches) is a UserError with the per-round
-// counts, raised on every rank alike.
+// continue until train.train_batch_size groups are kept. Running out of
+// rounds (rollout.max_num_gen_batches) goes on with the groups kept
+// (rollout.on_short_batch = train), with none (skip), or is a UserError
+// with the per-round counts, raised on every rank alike (fail).
 //
 // Then the selection is cut into mini-batches of train.ppo_mini_batch_size
 // groups, balanced by packed tokens (rl/balance.h), and the groups move to
@@ -45,6 +46,10 @@ struct GeneratedStats {
   double score = 0;             // sum of verifier scores
   double response_tokens = 0;
   double truncated = 0;         // finish reason `length`
+  // Sum over response tokens of the sampled token's probability under
+  // softmax(logits / T) (ops/sampling.h): the sampling distribution when
+  // top_p = 1 and top_k is off, as in the recipes -> gen/mean_prob.
+  double sampled_prob = 0;
   double generation_s = 0;      // this rank's time in GenerationEngine::generate
   double verify_s = 0;          // decoding, verifying and shaping
 };
