@@ -9,10 +9,12 @@
 #include "dapo/core/arena.h"
 #include "dapo/core/error.h"
 #include "dapo/core/log.h"
+#include "dapo/data/dataset.h"
 #include "dapo/parallel/grid.h"
 #include "dapo/parallel/runtime.h"
 #include "dapo/trainer/memory_plan.h"
 #include "dapo/trainer/model_init.h"
+#include "dapo/trainer/run_length.h"
 
 namespace dapo::apps {
 
@@ -62,6 +64,13 @@ int run_info(const Invocation& inv) {
         if (!(out << ini)) throw UserError(cat(path, ": cannot write the configuration"));
         DAPO_INFO("configuration saved to ", path);
       }
+    }
+    // The run's planned length, from the training prompts as listed
+    // (data.truncation = skip may drop some when the run tokenizes them).
+    if (!config.data.train_files.empty() && grid.world_rank() == 0) {
+      const data::PromptDataset train = data::PromptDataset::load_list(config.data.train_files, "data.train_files");
+      const trainer::RunLength length = trainer::plan_run_length(config, train.size());
+      std::printf("# run length\nplanned steps: %s\n", trainer::describe(length, config, train.size()).c_str());
     }
     if (inv.options.count("memory") && inv.options["memory"].as<bool>()) {
       size_t total = size_t(80) << 30;

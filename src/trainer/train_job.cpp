@@ -16,6 +16,7 @@
 #include "dapo/trainer/model_init.h"
 #include "dapo/trainer/prompt_set.h"
 #include "dapo/trainer/rank_device.h"
+#include "dapo/trainer/run_length.h"
 #include "dapo/trainer/run_files.h"
 #include "dapo/trainer/step_dump.h"
 #include "dapo/trainer/step_metrics.h"
@@ -42,8 +43,9 @@ rollout::ProgressCallback progress_lines(const char* what, double period) {
 void log_validation(const ValidationResult& v, int64_t step) {
   for (const SourceValidation& s : v.sources)
     DAPO_INFO("validation at step ", step, ": ", s.source, ": acc mean@", v.k, " ", s.acc_mean, ", pass@", v.k, " ",
-              s.acc_pass, ", score ", s.score_mean, ", response length ", s.length_mean, " (", s.problems,
-              " problems, ", v.seconds, " s)");
+              s.acc_pass, " (", to_string(v.verifier), "; ", to_string(v.other_verifier), ": ", s.other_acc_mean,
+              ", ", s.other_acc_pass, "), score ", s.score_mean, ", response length ", s.length_mean, " (",
+              s.problems, " problems, ", v.seconds, " s)");
 }
 
 }  // namespace
@@ -181,15 +183,15 @@ TrainSummary run_train_job(const Config& config, const parallel::Grid& grid, con
     summary.val_last_step = step;
   };
 
-  const int64_t total = config.train.total_steps;
-  const int64_t shown_total = total > 0 ? total : (train->size() + config.rollout.gen_batch_size - 1) /
-                                                      config.rollout.gen_batch_size;
+  const RunLength length = plan_run_length(config, train->size());
+  if (root) DAPO_INFO("train: planned steps: ", describe(length, config, train->size()));
+  auto finished = [&] { return run_finished(length, trainer->steps_done(), trainer->order().cursor().epoch); };
   if (val && config.train.val_before_train && !resumed) {
     Metrics m;
     validate(0, m);
     metrics->write(0, m);
   }
-  while (total > 0 ? trainer->steps_done() < total : trainer->order().cursor().epoch == 0) {
+  while (!finished()) {
     watchdog.enter("agree", trainer->steps_done());
     if (const int sig = agree_on_stop(grid.world, signals)) {
       summary.stop_signal = sig;
@@ -203,7 +205,7 @@ TrainSummary run_train_job(const Config& config, const parallel::Grid& grid, con
       error = e.what();  // dynamic sampling exhausted, a sequence over the token budget: the same on every rank
     }
     io::agree_on_error(grid.world, error);
-    const bool last = total > 0 ? r.step == total : trainer->order().cursor().epoch > 0;
+    const bool last = finished();
     const bool due = config.train.val_every > 0 && r.step % config.train.val_every == 0;
     if (val && (due || last)) validate(r.step, r.metrics);
     if (dump_due(config, r.step)) {
@@ -217,7 +219,7 @@ TrainSummary run_train_job(const Config& config, const parallel::Grid& grid, con
     if (r.step == summary.first_step + 1) summary.first_acc = r.metrics.get("gen/acc/mean");
     summary.last_acc = r.metrics.get("gen/acc/mean");
     if (config.log.every > 0 && (r.step % config.log.every == 0 || last))
-      DAPO_INFO(dapo_step_line(r.step, std::max(shown_total, r.step), r.metrics));
+      DAPO_INFO(dapo_step_line(r.step, std::max(length.steps, r.step), r.metrics));
     // After the step's metrics line (which shows the non-finite values),
     // before anything of it is saved.
     check_divergence(config, r.step, r.update, root);
@@ -233,9 +235,10 @@ TrainSummary run_train_job(const Config& config, const parallel::Grid& grid, con
                                          : cat(": checkpoint ", summary.checkpoint),
               "; exit code ", kPreemptedExit, " (requeue to continue)");
   else if (summary.steps == summary.first_step)
-    DAPO_INFO("train: nothing to do: the checkpoint is at step ", summary.steps, " and train.total_steps is ", total);
+    DAPO_INFO("train: nothing to do: the checkpoint is at step ", summary.steps, ", the end of the run's planned steps: ",
+              describe(length, config, train->size()));
   else
-    DAPO_INFO("train: done: ", summary.steps, total > 0 ? cat(" of train.total_steps = ", total) : std::string(" steps, one epoch"),
+    DAPO_INFO("train: done: ", summary.steps, " steps; planned ", describe(length, config, train->size()),
               "; final checkpoint ", summary.checkpoint);
   summary.seconds = seconds_since(start);
   return summary;

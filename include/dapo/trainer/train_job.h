@@ -16,9 +16,9 @@
 // Console (world rank 0): a line per step, a progress line every few
 // seconds during generation, validation results.
 //
-// Steps: train.total_steps, or with 0 one epoch: steps run until every
-// training prompt has been drawn once (dynamic sampling draws a varying
-// number of prompts per step).
+// Steps: train.total_steps, or with 0 train.total_epochs passes over the
+// training prompts (run_length.h; dynamic sampling draws a varying number
+// of prompts per step).
 #pragma once
 
 #include <cstdint>
