@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Plots of a dapo training run: the dynamics the DAPO paper tracks
 (arXiv:2503.14476, figures 2-4 and 7: accuracy, reward score, entropy,
-response length; plus clip fractions, and dynamic sampling's kept ratio and
-generation rounds) from log.dir/metrics.jsonl, and, from the rollout dumps
+response length, the mean probability of the generated tokens and the
+old policy's probability of the up-clipped tokens; plus clip fractions, and
+dynamic sampling's kept ratio, generation rounds and short batches) from
+log.dir/metrics.jsonl, and, from the rollout dumps
 in dump.dir, the response-length distribution and the groups' outcomes per
 dumped step.
 
@@ -79,7 +81,7 @@ def plot_lines(ax, df, keys, title, ylabel=None):
 
 
 def training_dynamics(df, out):
-    fig, axes = plt.subplots(2, 3, figsize=(15, 8))
+    fig, axes = plt.subplots(3, 3, figsize=(15, 12))
     val_keys = [(c, c.replace("val-core/", "val ").replace("/acc/", " "), "o-")
                 for c in df.columns if c.startswith("val-core/") and "/acc/mean@" in c]
     plot_lines(axes[0, 0], df, [("gen/acc/mean", "sampled (all generated)", "-"),
@@ -100,6 +102,16 @@ def training_dynamics(df, out):
         twin.step(rounds.index, rounds.values, where="mid", color="gray", alpha=0.6, label="generation rounds")
         twin.set_ylabel("generation rounds")
         twin.set_ylim(0, max(2, rounds.max() + 1))
+    # The paper's Figure 3: clip-higher frees unlikely tokens (the old
+    # policy's probability of the tokens clipped at 1 + eps_high) while the
+    # sampled tokens' mean probability tracks entropy collapse.
+    plot_lines(axes[2, 0], df, [("gen/mean_prob", "sampled tokens (all generated)", "-")],
+               "mean probability of the generated tokens", "probability")
+    plot_lines(axes[2, 1], df, [("actor/clipped_high_prob_mean", "mean", "-"),
+                                ("actor/clipped_high_prob_max", "max", "-")],
+               "old-policy probability of up-clipped tokens", "probability")
+    plot_lines(axes[2, 2], df, [("train/short_batch", "short batch (1: fewer groups kept)", "o"),
+                                ("actor/grad_norm", "gradient norm", "-")], "update")
     fig.suptitle(f"dapo training dynamics ({len(df)} lines of metrics.jsonl)")
     fig.tight_layout()
     fig.savefig(out, dpi=100)

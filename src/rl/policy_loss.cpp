@@ -74,8 +74,8 @@ LossCounts count_loss_tokens(std::span<const uint8_t> mask, std::span<const int3
 }
 
 std::array<double, PolicyLossMetrics::kFields> PolicyLossMetrics::to_array() const {
-  return {loss, pg_loss, kl_loss, entropy_loss, tokens, clipped, clipped_high, clipped_low, dual_clipped, ppo_kl_sum,
-          entropy_sum};
+  return {loss,         pg_loss,    kl_loss,      entropy_loss, tokens, clipped, clipped_high, clipped_low,
+          dual_clipped, ppo_kl_sum, entropy_sum, clipped_high_prob_sum};
 }
 
 PolicyLossMetrics PolicyLossMetrics::from_array(const std::array<double, kFields>& a) {
@@ -91,6 +91,7 @@ PolicyLossMetrics PolicyLossMetrics::from_array(const std::array<double, kFields
   m.dual_clipped = a[8];
   m.ppo_kl_sum = a[9];
   m.entropy_sum = a[10];
+  m.clipped_high_prob_sum = a[11];
   return m;
 }
 
@@ -98,7 +99,10 @@ PolicyLossMetrics& PolicyLossMetrics::operator+=(const PolicyLossMetrics& o) {
   const auto a = to_array(), b = o.to_array();
   std::array<double, kFields> s;
   for (size_t i = 0; i < kFields; ++i) s[i] = a[i] + b[i];
-  return *this = from_array(s);
+  const double hi = std::max(clipped_high_prob_max, o.clipped_high_prob_max);
+  *this = from_array(s);
+  clipped_high_prob_max = hi;
+  return *this;
 }
 
 PolicyLossMetrics policy_loss(const PolicyLossOptions& opt, const PolicyLossInputs& in, const LossCounts& normaliser,
@@ -183,6 +187,13 @@ PolicyLossMetrics policy_loss(const PolicyLossOptions& opt, const PolicyLossInpu
       const bool clipped = l2.v > l1.v;
       m.clipped += clipped;
       m.clipped_high += clipped && A > 0;
+      if (clipped && A > 0) {
+        // The paper's Figure 3: clip-higher matters because the tokens it
+        // frees are unlikely ones under the old policy.
+        const double p_old = std::exp(double(in.old_logprob[t]));
+        m.clipped_high_prob_sum += p_old;
+        m.clipped_high_prob_max = std::max(m.clipped_high_prob_max, p_old);
+      }
       m.clipped_low += clipped && A < 0;
       m.dual_clipped += dual;
       m.ppo_kl_sum += -d.value;

@@ -169,6 +169,7 @@ UpdatePhaseResult run_update_phase(const UpdatePhaseContext& ctx, const parallel
   std::array<double, rl::PolicyLossMetrics::kFields> a = local.to_array();
   grid.dp.all_reduce_f64(a, parallel::ReduceOp::sum);
   res.loss = rl::PolicyLossMetrics::from_array(a);
+  res.loss.clipped_high_prob_max = grid.dp.all_reduce_f64(local.clipped_high_prob_max, parallel::ReduceOp::max);
   const int64_t taken = res.optimizer_steps - res.skipped_steps;
   res.grad_norm_mean = taken > 0 ? grad_norm_sum / double(taken) : 0.0;
   return res;

@@ -494,6 +494,38 @@ TEST(PolicyLoss, MetricsArithmetic) {
   EXPECT_EQ(PolicyLossMetrics{}.pg_clipfrac(), 0.0);
 }
 
+// The paper's Figure 3 metric: the old policy's probability of the tokens
+// clipped at 1 + eps_high (A > 0), their mean and maximum; other tokens,
+// clipped below or not at all, do not count.
+TEST(PolicyLoss, UpClippedTokensOldProbability) {
+  Batch b;
+  // ratio e^0.5 > 1.28, A > 0: up-clipped (p_old 0.1 and 0.3); ratio 1: not;
+  // ratio e^-1 < 0.8, A < 0: clipped below.
+  b.logp = {std::log(0.1f) + 0.5f, std::log(0.3f) + 0.5f, std::log(0.5f), std::log(0.6f) - 1.0f};
+  b.old = {std::log(0.1f), std::log(0.3f), std::log(0.5f), std::log(0.6f)};
+  b.adv = {1, 1, 1, -1};
+  b.mask = {1, 1, 1, 1};
+  b.offsets = {0, 4};
+  std::vector<float> dlp(4), dent;
+  PolicyLossOptions o;
+  const PolicyLossMetrics m = rl::policy_loss(o, b.inputs(false, false), LossCounts{4, 1}, dlp, dent);
+  EXPECT_EQ(m.clipped_high, 2);
+  EXPECT_EQ(m.clipped_low, 1);
+  EXPECT_NEAR(m.clipped_high_prob_mean(), 0.2, 1e-6);
+  EXPECT_NEAR(m.clipped_high_prob_max, 0.3, 1e-6);
+  // Summed over micro-batches the mean is over all their up-clipped tokens,
+  // the maximum the largest.
+  PolicyLossMetrics other;
+  other.clipped_high = 1;
+  other.clipped_high_prob_sum = 0.5;
+  other.clipped_high_prob_max = 0.5;
+  PolicyLossMetrics sum = m;
+  sum += other;
+  EXPECT_NEAR(sum.clipped_high_prob_mean(), 0.3, 1e-6);
+  EXPECT_NEAR(sum.clipped_high_prob_max, 0.5, 1e-6);
+  EXPECT_EQ(PolicyLossMetrics{}.clipped_high_prob_mean(), 0.0);
+}
+
 TEST(PolicyLoss, OptionsFromConfig) {
   AlgorithmConfig a;
   a.clip_ratio_low = 0.1;

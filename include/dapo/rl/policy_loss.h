@@ -98,8 +98,13 @@ struct PolicyLossMetrics {
   double dual_clipped = 0;  // A < 0 and clip1 > -A*c -> actor/pg_clipfrac_lower
   double ppo_kl_sum = 0;    // sum_t (logp_old - logp), clamped as d -> actor/ppo_kl
   double entropy_sum = 0;   // sum_t entropy_t (when given) -> actor/entropy
+  // exp(logp_old) of the clipped_high tokens: their sum and their maximum
+  // -> actor/clipped_high_prob_mean and _max (the paper's Figure 3).
+  double clipped_high_prob_sum = 0;
+  double clipped_high_prob_max = 0;  // a maximum: not in to_array (reduce it with MAX)
 
-  static constexpr size_t kFields = 11;
+  // The summable fields.
+  static constexpr size_t kFields = 12;
   std::array<double, kFields> to_array() const;
   static PolicyLossMetrics from_array(const std::array<double, kFields>& a);
   PolicyLossMetrics& operator+=(const PolicyLossMetrics& o);
@@ -111,6 +116,7 @@ struct PolicyLossMetrics {
   double pg_clipfrac_lower() const { return tokens > 0 ? dual_clipped / tokens : 0; }
   double ppo_kl() const { return tokens > 0 ? ppo_kl_sum / tokens : 0; }
   double entropy_mean() const { return tokens > 0 ? entropy_sum / tokens : 0; }
+  double clipped_high_prob_mean() const { return clipped_high > 0 ? clipped_high_prob_sum / clipped_high : 0; }
 };
 
 // Computes the micro-batch's share of the mini-batch loss and its gradient.
