@@ -23,8 +23,10 @@ int run_eval(const Invocation& inv) {
     const parallel::Grid grid = parallel::make_grid(int(config.parallel.tp));
     const trainer::ValidationResult r = trainer::run_eval_job(config, job, grid);
     for (const trainer::SourceValidation& s : r.sources)
-      DAPO_INFO("eval: ", s.source, ": mean@", r.k, " ", s.acc_mean, "  pass@", r.k, " ", s.acc_pass, "  score ",
-                s.score_mean, "  response length ", s.length_mean, "  (", s.problems, " problems)");
+      DAPO_INFO("eval: ", s.source, ": mean@", r.k, " ", s.acc_mean, "  pass@", r.k, " ", s.acc_pass, "  (",
+                to_string(r.verifier), "; ", to_string(r.other_verifier), ": ", s.other_acc_mean, ", ",
+                s.other_acc_pass, ")  score ", s.score_mean, "  response length ", s.length_mean, "  (", s.problems,
+                " problems)");
     DAPO_INFO("eval: all: mean@", r.k, " ", r.acc_mean, "  pass@", r.k, " ", r.acc_pass, "  (", r.problems,
               " problems, ", r.seconds, " s)");
   } catch (const UserError& e) {

@@ -38,11 +38,13 @@ int run_verify(const Invocation& inv) {
   }
   std::ostream& out = output == "-" ? std::cout : out_file;
 
-  const reward::VerifySummary summary = reward::verify_jsonl(in, out, input == "-" ? "<stdin>" : input, threads);
+  const RewardVerifier verifier = inv.config->reward.verifier;
+  const reward::VerifySummary summary =
+      reward::verify_jsonl(in, out, input == "-" ? "<stdin>" : input, threads, verifier);
   out.flush();
   if (!out) throw UserError(cat(output == "-" ? "<stdout>" : output, ": write failed"));
-  std::fprintf(stderr, "verify: %lld responses, accuracy %.4f\n", static_cast<long long>(summary.responses),
-               summary.accuracy());
+  std::fprintf(stderr, "verify: %lld responses, accuracy %.4f (reward.verifier = %s)\n",
+               static_cast<long long>(summary.responses), summary.accuracy(), to_string(verifier).c_str());
   return kOk;
 }
 

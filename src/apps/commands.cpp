@@ -29,7 +29,7 @@ const std::vector<Command>& commands() {
              "output", po::value<std::string>(), "write the metrics as one JSON object to this file");
        },
        run_eval, ""},
-      {"verify", "score responses against ground truth with the rule-based verifier", false,
+      {"verify", "score responses against ground truth with the rule-based verifier (reward.verifier)", true,
        [](po::options_description& d, po::positional_options_description&) {
          d.add_options()("input", po::value<std::string>(), "JSONL with response and ground_truth ('-': stdin)")(
              "output", po::value<std::string>(), "JSONL with score, acc, pred added (default: stdout)")(
@@ -43,6 +43,13 @@ const std::vector<Command>& commands() {
              "skip-special-tokens", po::bool_switch(), "with --decode: leave special tokens out of the text");
        },
        run_tokenize, ""},
+      {"render", "the prompts of a JSONL file as the tokenizer gets them: model.chat_template applied, text and ids",
+       true,
+       [](po::options_description& d, po::positional_options_description&) {
+         d.add_options()("input", po::value<std::string>(), "prompts JSONL (verl chat or text prompts, or problem; '-': stdin)")(
+             "output", po::value<std::string>(), "JSONL with data_source, index, prompt_text, prompt_ids (default: stdout)");
+       },
+       run_render, ""},
       {"import-hf", "convert an HF model directory into a dapo checkpoint", false,
        [](po::options_description& d, po::positional_options_description&) {
          d.add_options()("hf-dir", po::value<std::string>(), "directory with config.json and *.safetensors")(

@@ -58,8 +58,8 @@ uint64_t prompt_uid(std::string_view data_source, std::string_view index) {
 std::vector<PromptRecord> load_prompt_file(const std::string& path) {
   const std::string data = read_whole_file(path);
   if (data.compare(0, 4, "PAR1") == 0)
-    throw UserError(cat(path, ": a parquet file; dapo reads prompts as JSONL: convert it with pandas "
-                              "first (README, \"Prompt data\")"));
+    throw UserError(cat(path, ": a parquet file; dapo reads prompts as JSONL: convert it first with python3 "
+                              "jobs/convert_verl_data.py IN.parquet OUT.jsonl (README, \"Prompt data\")"));
   const std::string stem = std::filesystem::path(path).stem().string();
 
   std::vector<PromptRecord> records;

@@ -6,7 +6,7 @@
 
 #include "dapo/core/error.h"
 #include "dapo/core/json_text.h"
-#include "dapo/reward/verifier.h"
+#include "dapo/reward/verify.h"
 
 namespace dapo::reward {
 namespace {
@@ -29,7 +29,7 @@ std::string reference_of(const Json& obj, const std::string& where) {
 }  // namespace
 
 bool score_jsonl_line_nlohmann(std::string_view line, std::string_view source, int64_t line_number,
-                               std::string* output) {
+                               std::string* output, RewardVerifier verifier) {
   const std::string where = cat(source, ":", line_number);
   refuse_nul_byte(line, where);
   Json obj;
@@ -44,7 +44,7 @@ bool score_jsonl_line_nlohmann(std::string_view line, std::string_view source, i
   if (!response->is_string())
     throw UserError(cat(where, ": field 'response' must be a string, not ", response->type_name()));
   const std::string truth = reference_of(obj, where);
-  const Verdict v = verify_math(response->get_ref<const std::string&>(), truth);
+  const Verdict v = verify(verifier, response->get_ref<const std::string&>(), truth);
   obj["score"] = v.score;
   obj["acc"] = v.acc;
   obj["pred"] = v.pred;
@@ -53,9 +53,9 @@ bool score_jsonl_line_nlohmann(std::string_view line, std::string_view source, i
 }
 
 bool score_jsonl_line(std::string_view line, std::string_view source, int64_t line_number,
-                      JsonlLineScanner* scanner, std::string* output) {
-  if (!scanner->scan(line)) return score_jsonl_line_nlohmann(line, source, line_number, output);
-  const Verdict v = verify_math(scanner->response(), scanner->truth());
+                      JsonlLineScanner* scanner, std::string* output, RewardVerifier verifier) {
+  if (!scanner->scan(line)) return score_jsonl_line_nlohmann(line, source, line_number, output, verifier);
+  const Verdict v = verify(verifier, scanner->response(), scanner->truth());
   const std::string& object = scanner->canonical();
   std::string& text = *output;
   text.clear();

@@ -28,9 +28,9 @@ struct Line {
   bool correct = false;
 };
 
-void score_line(Line* line, const std::string& source, JsonlLineScanner* scanner) {
+void score_line(Line* line, const std::string& source, JsonlLineScanner* scanner, RewardVerifier verifier) {
   try {
-    line->correct = score_jsonl_line(line->input, source, line->number, scanner, &line->output);
+    line->correct = score_jsonl_line(line->input, source, line->number, scanner, &line->output, verifier);
   } catch (const UserError& e) {
     line->error = e.what();
   }
@@ -38,7 +38,8 @@ void score_line(Line* line, const std::string& source, JsonlLineScanner* scanner
 
 }  // namespace
 
-VerifySummary verify_jsonl(std::istream& in, std::ostream& out, const std::string& source_name, int threads) {
+VerifySummary verify_jsonl(std::istream& in, std::ostream& out, const std::string& source_name, int threads,
+                           RewardVerifier verifier) {
   const size_t workers =
       threads > 0 ? size_t(threads) : std::max<size_t>(1, size_t(std::thread::hardware_concurrency()));
   VerifySummary summary;
@@ -66,7 +67,7 @@ VerifySummary verify_jsonl(std::istream& in, std::ostream& out, const std::strin
     auto work = [&](size_t t) {
       const size_t lo = count * t / n, hi = count * (t + 1) / n;
       JsonlLineScanner scanner;  // on this thread's stack: its buffers serve the whole slice
-      for (size_t i = lo; i < hi; ++i) score_line(&lines[i], source_name, &scanner);
+      for (size_t i = lo; i < hi; ++i) score_line(&lines[i], source_name, &scanner, verifier);
     };
     for (size_t t = 1; t < n; ++t) pool.emplace_back(work, t);
     work(0);

@@ -2,7 +2,7 @@
 #include "dapo/trainer/rollout_groups.h"
 
 #include "dapo/core/error.h"
-#include "dapo/reward/verifier.h"
+#include "dapo/reward/verify.h"
 #include "dapo/rl/rewards.h"
 
 namespace dapo::trainer {
@@ -13,6 +13,7 @@ RewardSettings reward_settings(const Config& config, const data::Tokenizer& toke
   s.shaping = reward::overlong_shaping(config);
   s.filter_metric = config.algorithm.filter_metric;
   s.dynamic_sampling = config.algorithm.dynamic_sampling;
+  s.verifier = config.reward.verifier;
   return s;
 }
 
@@ -36,7 +37,7 @@ std::vector<rl::GroupData> score_rollouts(const rollout::RolloutBatch& batch, st
     for (const int32_t id : batch.response(r))
       if (settings.tokenizer->has_id(id)) known.push_back(id);
     text[size_t(r)] = settings.tokenizer->decode(known, true);
-    verdict[size_t(r)] = reward::verify_math(text[size_t(r)], prompts[size_t(p)].record->ground_truth);
+    verdict[size_t(r)] = reward::verify(settings.verifier, text[size_t(r)], prompts[size_t(p)].record->ground_truth);
   }
 
   std::vector<rl::GroupData> groups(static_cast<size_t>(P));

@@ -6,6 +6,7 @@
 
 #include "dapo/core/error.h"
 #include "dapo/core/rng.h"
+#include "dapo/reward/verify.h"
 #include "dapo/trainer/timing.h"
 
 namespace dapo::trainer {
@@ -13,8 +14,9 @@ namespace {
 
 constexpr uint64_t kValidationTag = 0x76616C6964617465ull;  // "validate"
 
-// Sums per source, in the order of `names`: problems, acc, pass, score, tokens, responses.
-constexpr size_t kSums = 6;
+// Sums per source, in the order of `names`: problems, acc, pass, score,
+// tokens, responses, and the other verifier's acc and pass.
+constexpr size_t kSums = 8;
 
 }  // namespace
 
@@ -27,6 +29,9 @@ void ValidationResult::add_to(Metrics& metrics) const {
     metrics.add("val-core/" + s.source + "/acc/pass" + at, s.acc_pass);
     metrics.add("val-aux/" + s.source + "/score/mean" + at, s.score_mean);
     metrics.add("val-aux/" + s.source + "/response_length/mean", s.length_mean);
+    const std::string other = "val-aux/" + s.source + "/" + to_string(other_verifier) + "/acc/";
+    metrics.add(other + "mean" + at, s.other_acc_mean);
+    metrics.add(other + "pass" + at, s.other_acc_pass);
   }
   metrics.add("timing_s/testing", seconds);
 }
@@ -52,26 +57,41 @@ ValidationResult run_validation(rollout::GenerationEngine& engine, const PromptS
   }
   const rollout::RolloutBatch batch = engine.generate(inputs, sampling, progress);
   const std::vector<rl::GroupData> groups = score_rollouts(batch, prompts, 0, rewards);
+  // The other verifier on the same responses (decoded once, in the groups).
+  const RewardVerifier other = reward::other_verifier(rewards.verifier);
+  std::vector<std::vector<double>> other_acc(groups.size());
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t gi = 0; gi < int64_t(groups.size()); ++gi) {
+    const rl::GroupData& g = groups[size_t(gi)];
+    for (int64_t k = 0; k < g.num_responses(); ++k)
+      other_acc[size_t(gi)].push_back(reward::verify(other, g.response_text[size_t(k)], g.ground_truth).acc ? 1 : 0);
+  }
 
   std::vector<double> sums(index.size() * kSums, 0.0);
-  for (const rl::GroupData& g : groups) {
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    const rl::GroupData& g = groups[gi];
     double* s = &sums[index.at(g.data_source) * kSums];
-    double any = 0;
+    double any = 0, other_any = 0;
     for (int64_t k = 0; k < g.num_responses(); ++k) {
       s[1] += g.acc[size_t(k)];
       s[3] += g.score[size_t(k)];
       s[4] += double(g.response_length(k));
       s[5] += 1;
+      s[6] += other_acc[gi][size_t(k)];
       any = std::max(any, g.acc[size_t(k)]);
+      other_any = std::max(other_any, other_acc[gi][size_t(k)]);
     }
     s[0] += 1;
     s[2] += any;
+    s[7] += other_any;
   }
   // tp ranks of a dp group hold the same groups: reduce over dp only.
   grid.dp.all_reduce_f64(sums, parallel::ReduceOp::sum);
 
   ValidationResult res;
   res.k = sampling.n;
+  res.verifier = rewards.verifier;
+  res.other_verifier = other;
   double acc = 0, pass = 0, responses = 0;
   for (const auto& [name, at] : index) {
     const double* s = &sums[at * kSums];
@@ -82,6 +102,8 @@ ValidationResult run_validation(rollout::GenerationEngine& engine, const PromptS
     v.acc_pass = s[0] > 0 ? s[2] / s[0] : 0;
     v.score_mean = s[5] > 0 ? s[3] / s[5] : 0;
     v.length_mean = s[5] > 0 ? s[4] / s[5] : 0;
+    v.other_acc_mean = s[5] > 0 ? s[6] / s[5] : 0;
+    v.other_acc_pass = s[0] > 0 ? s[7] / s[0] : 0;
     res.problems += v.problems;
     acc += s[1];
     pass += s[2];

@@ -84,6 +84,13 @@ TEST_F(TrainCli, ShortRunRaisesTheSampledAccuracy) {
   const std::string acc = "val-core/arith/acc/mean@4";
   ASSERT_TRUE(lines.front().contains(acc)) << lines.front().dump();
   ASSERT_TRUE(lines.back().contains(acc)) << lines.back().dump();
+  // The other verifier's accuracy of the same answers, beside the run's.
+  for (const Json* l : {&lines.front(), &lines.back()})
+    for (const char* key : {"val-aux/arith/math_dapo/acc/mean@4", "val-aux/arith/math_dapo/acc/pass@4"}) {
+      ASSERT_TRUE(l->contains(key)) << key << ": " << l->dump();
+      EXPECT_GE((*l)[key].get<double>(), 0.0);
+      EXPECT_LE((*l)[key].get<double>(), 1.0);
+    }
   const double before = lines.front()[acc].get<double>(), after = lines.back()[acc].get<double>();
   EXPECT_GT(after - before, 0.10) << "validation accuracy " << before << " -> " << after;
   EXPECT_NE(r.output.find("train: accuracy "), std::string::npos) << r.output;
@@ -94,10 +101,20 @@ TEST_F(TrainCli, ShortRunRaisesTheSampledAccuracy) {
           "response_length/clip_ratio", "train/num_gen_batches", "train/kept_ratio", "actor/pg_loss", "actor/entropy",
           "actor/pg_clipfrac", "actor/pg_clipfrac_high", "actor/pg_clipfrac_low", "actor/pg_clipfrac_lower",
           "actor/ppo_kl", "actor/grad_norm", "actor/lr", "timing_s/gen", "timing_s/update_actor", "timing_s/step",
-          "perf/throughput", "perf/total_num_tokens"})
+          "perf/throughput", "perf/total_num_tokens", "gen/mean_prob", "actor/clipped_high_prob_mean",
+          "actor/clipped_high_prob_max", "train/short_batch", "train/num_groups_trained"})
       EXPECT_TRUE(lines[s].contains(key)) << "step " << s << ": " << key;
     // 16 groups of 8 responses are trained on every step.
     EXPECT_GT(lines[s]["perf/total_num_tokens"].get<int64_t>(), 16 * 8 * 28);
+    // Probabilities; the up-clipped tokens' mean within their maximum.
+    const double p = lines[s]["gen/mean_prob"].get<double>();
+    EXPECT_GT(p, 0.0);
+    EXPECT_LE(p, 1.0);
+    const double hi_mean = lines[s]["actor/clipped_high_prob_mean"].get<double>();
+    const double hi_max = lines[s]["actor/clipped_high_prob_max"].get<double>();
+    EXPECT_GE(hi_mean, 0.0);
+    EXPECT_LE(hi_mean, hi_max + 1e-12);
+    EXPECT_LE(hi_max, 1.0);
   }
   EXPECT_EQ(lines[1]["actor/lr"].get<double>(), 0.0);  // verl's warmup starts at 0
   EXPECT_EQ(dapo::load_config(dir_->file("learn/config.ini"), {}).train.total_steps, 20);
@@ -110,6 +127,78 @@ TEST_F(TrainCli, ShortRunRaisesTheSampledAccuracy) {
   const Json ev = read_jsonl(dir_->file("learn/eval.json")).at(0);
   EXPECT_EQ(ev["step"], 20);
   EXPECT_NEAR(ev[acc].get<double>(), after, 1e-9);
+}
+
+// Dynamic sampling that cannot fill the batch does not end the job.
+// A fresh random model answers every prompt wrong: for two rounds in each
+// step no group is informative, and the run skips those updates and goes
+// on. The warm start keeps some groups in 2 rounds of 4 prompts, fewer than
+// the 16 asked: it trains on them (a partial last mini-batch, dp = 2).
+TEST_F(TrainCli, ShortBatchesDoNotEndTheRun) {
+  const std::string rounds = " --rollout.max_num_gen_batches=2 --train.total_steps=3 --train.val_before_train=false"
+                             " --train.val_every=0 --data.val_files=";
+  Result r = run_command(mpirun(2) + dapo() + train_args("short0") + " --model.path=" +
+                         source("inputs/demo/model") + rounds);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("dynamic sampling: only 0 of train.train_batch_size = 16 groups"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("No update this step (rollout.on_short_batch = train)"), std::string::npos) << r.output;
+  std::vector<Json> lines = read_jsonl(dir_->file("short0/metrics.jsonl"));
+  ASSERT_EQ(lines.size(), 3u);
+  for (const Json& l : lines) {
+    EXPECT_EQ(l["train/short_batch"], 1);
+    EXPECT_EQ(l["train/num_gen_batches"], 2);
+    EXPECT_EQ(l["train/num_groups_kept"], 0);
+    EXPECT_EQ(l["train/num_groups_trained"], 0);
+    EXPECT_EQ(l["actor/grad_norm"].get<double>(), 0.0);
+  }
+  EXPECT_EQ(dapo::test::read_text(dir_->file("short0/ckpt/latest")), "step_00000003.h5\n");
+
+  r = run_command(mpirun(2) + dapo() + train_args("short1") + rounds + " --rollout.gen_batch_size=4" +
+                  " --train.ppo_mini_batch_size=4");
+  ASSERT_EQ(r.code, 0) << r.output;
+  lines = read_jsonl(dir_->file("short1/metrics.jsonl"));
+  ASSERT_EQ(lines.size(), 3u);
+  int64_t trained = 0;
+  for (const Json& l : lines) {
+    EXPECT_EQ(l["train/short_batch"], 1);
+    EXPECT_EQ(l["train/num_groups_trained"], l["train/num_groups_kept"]);
+    EXPECT_LE(l["train/num_groups_kept"].get<int64_t>(), 8);
+    trained += l["train/num_groups_trained"].get<int64_t>();
+    if (l["train/num_groups_trained"].get<int64_t>() > 0) EXPECT_GT(l["actor/grad_norm"].get<double>(), 0.0);
+  }
+  EXPECT_GT(trained, 0) << "the warm start kept no group in 3 steps";
+
+  // fail keeps the old behaviour: exit 2 with the counts.
+  r = run_command(mpirun(2) + dapo() + train_args("short2") + " --model.path=" + source("inputs/demo/model") +
+                  rounds + " --rollout.on_short_batch=fail");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("Raise rollout.max_num_gen_batches"), std::string::npos) << r.output;
+}
+
+// train.total_epochs: the run ends when its passes over the prompts are
+// used up; `dapo info` and the console show the planned steps.
+TEST_F(TrainCli, PassesOverTheDataSetTheRunLength) {
+  const std::string tiny = dir_->file("tiny.jsonl");
+  {
+    std::ofstream out(tiny);
+    for (int i = 0; i < 6; ++i) out << R"({"problem": "What is )" << i << R"( + 1?", "answer": ")" << i + 1 << "\"}\n";
+  }
+  const std::string args = train_args("epochs") + " --data.train_files=" + tiny +
+                           " --train.total_steps=0 --train.total_epochs=2 --rollout.gen_batch_size=4"
+                           " --algorithm.dynamic_sampling=false --train.train_batch_size=4 --train.ppo_mini_batch_size=4"
+                           " --train.val_before_train=false --train.val_every=0 --data.val_files=";
+  Result r = run_command(dapo() + "info " + args.substr(args.find(" --")));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("planned steps: at most 3 (train.total_epochs = 2 passes over 6 prompts: 3 generation "
+                          "rounds of rollout.gen_batch_size = 4;"),
+            std::string::npos)
+      << r.output;
+  r = run_command(dapo() + args);
+  ASSERT_EQ(r.code, 0) << r.output;
+  // 2 passes over 6 prompts in rounds of 4: 12 prompts, 3 steps.
+  EXPECT_EQ(read_jsonl(dir_->file("epochs/metrics.jsonl")).size(), 3u);
+  EXPECT_NE(r.output.find("train: planned steps: at most 3"), std::string::npos) << r.output;
 }
 
 TEST_F(TrainCli, SameRunOnOneAndTwoRanks) {
@@ -156,7 +245,7 @@ TEST_F(TrainCli, BadInputEndsWithExitCode2) {
   };
   // A fresh random model answers nothing right: every group is all wrong.
   expect_error(mpirun(2) + dapo() + train_args("exhausted") + " --model.path=" + source("inputs/demo/model") +
-                   " --rollout.max_num_gen_batches=2 --train.val_before_train=false",
+                   " --rollout.max_num_gen_batches=2 --rollout.on_short_batch=fail --train.val_before_train=false",
                "dynamic sampling: only 0 of train.train_batch_size = 16 groups");
   expect_error(dapo() + train_args("t0") + " --rollout.temperature=0",
                "rollout.temperature: must be > 0 for training");

@@ -53,7 +53,7 @@ TEST_F(VerifyCli, ScoresAFileAndPrintsASummary) {
   const auto out = dir_ / "s.jsonl";
   const Result r = run("verify --input " + in.string() + " --output " + out.string() + " --threads 3 2>&1");
   EXPECT_EQ(r.code, 0) << r.output;
-  EXPECT_EQ(r.output, "verify: 4 responses, accuracy 0.5000\n");
+  EXPECT_EQ(r.output, "verify: 4 responses, accuracy 0.5000 (reward.verifier = symbolic)\n");
   EXPECT_EQ(read(out),
             "{\"response\":\"\\\\boxed{0.5}\",\"ground_truth\":\"\\\\frac{1}{2}\",\"uid\":\"a\",\"score\":1.0,"
             "\"acc\":true,\"pred\":\"0.5\"}\n"
@@ -61,6 +61,28 @@ TEST_F(VerifyCli, ScoresAFileAndPrintsASummary) {
             "\"pred\":\"4\"}\n"
             "{\"response\":\"no answer\",\"ground_truth\":\"5\",\"score\":-1.0,\"acc\":false,\"pred\":\"\"}\n"
             "{\"response\":\"\\\\boxed{5}\",\"ground_truth\":5,\"score\":1.0,\"acc\":true,\"pred\":\"5\"}\n");
+}
+
+// reward.verifier = math_dapo: the paper's reward (the last "Answer:" line,
+// normalised, compared as text; \boxed{} is not read).
+TEST_F(VerifyCli, TheRunsVerifierIsChosenByReward) {
+  const auto in = write("r.jsonl",
+                        "{\"response\":\"\\\\boxed{0.5}\",\"ground_truth\":\"0.5\"}\n"
+                        "{\"response\":\"so\\nAnswer: $1,000$\",\"ground_truth\":\"1000\"}\n"
+                        "{\"response\":\"Answer: 0.5\",\"ground_truth\":\"\\\\frac{1}{2}\"}\n");
+  const Result r = run("verify --input " + in.string() + " --reward.verifier=math_dapo 2>&1");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(r.output,
+            "{\"response\":\"\\\\boxed{0.5}\",\"ground_truth\":\"0.5\",\"score\":-1.0,\"acc\":false,"
+            "\"pred\":\"[INVALID]\"}\n"
+            "{\"response\":\"so\\nAnswer: $1,000$\",\"ground_truth\":\"1000\",\"score\":1.0,\"acc\":true,"
+            "\"pred\":\"1000\"}\n"
+            "{\"response\":\"Answer: 0.5\",\"ground_truth\":\"\\\\frac{1}{2}\",\"score\":-1.0,\"acc\":false,"
+            "\"pred\":\"0.5\"}\n"
+            "verify: 3 responses, accuracy 0.3333 (reward.verifier = math_dapo)\n");
+  const Result bad = run("verify --input " + in.string() + " --reward.verifier=paper 2>&1");
+  EXPECT_EQ(bad.code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("'paper' is not one of symbolic|math_dapo"), std::string::npos) << bad.output;
 }
 
 TEST_F(VerifyCli, StdinToStdout) {

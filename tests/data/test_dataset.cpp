@@ -147,8 +147,8 @@ TEST_F(DatasetFiles, FileErrors) {
   EXPECT_EQ(error_of([&] { load_prompt_file(blank); }), blank + ": no prompts (the file has no non-empty line)");
   const std::string parquet = write("train.parquet", std::string("PAR1\x15\x04\x15\x00", 8));
   EXPECT_EQ(error_of([&] { load_prompt_file(parquet); }),
-            parquet + ": a parquet file; dapo reads prompts as JSONL: convert it with pandas first "
-                      "(README, \"Prompt data\")");
+            parquet + ": a parquet file; dapo reads prompts as JSONL: convert it first with python3 "
+                      "jobs/convert_verl_data.py IN.parquet OUT.jsonl (README, \"Prompt data\")");
 }
 
 TEST_F(DatasetFiles, SplitFileList) {

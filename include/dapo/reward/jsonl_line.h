@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 
+#include "dapo/core/config.h"
 #include "dapo/reward/jsonl_fast.h"
 
 namespace dapo::reward {
@@ -19,14 +20,16 @@ namespace dapo::reward {
 // storage of `line`) and returns the verdict's acc. Throws UserError
 // "<source>:<line_number>: ..." for malformed JSON, a non-object, a missing
 // or mistyped field; `*output` is unspecified then.
+// `verifier`: reward.verifier (verify.h).
 bool score_jsonl_line_nlohmann(std::string_view line, std::string_view source, int64_t line_number,
-                               std::string* output);
+                               std::string* output, RewardVerifier verifier = RewardVerifier::symbolic);
 
 // Same result as score_jsonl_line_nlohmann, through `scanner` when it accepts
 // the line (the common case, several times faster). `scanner` is scratch
 // space, one per thread; `*output` keeps its capacity, so a caller that
 // reuses it allocates nothing per line on the fast path.
 bool score_jsonl_line(std::string_view line, std::string_view source, int64_t line_number,
-                      JsonlLineScanner* scanner, std::string* output);
+                      JsonlLineScanner* scanner, std::string* output,
+                      RewardVerifier verifier = RewardVerifier::symbolic);
 
 }  // namespace dapo::reward

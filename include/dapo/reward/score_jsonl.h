@@ -18,6 +18,8 @@
 #include <iosfwd>
 #include <string>
 
+#include "dapo/core/config.h"
+
 namespace dapo::reward {
 
 struct VerifySummary {
@@ -26,7 +28,8 @@ struct VerifySummary {
   double accuracy() const { return responses ? double(correct) / double(responses) : 0.0; }
 };
 
-// `threads` <= 0: all hardware threads.
-VerifySummary verify_jsonl(std::istream& in, std::ostream& out, const std::string& source_name, int threads);
+// `threads` <= 0: all hardware threads. `verifier`: reward.verifier (verify.h).
+VerifySummary verify_jsonl(std::istream& in, std::ostream& out, const std::string& source_name, int threads,
+                           RewardVerifier verifier = RewardVerifier::symbolic);
 
 }  // namespace dapo::reward

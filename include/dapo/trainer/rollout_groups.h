@@ -28,6 +28,7 @@ struct RewardSettings {
   const data::Tokenizer* tokenizer = nullptr;  // decodes the responses (required)
   reward::OverlongShaping shaping;
   FilterMetric filter_metric = FilterMetric::acc;
+  RewardVerifier verifier = RewardVerifier::symbolic;  // reward.verifier
   bool dynamic_sampling = true;  // false: every group is `mixed` (kept)
 };
 RewardSettings reward_settings(const Config& config, const data::Tokenizer& tokenizer);

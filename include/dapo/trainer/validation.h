@@ -6,6 +6,10 @@
 //   val-core/<source>/acc/pass@k     fraction of problems with at least one correct sample
 //   val-aux/<source>/score/mean@k    mean verifier score (+1/-1)
 //   val-aux/<source>/response_length/mean
+//   val-aux/<source>/<other>/acc/mean@k, .../pass@k   the same responses under
+//       the verifier the run does not use (reward.verifier = math_dapo:
+//       symbolic; symbolic: math_dapo), so that accuracies compare with the
+//       paper's whichever verifier trains
 //
 // The sampler's stream key is the same at every validation (a constant, not
 // the training step), so two validations of a run differ only by the
@@ -36,10 +40,14 @@ struct SourceValidation {
   double acc_pass = 0;      // pass@k
   double score_mean = 0;
   double length_mean = 0;   // response tokens
+  double other_acc_mean = 0;  // avg@k and pass@k under the other verifier
+  double other_acc_pass = 0;
 };
 
 struct ValidationResult {
   int64_t k = 0;
+  RewardVerifier verifier = RewardVerifier::symbolic;        // the run's: val-core
+  RewardVerifier other_verifier = RewardVerifier::math_dapo;  // beside it: val-aux
   int64_t problems = 0;
   double acc_mean = 0;      // over every problem of every source
   double acc_pass = 0;
