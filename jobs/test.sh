@@ -8,6 +8,8 @@ bash jobs/build.sh
 # The real Qwen tokenizer for the tokenizer tests (fetched, not committed).
 DAPO_QWEN_TOKENIZER=$(bash jobs/fetch_qwen_tokenizer.sh build/qwen3)
 export DAPO_QWEN_TOKENIZER
+DAPO_QWEN25_TOKENIZER=$(bash jobs/fetch_qwen_tokenizer.sh build/qwen2_5 qwen2_5)
+export DAPO_QWEN25_TOKENIZER
 # hyparquet, the parquet reader of jobs/convert_verl_data.py without pyarrow (ctest convert_verl_data).
 DAPO_HYPARQUET=$(bash jobs/fetch_hyparquet.sh build/hyparquet); export DAPO_HYPARQUET
 # Root may run mpirun only when it says so (CI and containers run as root).

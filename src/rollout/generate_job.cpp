@@ -64,7 +64,7 @@ GenerateSummary run_generate_job(const Config& config, const GenerateJob& job, c
 
   PromptEncoding enc;
   enc.tokenizer = tok;
-  enc.chat.kind = config.model.chat_template;
+  enc.chat = data::resolve_chat_format(config.model.chat_template, source.tokenizer);
   enc.vocab_size = mc.vocab_size;
   enc.max_prompt_length = config.data.max_prompt_length;
   enc.truncation = config.data.truncation;

@@ -49,7 +49,7 @@ SftSummary run_sft_job(const Config& config, const std::string& data_path, const
     if (!initial.source.tokenizer.empty()) tokenizer.emplace(data::Tokenizer::load(initial.source.tokenizer));
     SftEncoding enc;
     enc.tokenizer = tokenizer ? &*tokenizer : nullptr;
-    enc.chat.kind = config.model.chat_template;
+    enc.chat = data::resolve_chat_format(config.model.chat_template, initial.source.tokenizer);
     enc.eos_id = sft_eos_id(enc.tokenizer, mc.eos_token_ids);
     enc.vocab_size = mc.vocab_size;
     enc.max_positions = mc.max_position_embeddings;
