@@ -44,6 +44,7 @@ const std::vector<Command>& commands();
 // Defined in one file per subcommand.
 int run_info(const Invocation& inv);
 int run_tokenize(const Invocation& inv);
+int run_render(const Invocation& inv);
 int run_verify(const Invocation& inv);
 int run_import_hf(const Invocation& inv);
 int run_generate(const Invocation& inv);
