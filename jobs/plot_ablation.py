@@ -21,9 +21,12 @@ import re
 import sys
 from xml.sax.saxutils import escape
 
-COLORS = {"grpo": "#1f77b4", "dapo": "#d62728"}
+COLORS = {"grpo": "#1f77b4", "overlong_filter": "#17becf", "clip_higher": "#2ca02c", "soft_overlong": "#ff7f0e",
+          "token_loss": "#9467bd", "dapo": "#d62728"}
 FALLBACK = ["#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
-LABELS = {"grpo": "GRPO", "dapo": "DAPO"}
+LABELS = {"grpo": "GRPO", "overlong_filter": "+ overlong filtering", "clip_higher": "+ clip-higher",
+          "soft_overlong": "+ soft overlong punishment", "token_loss": "+ token-level loss",
+          "dapo": "DAPO"}
 
 CHARTS = [
     ("accuracy.svg", "Validation accuracy (sampled, T = 1, 4 per problem)", "accuracy", "val"),
@@ -118,7 +121,7 @@ def chart(series, title, ylabel, width=640, height=360):
             o.append(path(mean, color[v], 2.6, 1))
         legend.append((LABELS.get(v, v), color[v], len(runs)))
     # The legend goes into the corner that hides the fewest points.
-    lw, lh = 290, 16 * len(legend) + 6
+    lw, lh = 380, 16 * len(legend) + 6
     pts = [(X(s), Y(v)) for _, _, d in series for s, v in d.items()]
     corners = [(ml + 4, mt + 4), (ml + pw - lw - 4, mt + 4), (ml + 4, mt + ph - lh - 4), (ml + pw - lw - 4, mt + ph - lh - 4)]
     bx, by = min(corners, key=lambda c: sum(c[0] <= x <= c[0] + lw and c[1] <= y <= c[1] + lh for x, y in pts))

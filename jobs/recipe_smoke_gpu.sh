@@ -65,7 +65,7 @@ args=(train --config "inputs/dapo_base.ini,inputs/dapo_$size.ini"
   --rollout.gen_batch_size="$prompts" --train.train_batch_size="$prompts"
   --train.ppo_mini_batch_size="$(((prompts + 1) / 2))"
   --rollout.max_response_length="$response" --algorithm.overlong_buffer_len="$((response / 4))"
-  --checkpoint.dir="$dir/ckpt" --checkpoint.save_every=0 --checkpoint.keep_last=1 --dump.dir="$dir/rollouts" --log.dir="$dir/log")
+  --model.chat_template=chatml --checkpoint.dir="$dir/ckpt" --checkpoint.save_every=0 --checkpoint.keep_last=1 --dump.dir="$dir/rollouts" --log.dir="$dir/log")
 launch=()
 [ "$ranks" -gt 1 ] && launch=(mpirun --bind-to none -np "$ranks")
 echo "recipe_smoke_gpu.sh: $size on $ranks GPU(s) as tp $tp x dp $((ranks / tp)): $steps steps of $prompts prompts x 16 answers of up to $response tokens, then a resume"

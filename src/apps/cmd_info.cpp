@@ -67,10 +67,23 @@ int run_info(const Invocation& inv) {
     }
     // The run's planned length, from the training prompts as listed
     // (data.truncation = skip may drop some when the run tokenizes them).
-    if (!config.data.train_files.empty() && grid.world_rank() == 0) {
-      const data::PromptDataset train = data::PromptDataset::load_list(config.data.train_files, "data.train_files");
-      const trainer::RunLength length = trainer::plan_run_length(config, train.size());
-      std::printf("# run length\nplanned steps: %s\n", trainer::describe(length, config, train.size()).c_str());
+    // Planning from a login node may not see the data: then say why, and go on.
+    if (grid.world_rank() == 0) {
+      std::string line;
+      if (config.data.train_files.empty()) {
+        line = config.train.total_steps > 0
+                   ? trainer::describe(trainer::plan_run_length(config, 1), config, 1)
+                   : "not known (no data.train_files: the passes over them set the steps)";
+      } else {
+        try {
+          const data::PromptDataset train =
+              data::PromptDataset::load_list(config.data.train_files, "data.train_files");
+          line = trainer::describe(trainer::plan_run_length(config, train.size()), config, train.size());
+        } catch (const UserError& e) {
+          line = cat("not known (", e.what(), ")");
+        }
+      }
+      std::printf("# run length\nplanned steps: %s\n", line.c_str());
     }
     if (inv.options.count("memory") && inv.options["memory"].as<bool>()) {
       size_t total = size_t(80) << 30;
