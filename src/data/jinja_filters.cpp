@@ -456,7 +456,6 @@ Value f_map(Interp& in, const Value& v, CallArgs& a) {
   }
   if (a.args.empty()) throw RenderError("map requires a filter argument");
   const std::string name = py_str(a.args[0]);
-  if (!is_supported_filter(name)) throw RenderError("No filter named " + repr_string(name) + ".");
   CallArgs rest;
   rest.args.assign(a.args.begin() + 1, a.args.end());
   rest.kwargs = a.kwargs;
@@ -478,7 +477,6 @@ Value select_or_reject(Interp& in, const Value& v, CallArgs& a, bool select, boo
   CallArgs rest;
   if (a.args.size() > off) {
     test = py_str(a.args[off]);
-    if (!is_supported_test(*test)) throw RenderError("No test named " + repr_string(*test) + ".");
     rest.args.assign(a.args.begin() + long(off) + 1, a.args.end());
     rest.kwargs = a.kwargs;
   }
@@ -895,13 +893,19 @@ bool is_jinja_test(std::string_view name) { return is_supported_test(name); }
 
 Value run_filter(Interp& in, const std::string& name, const Value& input, CallArgs& args) {
   const auto it = filters().find(name);
-  if (it == filters().end()) throw RenderError("No filter named " + repr_string(name) + ".");
+  if (it == filters().end()) {
+    if (is_jinja_filter(name)) throw RenderError("the filter '" + name + "' is not supported by dapo's Jinja subset");
+    throw RenderError("No filter named " + repr_string(name) + " found.");
+  }
   return it->second(in, input, args);
 }
 
 bool run_test(Interp& in, const std::string& name, const Value& input, CallArgs& args) {
   const auto it = tests().find(name);
-  if (it == tests().end()) throw RenderError("No test named " + repr_string(name) + ".");
+  if (it == tests().end()) {
+    if (is_jinja_test(name)) throw RenderError("the test '" + name + "' is not supported by dapo's Jinja subset");
+    throw RenderError("No test named " + repr_string(name) + " found.");
+  }
   return it->second(in, input, args);
 }
 

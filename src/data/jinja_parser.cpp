@@ -831,10 +831,6 @@ class Parser {
         next();
         name += "." + expect_any_name().text;
       }
-      if (!is_supported_filter(name)) {
-        if (is_jinja_filter(name)) fail("the filter '" + name + "' is not supported by dapo's Jinja subset", pos);
-        fail("No filter named '" + name + "'.", pos);
-      }
       ExprP e = make(EK::filter, pos);
       e->a = std::move(node);
       e->name = name;
@@ -855,11 +851,7 @@ class Parser {
       next();
       name += "." + expect_any_name().text;
     }
-    if (!is_supported_test(name)) {
-      if (is_jinja_test(name)) fail("the test '" + name + "' is not supported by dapo's Jinja subset", tok.pos);
-      fail("No test named '" + name + "'.", tok.pos);
-    }
-    ExprP e = make(EK::test, pos);
+    ExprP e = make(EK::test, tok.pos);
     e->a = std::move(node);
     e->name = name;
     const Tok t = cur().type;
@@ -879,8 +871,85 @@ class Parser {
   }
 };
 
+// jinja2's compiler checks that every filter and test exists, except in the
+// "soft" frames of if statements and conditional expressions, where a
+// missing one is an error only when it runs (jinja2 >= 3.0). The same walk
+// here: names this subset lacks fail the parse outside those frames.
+class NameCheck {
+ public:
+  void stmts(const std::vector<StmtP>& body, bool soft) {
+    for (const StmtP& s : body) stmt(*s, soft);
+  }
+
+ private:
+  static void fail_name(const Expr& e) {
+    const bool filter = e.kind == EK::filter;
+    if (filter ? is_jinja_filter(e.name) : is_jinja_test(e.name))
+      throw SyntaxError(std::string("the ") + (filter ? "filter" : "test") + " '" + e.name +
+                            "' is not supported by dapo's Jinja subset",
+                        e.pos);
+    throw SyntaxError(std::string("No ") + (filter ? "filter" : "test") + " named '" + e.name + "'.", e.pos);
+  }
+
+  void expr(const Expr* e, bool soft) {
+    if (!e) return;
+    if (e->kind == EK::cond) soft = true;
+    if (!soft && ((e->kind == EK::filter && !is_supported_filter(e->name)) ||
+                  (e->kind == EK::test && !is_supported_test(e->name))))
+      fail_name(*e);
+    expr(e->a.get(), soft);
+    expr(e->b.get(), soft);
+    expr(e->c.get(), soft);
+    for (const auto& item : e->items) expr(item.get(), soft);
+    for (const auto& kw : e->kwargs) expr(kw.second.get(), soft);
+    expr(e->dyn_args.get(), soft);
+    expr(e->dyn_kwargs.get(), soft);
+  }
+
+  void stmt(const Stmt& s, bool soft) {
+    switch (s.kind) {
+      case SK::output:
+        for (const OutputPiece& p : s.output) expr(p.expr.get(), soft);
+        return;
+      case SK::if_:
+        expr(s.expr.get(), true);
+        stmts(s.body, true);
+        stmts(s.else_body, true);
+        return;
+      case SK::for_:
+        expr(s.expr.get(), soft);
+        expr(s.target.get(), false);
+        expr(s.cond.get(), false);
+        stmts(s.body, false);
+        stmts(s.else_body, false);
+        return;
+      case SK::set:
+        expr(s.expr.get(), soft);
+        return;
+      case SK::call_block:
+        expr(s.expr.get(), soft);
+        for (const auto& d : s.defaults) expr(d.get(), false);
+        stmts(s.body, false);
+        return;
+      case SK::with:
+        for (const auto& [target, value] : s.assigns) expr(value.get(), soft);
+        stmts(s.body, false);
+        return;
+      default:  // set block, macro, filter block, generation: frames of their own
+        expr(s.filter.get(), false);
+        for (const auto& d : s.defaults) expr(d.get(), false);
+        stmts(s.body, false);
+        return;
+    }
+  }
+};
+
 }  // namespace
 
-std::vector<StmtP> parse(std::vector<Token> tokens) { return Parser(std::move(tokens)).parse_template(); }
+std::vector<StmtP> parse(std::vector<Token> tokens) {
+  std::vector<StmtP> body = Parser(std::move(tokens)).parse_template();
+  NameCheck().stmts(body, false);
+  return body;
+}
 
 }  // namespace dapo::data::jinja
