@@ -324,7 +324,7 @@ bool contains(const Value& container, const Value& item) {
         if (py_equal(v, item)) return true;
       return false;
     case Kind::dict:
-      if (item.is_list() || item.is_dict()) throw RenderError("unhashable type: '" + type_name(item) + "'");
+      if (!hashable(item)) throw RenderError("unhashable type: '" + type_name(item) + "'");
       return container.dict->find(item) != nullptr;
     default: throw RenderError("argument of type '" + type_name(container) + "' is not iterable");
   }
@@ -370,7 +370,7 @@ Value Interp::getattr(const Value& obj, const std::string& name) {
 
 Value Interp::getitem(const Value& obj, const Value& key) {
   if (obj.is_undefined()) fail_undefined(obj);
-  if (key.is_int() && (obj.is_string() || plain_seq(obj))) {
+  if (key.is_int() && (obj.is_string() || indexable(obj))) {
     const int64_t len = obj.is_string() ? utf8_length(obj.s) : int64_t(obj.list->items.size());
     int64_t i = key.as_int();
     if (i < 0) i += len;
@@ -379,7 +379,7 @@ Value Interp::getitem(const Value& obj, const Value& key) {
     const std::u32string u = to_u32(obj.s);
     return Value::string(to_utf8(u.substr(size_t(i), 1)));
   }
-  if (obj.is_dict() && !key.is_list() && !key.is_dict())
+  if (obj.is_dict() && hashable(key))
     if (const Value* v = obj.dict->find(key)) return *v;
   if (key.is_string()) return getattr(obj, key.s);  // the attribute fallback
   return undefined_item(obj, key);
@@ -401,7 +401,7 @@ Value Interp::eval_slice(const Value& obj, const Expr& slice, const ScopeP& scop
   }
   if (obj.is_undefined()) fail_undefined(obj);
   if (obj.is_dict()) throw RenderError("unhashable type: 'slice'");
-  if (!(obj.is_string() || plain_seq(obj))) throw RenderError("'" + type_name(obj) + "' object is not subscriptable");
+  if (!(obj.is_string() || indexable(obj))) throw RenderError("'" + type_name(obj) + "' object is not subscriptable");
   const int64_t step = part[2].value_or(1);
   if (step == 0) throw RenderError("slice step cannot be zero");
   std::u32string u;
@@ -431,6 +431,10 @@ Value Interp::eval_slice(const Value& obj, const Expr& slice, const ScopeP& scop
     std::u32string out;
     for (const int64_t i : idx) out += u[size_t(i)];
     return Value::string(to_utf8(out));
+  }
+  if (obj.list->seq == SeqKind::range) {  // a range's slice is a range
+    const ListData& r = *obj.list;
+    return Value::make_range(r.start + start * r.step, r.start + stop * r.step, r.step * step);
   }
   std::vector<Value> out;
   for (const int64_t i : idx) out.push_back(obj.list->items[size_t(i)]);
@@ -529,7 +533,7 @@ Value Interp::eval(const Expr& e, const ScopeP& scope) {
         for (size_t k = 0; k + 1 < e.items.size(); k += 2) {
           Value key = eval(*e.items[k], scope);
           Value v = eval(*e.items[k + 1], scope);
-          if (key.is_list() || key.is_dict() || key.is_undefined())
+          if (!hashable(key))
             throw RenderError("unhashable type: '" + type_name(key) + "'");
           bool replaced = false;
           for (auto& kv : items)

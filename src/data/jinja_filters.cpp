@@ -359,7 +359,12 @@ Value f_indent(Interp& in, const Value& v, CallArgs& a) {
   }
   const bool first = p[1] && truthy(*p[1]);
   const bool blank = p[2] && truthy(*p[2]);
-  std::u32string s = to_u32(py_str(v)) + U"\n";
+  if (v.is_undefined()) fail_undefined(v);
+  if (!v.is_string()) {  // jinja2 does s += "\n" on the value itself
+    if (v.is_list() && v.list->seq == SeqKind::list) throw RenderError("'list' object has no attribute 'splitlines'");
+    throw RenderError("unsupported operand type(s) for +=: '" + type_name(v) + "' and 'str'");
+  }
+  std::u32string s = to_u32(v.s) + U"\n";
   std::u32string rv;
   const std::vector<std::u32string> lines = splitlines(s);
   if (blank) {
@@ -437,6 +442,7 @@ Value f_upper(Interp&, const Value& v, CallArgs& a) {
 
 Value f_map(Interp& in, const Value& v, CallArgs& a) {
   std::vector<Value> out;
+  if (!truthy(v)) return generator({});  // jinja2: `if value:` before iterating
   const std::vector<Value> items = items_of(in, v);
   bool has_attribute = false;
   for (const auto& kw : a.kwargs) has_attribute |= kw.first == "attribute";
@@ -690,8 +696,13 @@ Value f_truncate(Interp&, const Value& v, CallArgs& a) {
   const std::u32string end = to_u32(p[2] ? py_str(*p[2]) : "...");
   const int64_t leeway = p[3] && !p[3]->is_none() ? int_arg(*p[3], "leeway") : 5;
   if (length < int64_t(end.size())) throw RenderError("expected length >= " + std::to_string(end.size()));
-  const std::u32string s = to_u32(py_str(v));
-  if (int64_t(s.size()) <= length + leeway) return Value::string(to_utf8(s));
+  if (!v.is_string()) {  // jinja2 measures and slices the value itself
+    if (py_len(v) <= length + leeway) return v;
+    if (!v.is_list()) throw RenderError("'" + type_name(v) + "' object is not subscriptable");
+    throw RenderError("'" + type_name(v) + "' object has no attribute 'rsplit'");
+  }
+  const std::u32string s = to_u32(v.s);
+  if (int64_t(s.size()) <= length + leeway) return v;
   std::u32string head = s.substr(0, size_t(length - int64_t(end.size())));
   if (!killwords) {
     const size_t sp = head.rfind(U' ');
@@ -708,7 +719,7 @@ Value f_unique(Interp& in, const Value& v, CallArgs& a) {
   for (const Value& item : items_of(in, v)) {
     Value k = parts.empty() ? item : get_attribute(in, item, parts);
     if (!case_sensitive) k = ignore_case(k);
-    if (k.is_list() || k.is_dict()) throw RenderError("unhashable type: '" + type_name(k) + "'");
+    if (!hashable(k)) throw RenderError("unhashable type: '" + type_name(k) + "'");
     bool dup = false;
     for (const Value& s : seen)
       if (py_equal(s, k)) dup = true;
@@ -797,8 +808,7 @@ bool t_number(Interp&, const Value& v, CallArgs&) { return v.is_number(); }
 bool t_string(Interp&, const Value& v, CallArgs&) { return v.is_string(); }
 bool t_mapping(Interp&, const Value& v, CallArgs&) { return v.is_dict(); }
 bool t_sequence(Interp&, const Value& v, CallArgs&) {
-  return v.is_undefined() || v.is_string() || v.is_dict() ||
-         (v.is_list() && (v.list->seq == SeqKind::list || v.list->seq == SeqKind::tuple));
+  return v.is_undefined() || v.is_string() || v.is_dict() || indexable(v);
 }
 bool t_iterable(Interp&, const Value& v, CallArgs&) {
   return v.is_undefined() || v.is_string() || v.is_dict() || v.is_list();

@@ -445,7 +445,7 @@ Value dict_method(Interp& in, const Value& self, const std::string& name, CallAr
   if (name == "get") {
     const auto p = bind_args(a, {"key", "default"}, "get");
     if (!p[0]) throw RenderError("get expected at least 1 argument, got 0");
-    if (p[0]->is_list() || p[0]->is_dict()) throw RenderError("unhashable type: '" + type_name(*p[0]) + "'");
+    if (!hashable(*p[0])) throw RenderError("unhashable type: '" + type_name(*p[0]) + "'");
     if (const Value* v = d.find(*p[0])) return *v;
     return p[1] ? *p[1] : Value::none();
   }
@@ -522,7 +522,7 @@ std::optional<Value> find_method(const Value& self, const std::string& name) {
     return Value::object(std::make_shared<Builtin>(
         name, [self, name](Interp& in, CallArgs& a) { return dict_method(in, self, name, a); }, "dict"));
   }
-  if (self.is_list() && (self.list->seq == SeqKind::list || self.list->seq == SeqKind::tuple)) {
+  if (indexable(self)) {
     const bool is_list = self.list->seq == SeqKind::list;
     if (is_list && list_unsafe.count(name)) return unsafe("list");
     if (!list_methods.count(name) || (!is_list && name == "copy")) return std::nullopt;
@@ -589,7 +589,7 @@ class CyclerObj : public Object, public std::enable_shared_from_this<CyclerObj> 
 std::vector<std::pair<Value, Value>> dict_items(const CallArgs& a, const char* fn) {
   std::vector<std::pair<Value, Value>> items;
   auto put = [&](Value k, Value v) {
-    if (k.is_list() || k.is_dict()) throw RenderError("unhashable type: '" + type_name(k) + "'");
+    if (!hashable(k)) throw RenderError("unhashable type: '" + type_name(k) + "'");
     for (auto& kv : items)
       if (py_equal(kv.first, k)) {
         kv.second = std::move(v);
@@ -642,9 +642,8 @@ void add_globals(Scope& scope) {
     if (n > 100000)
       throw RenderError("Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
     std::vector<Value> out;
-    for (int64_t k = 0; k < int64_t(n); ++k) out.push_back(Value::integer(start + k * step));
     in.tick(int64_t(n));
-    return Value::make_list(std::move(out));
+    return Value::make_range(start, stop, step);
   });
   add(scope, "dict", [](Interp&, CallArgs& a) { return Value::make_dict(dict_items(a, "dict")); });
   add(scope, "namespace", [](Interp&, CallArgs& a) {
@@ -871,7 +870,11 @@ std::string percent_format(Interp& in, const std::string& fmt, const Value& args
         throw RenderError(std::string("unsupported format character '") + type + "'");
     }
   }
-  if (!mapping && !used_mapping && next < list.size())
+  // Python skips this check when the argument is a mapping-like object (one
+  // with __getitem__: dict, list, range, jinja2's Undefined), not a tuple.
+  const bool mapping_like = mapping || args.is_undefined() ||
+                            (args.is_list() && (args.list->seq == SeqKind::list || args.list->seq == SeqKind::range));
+  if (!mapping_like && !used_mapping && next < list.size())
     throw RenderError("not all arguments converted during string formatting");
   in.check_size(out.size());
   return out;

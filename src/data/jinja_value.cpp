@@ -65,6 +65,20 @@ Value Value::make_dict(std::vector<std::pair<Value, Value>> items) {
   v.dict = std::move(d);
   return v;
 }
+Value Value::make_range(int64_t start, int64_t stop, int64_t step) {
+  std::vector<Value> items;
+  if (step > 0)
+    for (int64_t k = start; k < stop; k += step) items.push_back(Value::integer(k));
+  else
+    for (int64_t k = start; k > stop; k += step) items.push_back(Value::integer(k));
+  Value v = make_list(std::move(items), SeqKind::range);
+  auto d = std::const_pointer_cast<ListData>(v.list);
+  d->start = start;
+  d->stop = stop;
+  d->step = step;
+  return v;
+}
+
 Value Value::object(std::shared_ptr<Object> o) {
   Value v;
   v.kind = Kind::object;
@@ -104,6 +118,7 @@ std::string type_name(const Value& v) {
         case SeqKind::dict_keys: return "dict_keys";
         case SeqKind::dict_values: return "dict_values";
         case SeqKind::generator: return "generator";
+        case SeqKind::range: return "range";
       }
       return "list";
     case Kind::dict: return "dict";
@@ -152,6 +167,20 @@ bool truthy(const Value& v) {
     case Kind::object: return true;
   }
   return false;
+}
+
+bool hashable(const Value& v) {
+  if (v.is_dict()) return false;
+  if (!v.is_list()) return true;
+  switch (v.list->seq) {
+    case SeqKind::tuple:
+      for (const Value& item : v.list->items)
+        if (!hashable(item)) return false;
+      return true;
+    case SeqKind::range:
+    case SeqKind::generator: return true;
+    default: return false;
+  }
 }
 
 std::string float_repr(double d) {
@@ -212,6 +241,9 @@ std::string seq_repr(const ListData& l) {
     case SeqKind::dict_keys: return "dict_keys([" + inner + "])";
     case SeqKind::dict_values: return "dict_values([" + inner + "])";
     case SeqKind::generator: return "<generator object>";
+    case SeqKind::range:
+      return "range(" + std::to_string(l.start) + ", " + std::to_string(l.stop) +
+             (l.step != 1 ? ", " + std::to_string(l.step) : std::string()) + ")";
   }
   return "[" + inner + "]";
 }

@@ -44,7 +44,8 @@ enum class Kind : uint8_t { undefined, none, boolean, integer, floating, string,
 // How a sequence prints and behaves: [a], (a,), dict_items([...]) and the
 // other views; a generator (what jinja2's map, select, ... return) iterates
 // but has no len(), cannot be indexed and is always true.
-enum class SeqKind : uint8_t { list, tuple, dict_items, dict_keys, dict_values, generator };
+// range(...) keeps its items and its start, stop, step (its repr).
+enum class SeqKind : uint8_t { list, tuple, dict_items, dict_keys, dict_values, generator, range };
 
 struct Value {
   Kind kind = Kind::undefined;
@@ -64,6 +65,7 @@ struct Value {
   static Value string(std::string v);
   static Value make_list(std::vector<Value> items, SeqKind seq = SeqKind::list);
   static Value make_dict(std::vector<std::pair<Value, Value>> items);
+  static Value make_range(int64_t start, int64_t stop, int64_t step);  // len <= the caller's bound
   static Value object(std::shared_ptr<Object> o);
 
   bool is_undefined() const { return kind == Kind::undefined; }
@@ -85,7 +87,14 @@ struct Value {
 struct ListData {
   std::vector<Value> items;
   SeqKind seq = SeqKind::list;
+  int64_t start = 0, stop = 0, step = 1;  // range
 };
+
+// A sequence that takes an integer index: list, tuple, range.
+inline bool indexable(const Value& v) {
+  return v.kind == Kind::list &&
+         (v.list->seq == SeqKind::list || v.list->seq == SeqKind::tuple || v.list->seq == SeqKind::range);
+}
 
 // Insertion-ordered, as Python's dict; keys compared with Python ==.
 struct DictData {
@@ -128,6 +137,9 @@ std::string type_name(const Value& v);
 // jinja2's object_type_repr: "None", "dict object", "str object", ...
 std::string object_type_repr(const Value& v);
 bool truthy(const Value& v);
+// Whether Python can hash v (a dict key, a set member): not lists, dicts or
+// dict views, nor tuples holding them.
+bool hashable(const Value& v);
 std::string py_str(const Value& v);    // str(v); "" for undefined
 std::string py_repr(const Value& v);   // repr(v)
 std::string repr_string(std::string_view s);

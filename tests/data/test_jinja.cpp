@@ -70,6 +70,22 @@ TEST(Jinja, RendersEveryFixtureCaseAsTransformers) {
   EXPECT_EQ(unsupported.size(), 3u) << ::testing::PrintToString(unsupported);
 }
 
+// Python details the fixture does not reach, checked against jinja2 3.1.6 with
+// transformers' environment (tests/fixtures/chat_template/make_fixtures.py's
+// jinja2_env) when written.
+TEST(Jinja, PythonDetailsAsJinja2) {
+  EXPECT_EQ(render("{{ range(4) }}|{{ range(1, 10, 3) }}|{{ range(10)[::3] }}|{{ range(4)[::-1] }}|{{ range(10)[2:5] }}"
+                   "|{{ range(4)[1] }}|{{ range(4)|list }}|{{ range(4) is sequence }}|{{ range(3) == range(3) }}"),
+            "range(0, 4)|range(1, 10, 3)|range(0, 10, 3)|range(3, -1, -1)|range(2, 5)|1|[0, 1, 2, 3]|True|True");
+  EXPECT_EQ(render("{{ 'Hello' % x }}|{{ 'Hello' % [1] }}|{{ '%s' % [1] }}|{{ range(4) in {'k': 1} }}"
+                   "|{{ (1, 2) in {(1, 2): 0} }}|{{ {'k': 1}|truncate(5) }}|{{ false|map('string')|list }}"
+                   "|{{ 'ab'|truncate(5) }}"),
+            "Hello|Hello|[1]|False|True|{'k': 1}|[]|ab");
+  EXPECT_EQ(error_of("{{ none|indent }}"), "t:1:9: unsupported operand type(s) for +=: 'NoneType' and 'str'");
+  EXPECT_EQ(error_of("{{ [1] in {'k': 1} }}"), "t:1:20: unhashable type: 'list'");
+  EXPECT_EQ(error_of("{{ range(4)|tojson }}"), "t:1:13: Object of type range is not JSON serializable");
+}
+
 TEST(Jinja, SyntaxErrorsNameTheTemplateLineAndColumn) {
   EXPECT_EQ(error_of("a\n  {% foo %}"), "t:2:6: Encountered unknown tag 'foo'.");
   EXPECT_EQ(error_of("{{ x|nope }}"), "t:1:6: No filter named 'nope'.");
