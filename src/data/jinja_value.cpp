@@ -10,6 +10,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "dapo/core/py_text.h"
+
 namespace dapo::data::jinja {
 
 // ---- construction ---------------------------------------------------------------
@@ -524,75 +526,9 @@ std::string to_json(const Value& v, const JsonOptions& options) {
 
 // ---- Unicode ----------------------------------------------------------------------------
 
-std::u32string to_u32(std::string_view s) {
-  std::u32string out;
-  out.reserve(s.size());
-  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
-  const size_t n = s.size();
-  size_t k = 0;
-  while (k < n) {
-    const unsigned char c = p[k];
-    if (c < 0x80) {
-      out += char32_t(c);
-      ++k;
-      continue;
-    }
-    size_t len = 0;
-    char32_t cp = 0;
-    if ((c & 0xe0) == 0xc0) {
-      len = 2;
-      cp = c & 0x1f;
-    } else if ((c & 0xf0) == 0xe0) {
-      len = 3;
-      cp = c & 0x0f;
-    } else if ((c & 0xf8) == 0xf0) {
-      len = 4;
-      cp = c & 0x07;
-    }
-    bool ok = len > 0 && k + len <= n;
-    for (size_t j = 1; ok && j < len; ++j) {
-      if ((p[k + j] & 0xc0) != 0x80) ok = false;
-      cp = (cp << 6) | (p[k + j] & 0x3f);
-    }
-    if (ok) {
-      const char32_t min = len == 2 ? 0x80 : len == 3 ? 0x800 : 0x10000;
-      if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) ok = false;
-    }
-    if (!ok) {  // surrogateescape: the byte survives the round trip
-      out += char32_t(0xdc00 + c);
-      ++k;
-      continue;
-    }
-    out += cp;
-    k += len;
-  }
-  return out;
-}
+std::u32string to_u32(std::string_view s) { return decode_surrogateescape(s); }
 
-std::string to_utf8(std::u32string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (const char32_t c : s) {
-    if (c < 0x80) {
-      out += char(c);
-    } else if (c >= 0xdc80 && c <= 0xdcff) {
-      out += char(c & 0xff);
-    } else if (c < 0x800) {
-      out += char(0xc0 | (c >> 6));
-      out += char(0x80 | (c & 0x3f));
-    } else if (c < 0x10000) {
-      out += char(0xe0 | (c >> 12));
-      out += char(0x80 | ((c >> 6) & 0x3f));
-      out += char(0x80 | (c & 0x3f));
-    } else {
-      out += char(0xf0 | (c >> 18));
-      out += char(0x80 | ((c >> 12) & 0x3f));
-      out += char(0x80 | ((c >> 6) & 0x3f));
-      out += char(0x80 | (c & 0x3f));
-    }
-  }
-  return out;
-}
+std::string to_utf8(std::u32string_view s) { return encode_surrogateescape(s); }
 
 int64_t utf8_length(std::string_view s) {
   bool ascii = true;

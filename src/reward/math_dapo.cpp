@@ -10,44 +10,11 @@
 #include <string>
 #include <utility>
 
+#include "dapo/core/py_text.h"
+
 namespace dapo::reward {
 namespace math_dapo_detail {
 namespace {
-
-// One character of text at byte i: its code point and length in bytes. A byte
-// that does not start a valid UTF-8 sequence is one character of its own,
-// U+DC80 + (byte - 0x80) as surrogateescape would decode it.
-struct Char {
-  char32_t cp;
-  std::size_t len;
-};
-
-Char char_at(std::string_view s, std::size_t i) {
-  const auto b = [&](std::size_t k) { return static_cast<unsigned char>(s[k]); };
-  const unsigned c0 = b(i);
-  if (c0 < 0x80) return {c0, 1};
-  const Char invalid{char32_t(0xDC00 + c0), 1};
-  const std::size_t left = s.size() - i;
-  const auto cont = [&](std::size_t k) { return (b(i + k) & 0xC0) == 0x80; };
-  if (c0 >= 0xC2 && c0 <= 0xDF) {
-    if (left < 2 || !cont(1)) return invalid;
-    return {char32_t(((c0 & 0x1F) << 6) | (b(i + 1) & 0x3F)), 2};
-  }
-  if (c0 >= 0xE0 && c0 <= 0xEF) {
-    if (left < 3 || !cont(1) || !cont(2)) return invalid;
-    const char32_t cp = ((c0 & 0x0F) << 12) | ((b(i + 1) & 0x3F) << 6) | (b(i + 2) & 0x3F);
-    if (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF)) return invalid;  // overlong, surrogate
-    return {cp, 3};
-  }
-  if (c0 >= 0xF0 && c0 <= 0xF4) {
-    if (left < 4 || !cont(1) || !cont(2) || !cont(3)) return invalid;
-    const char32_t cp = ((c0 & 0x07) << 18) | ((b(i + 1) & 0x3F) << 12) | ((b(i + 2) & 0x3F) << 6) |
-                        (b(i + 3) & 0x3F);
-    if (cp < 0x10000 || cp > 0x10FFFF) return invalid;
-    return {cp, 4};
-  }
-  return invalid;  // continuation byte, C0, C1, F5..FF
-}
 
 // Python 3.11 (Unicode 14.0) str.isdigit(): Numeric_Type Digit or Decimal.
 constexpr std::array<std::pair<char32_t, char32_t>, 81> kDigitRanges{{
@@ -73,45 +40,11 @@ constexpr std::array<std::pair<char32_t, char32_t>, 81> kDigitRanges{{
 using U32 = std::u32string;
 using U32View = std::u32string_view;
 
-// The text as Python sees it: code points, an invalid byte b as U+DC00 + b
-// (U+DC80..U+DCFF, which valid UTF-8 never yields). Working on code points,
-// not bytes, matters once the normaliser splices text: two escaped bytes
+// The text as Python sees it (core/py_text.h). Working on code points, not
+// bytes, matters once the normaliser splices text: two escaped bytes
 // brought together may spell a valid sequence, yet stay two characters.
-U32 decode(std::string_view s) {
-  U32 out;
-  out.reserve(s.size());
-  for (std::size_t i = 0; i < s.size();) {
-    const Char c = char_at(s, i);
-    out += c.cp;
-    i += c.len;
-  }
-  return out;
-}
-
-std::string encode(U32View s) {
-  std::string out;
-  out.reserve(s.size());
-  for (const char32_t c : s) {
-    if (c < 0x80) {
-      out += char(c);
-    } else if (c >= 0xDC80 && c <= 0xDCFF) {
-      out += char(c - 0xDC00);  // an escaped byte goes back as it came
-    } else if (c < 0x800) {
-      out += char(0xC0 | (c >> 6));
-      out += char(0x80 | (c & 0x3F));
-    } else if (c < 0x10000) {
-      out += char(0xE0 | (c >> 12));
-      out += char(0x80 | ((c >> 6) & 0x3F));
-      out += char(0x80 | (c & 0x3F));
-    } else {
-      out += char(0xF0 | (c >> 18));
-      out += char(0x80 | ((c >> 12) & 0x3F));
-      out += char(0x80 | ((c >> 6) & 0x3F));
-      out += char(0x80 | (c & 0x3F));
-    }
-  }
-  return out;
-}
+U32 decode(std::string_view s) { return decode_surrogateescape(s); }
+std::string encode(U32View s) { return encode_surrogateescape(s); }
 
 // Python's str.replace(old, new): one left-to-right pass, non-overlapping.
 void py_replace(U32& s, U32View old, U32View repl) {
