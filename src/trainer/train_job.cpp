@@ -16,6 +16,7 @@
 #include "dapo/trainer/model_init.h"
 #include "dapo/trainer/prompt_set.h"
 #include "dapo/trainer/rank_device.h"
+#include "dapo/trainer/run_guard.h"
 #include "dapo/trainer/run_length.h"
 #include "dapo/trainer/run_files.h"
 #include "dapo/trainer/step_dump.h"
@@ -55,6 +56,12 @@ TrainSummary run_train_job(const Config& config, const parallel::Grid& grid, con
   const bool root = grid.world_rank() == 0;
   check_training_config(config);
   if (config.data.train_files.empty()) throw UserError("no training prompts: set data.train_files");
+  // Before anything is written: the output folders do not clash, can be
+  // written, have room for a checkpoint, and no other run uses them (the
+  // lock is held until the job returns).
+  const bool dumps = config.dump.every > 0;
+  const RunLock lock = prepare_output_folders(config, grid, dumps);
+  check_checkpoint_space(config, grid, initial_model_config(config, grid), true);
   write_run_config(config, grid);
 
   const std::unique_ptr<ops::CudaDevice> gpu = open_rank_device(config, grid, grid.local_rank);

@@ -10,8 +10,19 @@
 //     stays within rounding afterwards; `dapo eval` gives the same numbers
 //     on 1 and 2 ranks;
 //   - bad input ends with exit code 2 and a message naming the cause, also
-//     when dynamic sampling runs out of generation rounds.
+//     when dynamic sampling runs out of generation rounds;
+//   - output folders (run_guard.h): a folder another process has locked
+//     refuses the run on every rank with the holder's host, pid and start
+//     time, and the lock file a dead process left does not block; dump.dir
+//     = checkpoint.dir and a checkpoint.dir that cannot be made are refused
+//     before anything is written.
 #include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -337,6 +348,84 @@ TEST(ResumeCli, RestartContinuesTheSameRunAndSkipsADamagedCheckpoint) {
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find("checkpoint.resume = " + dir.file("sft.h5") + ": no such file"), std::string::npos)
       << r.output;
+}
+
+// A child process that holds `lock_file` (flock, as a dapo run does) with
+// a holder line, until killed.
+pid_t hold_lock(const std::string& lock_file) {
+  int ready[2];
+  if (pipe(ready) != 0) return -1;
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int fd = ::open(lock_file.c_str(), O_RDWR | O_CREAT, 0644);
+    if (fd < 0 || ::flock(fd, LOCK_EX | LOCK_NB) != 0) _exit(1);
+    const std::string line =
+        "host testhost, pid " + std::to_string(getpid()) + ", started 2026-01-02T03:04:05Z\n";
+    if (::ftruncate(fd, 0) != 0 || ::write(fd, line.data(), line.size()) != ssize_t(line.size())) _exit(1);
+    if (::write(ready[1], "x", 1) != 1) _exit(1);
+    for (;;) pause();
+  }
+  ::close(ready[1]);
+  char c;
+  const bool ok = ::read(ready[0], &c, 1) == 1;
+  ::close(ready[0]);
+  if (!ok) {
+    waitpid(pid, nullptr, 0);
+    return -1;
+  }
+  return pid;
+}
+
+TEST(OutputFoldersCli, ALockedFolderRefusesTheRunAndADeadHoldersFileDoesNot) {
+  TempDir dir;
+  fs::create_directories(dir.file("run"));
+  const pid_t holder = hold_lock(dir.file("run/.dapo.lock"));  // log.dir's lock
+  ASSERT_GT(holder, 0);
+  Result r = run_command(mpirun(2) + dapo() + resume_args(dir, "run") + " --train.total_steps=1");
+  EXPECT_EQ(r.code, 2) << r.output;
+  const std::string message = "command line: log.dir: " + dir.file("run") +
+                              " is in use by another dapo run (host testhost, pid " + std::to_string(holder) +
+                              ", started 2026-01-02T03:04:05Z; lock file " + dir.file("run/.dapo.lock") + ")";
+  EXPECT_NE(r.output.find(message), std::string::npos) << r.output;
+  const size_t first = r.output.find("is in use by another dapo run");
+  EXPECT_EQ(r.output.find("is in use by another dapo run", first + 1), std::string::npos) << "one line:\n" << r.output;
+  EXPECT_FALSE(fs::exists(dir.file("run/config.ini")));  // nothing of the holder's replaced
+  kill(holder, SIGKILL);
+  waitpid(holder, nullptr, 0);
+  // The dead holder's file is still there, with its line; it does not block.
+  ASSERT_NE(dapo::test::read_text(dir.file("run/.dapo.lock")).find("testhost"), std::string::npos);
+  r = run_command(dapo() + resume_args(dir, "run") + " --train.total_steps=1");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(read_jsonl(dir.file("run/metrics.jsonl")).size(), 1u);
+  EXPECT_EQ(dapo::test::read_text(dir.file("run/.dapo.lock")).find("testhost"), std::string::npos);
+}
+
+TEST(OutputFoldersCli, ClashingOrUnwritableFoldersAreRefusedBeforeAnythingIsWritten) {
+  TempDir dir;
+  Result r = run_command(mpirun(2) + dapo() + resume_args(dir, "clash") + " --train.total_steps=1 --dump.dir=" +
+                         dir.file("clash/ckpt/.") + " --dump.every=1");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("command line: dump.dir: " + dir.file("clash/ckpt/.") +
+                          " is the same folder as checkpoint.dir = " + dir.file("clash/ckpt") + " (command line)"),
+            std::string::npos)
+      << r.output;
+  EXPECT_FALSE(fs::exists(dir.file("clash/config.ini")));
+  // Through a symlink to the checkpoint folder.
+  fs::create_directories(dir.file("clash/ckpt"));
+  fs::create_directory_symlink(dir.file("clash/ckpt"), dir.file("dumps"));
+  r = run_command(dapo() + resume_args(dir, "clash") + " --train.total_steps=1 --dump.dir=" + dir.file("dumps"));
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("is the same folder as checkpoint.dir"), std::string::npos) << r.output;
+  // A checkpoint folder that cannot be made: found at the start, not at the first save.
+  dapo::test::write_text(dir.file("file"), "x");
+  r = run_command(mpirun(2) + dapo() + resume_args(dir, "nock") + " --train.total_steps=1 --checkpoint.dir=" +
+                  dir.file("file/ckpt"));
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("command line: checkpoint.dir: cannot create the folder " + dir.file("file/ckpt")),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("step 1"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(dir.file("nock/config.ini")));
 }
 
 }  // namespace

@@ -5,8 +5,11 @@
 # nothing), and the next run resumes from it; a rank killed
 # with SIGKILL mid-step, and a rank that stops responding (DAPO_FAULT_STALL,
 # caught by the watchdog), end the whole job non-zero within 60 s - no hang;
-# a checkpoint onto a full disk (a 1 MiB tmpfs, when mounts are allowed)
-# says so and leaves no .partial.
+# a checkpoint onto a disk that filled during the run says so and leaves
+# no .partial; a checkpoint folder without room for one checkpoint, or on a
+# read-only file system, is refused before step 1 (as read-only, not as
+# full); a second run in a running run's folder is refused, naming it
+# (tmpfs mounts when allowed).
 #   fault_tests.sh DAPO_BINARY SOURCE_DIR
 set -uo pipefail
 dapo=$1
@@ -106,23 +109,93 @@ took=$((SECONDS - t0))
 grep -q "dapo: watchdog: rank 1 on .*: phase 'update' of step 1 has run" "$log" || fail "no watchdog line for rank 1"
 echo "stall: the job ended ${took}s after start, exit code $rc"
 
-# ---- 4. A full disk at the checkpoint: one line saying so, exit 2, no .partial. ----
+# ---- 4. A disk that fills during the run: the save says so, exit 2, no .partial. ----
 # Needs a small tmpfs (root, and a container that allows mounts): skipped otherwise.
+# 16 MiB holds the start's check (one training checkpoint of the demo model,
+# about 9 MB); a file filling it after step 1 leaves no room for the save.
 full=$work/full
 mkdir -p "$full"
-if mount -t tmpfs -o size=1m tmpfs "$full" 2>/dev/null; then
+if mount -t tmpfs -o size=16m tmpfs "$full" 2>/dev/null; then
   log=$work/full.log
-  mpirun -np 2 --oversubscribe "$dapo" "${args[@]}" --train.total_steps=1 --log.dir="$work/f" \
-    --checkpoint.dir="$full/ck" >"$log" 2>&1
+  mpirun -np 2 --oversubscribe "$dapo" "${args[@]}" --train.total_steps=10 --log.dir="$work/f" \
+    --checkpoint.dir="$full/ck" >"$log" 2>&1 &
+  pid=$!
+  wait_for "$log" 60 "step 1/10" || fail "the run on a 16 MiB tmpfs did not reach step 1 ($(tail -3 "$log"))"
+  dd if=/dev/zero of="$full/filler" bs=64k 2>/dev/null
+  wait $pid
   rc=$?
   [ $rc -eq 2 ] || fail "a save onto a full disk exited $rc, expected 2 ($(tail -3 "$log"))"
-  grep -q "$full/ck/step_00000001.h5: no space left on device for the training checkpoint" "$log" ||
+  grep -q "$full/ck/step_00000010.h5: no space left on device for the training checkpoint" "$log" ||
     fail "no 'no space left on device' line naming the file ($(tail -3 "$log"))"
   ! ls "$full/ck"/*.partial >/dev/null 2>&1 || fail "a .partial file was left in $full/ck"
   umount "$full"
   echo "full disk: exit code $rc, the file and the cause named"
 else
   echo "full disk: skipped (cannot mount a tmpfs here)"
+fi
+
+# ---- 5. Too little room for one checkpoint: refused before step 1. ----
+if mount -t tmpfs -o size=1m tmpfs "$full" 2>/dev/null; then
+  log=$work/small.log
+  mpirun -np 2 --oversubscribe "$dapo" "${args[@]}" --train.total_steps=1 --log.dir="$work/s" \
+    --checkpoint.dir="$full/ck" >"$log" 2>&1
+  rc=$?
+  [ $rc -eq 2 ] || fail "a run without room for a checkpoint exited $rc, expected 2 ($(tail -3 "$log"))"
+  grep -q "command line: checkpoint.dir: $full/ck has [0-9]* bytes (.*) free, but a training checkpoint .* needs [0-9]* bytes" "$log" ||
+    fail "no line naming key, folder, free and needed bytes ($(tail -3 "$log"))"
+  ! grep -q "step 1/1" "$log" || fail "the run without room for a checkpoint ran a step"
+  umount "$full"
+  echo "no room: refused at the start, exit code $rc"
+else
+  echo "no room: skipped (cannot mount a tmpfs here)"
+fi
+
+# ---- 6. A read-only file system is reported as one, not as a full disk. ----
+ro=$work/ro
+mkdir -p "$ro"
+if mount -t tmpfs -o size=1m tmpfs "$ro" 2>/dev/null; then
+  mkdir -p "$ro/ck"
+  mount -o remount,ro "$ro"
+  for ck in "$ro/ck" "$ro/new"; do
+    log=$work/ro.log
+    mpirun -np 2 --oversubscribe "$dapo" "${args[@]}" --train.total_steps=1 --log.dir="$work/r" \
+      --checkpoint.dir="$ck" >"$log" 2>&1
+    rc=$?
+    [ $rc -eq 2 ] || fail "a run onto a read-only file system exited $rc, expected 2 ($(tail -3 "$log"))"
+    grep -q "command line: checkpoint.dir: cannot \(write in\|create the folder\) $ck: Read-only file system; it is on a read-only file system" "$log" ||
+      fail "no read-only line for $ck ($(tail -3 "$log"))"
+    ! grep -qi "no space" "$log" || fail "a read-only file system reported as full"
+  done
+  umount "$ro"
+  echo "read-only: refused at the start as read-only, exit code $rc"
+else
+  echo "read-only: skipped (cannot mount a tmpfs here)"
+fi
+
+# ---- 7. Two runs in one folder: the second is refused, naming the first. ----
+log=$work/first.log
+mpirun -np 2 --oversubscribe "$dapo" "${args[@]}" --train.total_steps=40 --log.dir="$work/two" \
+  --checkpoint.dir="$work/two" >"$log" 2>&1 &
+pid=$!
+if wait_for "$log" 60 "step 1/40"; then
+  mpirun -np 2 --oversubscribe "$dapo" "${args[@]}" --train.total_steps=40 --log.dir="$work/two" \
+    --checkpoint.dir="$work/two" >"$work/second.log" 2>&1
+  rc=$?
+  [ $rc -eq 2 ] || fail "a second run in the same folder exited $rc, expected 2 ($(tail -3 "$work/second.log"))"
+  grep -q "command line: checkpoint.dir: $work/two is in use by another dapo run (host $(hostname), pid [0-9]*, started 20[0-9-]*T[0-9:]*Z; lock file $work/two/.dapo.lock)" "$work/second.log" ||
+    fail "no line naming the holder ($(tail -3 "$work/second.log"))"
+  # The first run goes on untouched; one SIGUSR1 (mpirun forwards it) stops it.
+  kill -USR1 $pid
+  wait $pid
+  rc=$?
+  [ $rc -eq 4 ] || fail "the first run, stopped, exited $rc, expected 4 ($(tail -3 "$log"))"
+  steps=$(grep -c '"step"' "$work/two/metrics.jsonl")
+  [ "$(sed -n 's/^{"step":\([0-9]*\).*/\1/p' "$work/two/metrics.jsonl" | sort -n | uniq -d)" = "" ] ||
+    fail "metrics.jsonl holds a step twice"
+  echo "two runs: the second refused (exit 2) while the first ran $steps steps"
+else
+  fail "the first run did not reach step 1 ($(tail -3 "$log"))"
+  kill -USR1 $pid 2>/dev/null; wait $pid
 fi
 
 if [ $failures -ne 0 ]; then
