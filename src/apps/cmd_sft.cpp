@@ -1,6 +1,8 @@
 // `dapo sft --config C.ini --data SFT.jsonl`: the supervised warm start
 // (the work is in trainer/sft_job). Runs on one rank or under mpirun/srun
 // with parallel.tp ranks per model copy and the batch split over dp.
+// Over a finished run's sft_final.h5 it does nothing (exit 0) or refuses
+// (exit 2), never replaces it (trainer/sft_job.h).
 #include <cstdio>
 
 #include "command.h"
@@ -20,6 +22,7 @@ int run_sft(const Invocation& inv) {
     const std::string data = inv.options.count("data") ? inv.options["data"].as<std::string>() : "";
     const parallel::Grid grid = parallel::make_grid(int(config.parallel.tp));
     const trainer::SftSummary s = trainer::run_sft_job(config, data, grid);
+    if (s.nothing_to_do) return kOk;  // a finished run's model is there: said so, nothing written
     DAPO_INFO("sft: ", s.steps, " steps on ", s.examples, " pairs, loss ", s.first_loss, " -> ", s.last_loss, " in ",
               s.seconds, " s; model saved to ", s.checkpoint);
   } catch (const UserError& e) {

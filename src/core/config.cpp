@@ -195,11 +195,11 @@ class Schema {
         "watchdog: end the job when a phase runs longer (seconds); 0: off");
     add("parallel", "backend", &C::parallel, &ParallelConfig::backend, "auto | cpu | cuda (auto: cuda where every rank has a GPU and the subcommand runs on GPUs, else cpu)");
     add("parallel", "tp", &C::parallel, &ParallelConfig::tp, "tensor-parallel size (dp = world / tp)");
-    add("checkpoint", "dir", &C::checkpoint, &CheckpointConfig::dir, "checkpoint directory");
+    add("checkpoint", "dir", &C::checkpoint, &CheckpointConfig::dir, "checkpoint directory (one run at a time: .dapo.lock)");
     add("checkpoint", "save_every", &C::checkpoint, &CheckpointConfig::save_every, "steps; 0: at the end only");
     add("checkpoint", "keep_last", &C::checkpoint, &CheckpointConfig::keep_last, "checkpoints kept; 0: all");
-    add("checkpoint", "resume", &C::checkpoint, &CheckpointConfig::resume, "auto | never | PATH");
-    add("dump", "dir", &C::dump, &DumpConfig::dir, "rollout dump directory");
+    add("checkpoint", "resume", &C::checkpoint, &CheckpointConfig::resume, "auto | never | PATH (dapo sft: auto | never; a finished sft_final.h5 is kept)");
+    add("dump", "dir", &C::dump, &DumpConfig::dir, "rollout dump directory (not checkpoint.dir: the same file names)");
     add("dump", "every", &C::dump, &DumpConfig::every, "steps between rollout dumps; 0: off");
     add("log", "dir", &C::log, &LogConfig::dir, "metrics.jsonl and config.ini go here");
     add("log", "every", &C::log, &LogConfig::every, "steps between console lines");

@@ -14,6 +14,7 @@
 #include "dapo/trainer/metrics_writer.h"
 #include "dapo/trainer/model_init.h"
 #include "dapo/trainer/rank_device.h"
+#include "dapo/trainer/run_guard.h"
 #include "dapo/trainer/run_files.h"
 #include "dapo/trainer/sft_step.h"
 #include "dapo/trainer/watchdog.h"
@@ -30,13 +31,47 @@ std::vector<std::string> data_files(const Config& config, const std::string& dat
   return data::split_file_list(config.data.train_files, "data.train_files");
 }
 
+// checkpoint.dir/sft_final.h5's step count when it is there, else -1.
+// Collective; a file that does not load is a UserError on every rank.
+int64_t finished_sft_step(const Config& config, const parallel::Grid& grid) {
+  const std::string path = (fs::path(config.checkpoint.dir) / kSftCheckpointName).string();
+  const int64_t there = grid.world.all_reduce_i64(grid.world_rank() == 0 && fs::exists(path) ? 1 : 0,
+                                                  parallel::ReduceOp::max);
+  if (!there) return -1;
+  try {
+    return io::CheckpointReader(path, grid.world).info().step;
+  } catch (const UserError& e) {  // raised on every rank alike
+    throw UserError(cat(config.origin_of("checkpoint.dir"), ": checkpoint.dir: ", config.checkpoint.dir,
+                        " holds another dapo sft run's model, which does not load (", e.what(),
+                        "); move it away to start afresh, or choose another checkpoint.dir"));
+  }
+}
+
+std::string finished_model_refusal(const Config& config, const std::string& why) {
+  return cat(config.origin_of("checkpoint.dir"), ": checkpoint.dir: ", config.checkpoint.dir,
+             " holds a finished dapo sft model (", (fs::path(config.checkpoint.dir) / kSftCheckpointName).string(),
+             why, ") and checkpoint.resume = ", config.checkpoint.resume,
+             "; dapo sft does not replace it: move it away or choose another checkpoint.dir to start afresh, or "
+             "train on from it with model.path = that file and another checkpoint.dir");
+}
+
 }  // namespace
 
 SftSummary run_sft_job(const Config& config, const std::string& data_path, const parallel::Grid& grid) {
   const auto start = Clock::now();
   const bool root = grid.world_rank() == 0;
+  const std::string& resume = config.checkpoint.resume;
+  if (resume != "auto" && resume != "never")
+    throw UserError(cat(config.origin_of("checkpoint.resume"), ": checkpoint.resume = ", resume,
+                        ": dapo sft does not resume from a checkpoint (its model keeps no optimizer state or data "
+                        "position); set checkpoint.resume = auto or never, and model.path = ", resume,
+                        " to start from that model"));
+  // Before anything is written: the output folders can be written and no
+  // other run uses them (the lock is held until the job returns).
+  const RunLock lock = prepare_output_folders(config, grid, false);
+  if (resume == "never" && finished_sft_step(config, grid) >= 0)
+    throw UserError(finished_model_refusal(config, ""));
   const std::unique_ptr<ops::CudaDevice> gpu = open_rank_device(config, grid, grid.local_rank);
-  write_run_config(config, grid);
   std::string error;
 
   InitialModel initial = load_initial_model(config, grid, gpu.get());
@@ -74,13 +109,35 @@ SftSummary run_sft_job(const Config& config, const std::string& data_path, const
   std::optional<MetricsWriter> metrics;
   try {
     trainer.emplace(params, grid, config, std::move(examples), gpu.get());
+  } catch (const UserError& e) {
+    error = e.what();
+  }
+  io::agree_on_error(grid.world, error);
+  const int64_t steps = trainer->planned_steps();
+
+  // A finished run's model in checkpoint.dir (resume = auto): as dapo train
+  // at the end of its planned steps, nothing to do when it has run as many
+  // steps as this one plans, touching nothing; fewer: refused, since an SFT
+  // model cannot be continued and starting over would replace it.
+  if (const int64_t done = finished_sft_step(config, grid); done >= 0) {
+    if (done < steps) throw UserError(finished_model_refusal(config, cat(", ", done, " steps; this run plans ", steps)));
+    summary.nothing_to_do = true;
+    summary.steps = done;
+    summary.checkpoint = (fs::path(config.checkpoint.dir) / kSftCheckpointName).string();
+    DAPO_INFO("sft: nothing to do: ", summary.checkpoint, " is a finished run of ", done,
+              " steps, and this one plans ", steps, " (checkpoint.resume = auto); nothing was written");
+    summary.seconds = seconds_since(start);
+    return summary;
+  }
+  check_checkpoint_space(config, grid, mc, false);
+  write_run_config(config, grid);
+  try {
     metrics.emplace((fs::path(config.log.dir) / "metrics.jsonl").string(), root);
   } catch (const UserError& e) {
     error = e.what();
   }
   io::agree_on_error(grid.world, error);
 
-  const int64_t steps = trainer->planned_steps();
   // A dead or stuck rank (a hung NCCL collective included) ends the job
   // with one line and exit 5 instead of hanging it, as in dapo train.
   Watchdog watchdog(config.train.phase_timeout_s, grid.world_rank());

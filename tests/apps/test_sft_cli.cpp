@@ -4,7 +4,9 @@
 // checkpoint and `latest`, and the checkpoint exports with `dapo
 // export-hf`; data.train_files works without --data; the same losses come
 // out under mpirun with dp = 2; bad data lines, missing data and bad models
-// are reported with exit code 2 and FILE:LINE.
+// are reported with exit code 2 and FILE:LINE; a finished run's model in
+// checkpoint.dir is kept: the same run again has nothing to do, a longer
+// one and checkpoint.resume = never or PATH are refused, nothing written.
 #include <gtest/gtest.h>
 
 #include "apps/cli_test_util.h"
@@ -145,6 +147,55 @@ TEST(SftCli, BadInputIsReportedWithFileAndLine) {
   r = run_command(dapo() + args_of(dir, "z") + " --data " + dir.file("ok.jsonl") + " --train.max_token_len_per_gpu=8");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.output.find("train.max_token_len_per_gpu = 8"), std::string::npos) << r.output;
+}
+
+TEST(SftCli, AFinishedModelIsKept) {
+  TempDir dir;
+  write_text(dir.file("sft.jsonl"), pairs(10));
+  const std::string args = args_of(dir, "a") + " --data " + dir.file("sft.jsonl");
+  Result r = run_command(dapo() + args);
+  ASSERT_EQ(r.code, 0) << r.output;
+  std::vector<std::string> files;
+  for (const char* f : {"a/ckpt/sft_final.h5", "a/ckpt/latest", "a/logs/metrics.jsonl", "a/logs/config.ini"})
+    files.push_back(dapo::test::read_text(dir.file(f)));
+  auto unchanged = [&](const std::string& what) {
+    size_t i = 0;
+    for (const char* f : {"a/ckpt/sft_final.h5", "a/ckpt/latest", "a/logs/metrics.jsonl", "a/logs/config.ini"})
+      EXPECT_EQ(dapo::test::read_text(dir.file(f)), files[i++]) << f << " changed by " << what;
+  };
+  // The same run (or a shorter one) again: nothing to do.
+  r = run_command(dapo() + args + " --optim.lr=2e-3");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("sft: nothing to do: " + dir.file("a/ckpt/sft_final.h5") +
+                          " is a finished run of 3 steps, and this one plans 3"),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("sft step"), std::string::npos) << r.output;
+  unchanged("the same run");
+  // More steps: an SFT model cannot be continued, and is not replaced.
+  r = run_command("mpirun -np 2 --oversubscribe " + dapo() + args + " --train.total_steps=5");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("command line: checkpoint.dir: " + dir.file("a/ckpt") +
+                          " holds a finished dapo sft model (" + dir.file("a/ckpt/sft_final.h5") +
+                          ", 3 steps; this run plans 5) and checkpoint.resume = auto; dapo sft does not replace it"),
+            std::string::npos)
+      << r.output;
+  unchanged("a longer run");
+  r = run_command(dapo() + args + " --checkpoint.resume=never");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("sft_final.h5) and checkpoint.resume = never; dapo sft does not replace it"),
+            std::string::npos)
+      << r.output;
+  unchanged("checkpoint.resume = never");
+  r = run_command(dapo() + args + " --checkpoint.resume=" + dir.file("a/ckpt/sft_final.h5"));
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("dapo sft does not resume from a checkpoint"), std::string::npos) << r.output;
+  unchanged("checkpoint.resume = PATH");
+  // Moved away: a fresh run.
+  fs::rename(dir.file("a/ckpt/sft_final.h5"), dir.file("kept.h5"));
+  r = run_command(dapo() + args + " --checkpoint.resume=never");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(fs::exists(dir.file("a/ckpt/sft_final.h5")));
 }
 
 }  // namespace

@@ -18,6 +18,17 @@
 //
 // Data: `data_path` (--data), else data.train_files (comma-separated
 // files, read in order); sft_data.h gives the line forms.
+//
+// A finished model is kept (checkpoint.resume; an SFT model holds no
+// optimizer state or data position, so it is never continued):
+//   auto   checkpoint.dir/sft_final.h5 of at least the planned steps:
+//          "nothing to do", exit 0, no file written (config.ini and
+//          metrics.jsonl stay); of fewer steps: refused (UserError), as
+//          starting over would replace it; none: a fresh run
+//   never  a fresh run; refused if checkpoint.dir holds sft_final.h5
+//   PATH   refused: start from a model with model.path instead
+// Before anything is written, the output folders are checked and locked
+// (run_guard.h): one run per folder, writable, room for the model.
 #pragma once
 
 #include <cstdint>
@@ -36,6 +47,7 @@ struct SftSummary {
   double first_loss = 0;    // train/loss of the first and the last step
   double last_loss = 0;
   std::string checkpoint;   // path of the final checkpoint
+  bool nothing_to_do = false;  // checkpoint.dir held a finished run's model of >= the planned steps
   double seconds = 0;
 };
 
