@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "dapo/core/error.h"
+#include "dapo/core/log.h"
 #include "dapo/io/checkpoint.h"
 #include "dapo/model/param_spec.h"
 
@@ -174,6 +175,14 @@ RunLock::RunLock(const Config& config, const parallel::Grid& grid) {
                       who.empty() ? std::string("holder unknown") : who, "; lock file ", path,
                       "): two runs in one folder overwrite each other's checkpoints and logs; wait for that run "
                       "to end, or choose another ", f.key);
+        } else if (err == ENOLCK || err == EOPNOTSUPP || err == ENOSYS || err == EINVAL) {
+          // Lustre or GPFS mounted without flock support (slurm/env.sh turns
+          // HDF5's own locking off for them): such a folder cannot be
+          // guarded, and refusing would make the file system unusable.
+          DAPO_WARN(config.origin_of(f.key), ": ", f.key, ": ", f.dir, " cannot be locked (", std::strerror(err),
+                    ": the file system has no flock); nothing stops a second run from writing into it");
+          ::close(fd);
+          continue;
         } else {
           error = cat(config.origin_of(f.key), ": ", f.key, ": cannot lock ", path, ": ", std::strerror(err),
                       "; ", remedy(err, f.key));
