@@ -230,7 +230,7 @@ void write_rollout_dump(const std::string& path, const parallel::Comm& comm, std
   const LocalRows rows = flatten(groups);
   const std::string partial = path + ".partial";
   {
-    H5File f = H5File::create(partial, comm);
+    H5File f = H5File::create_fresh(partial, comm);  // never through a stale .partial symlink
     f.set_attr("/", "format", std::string(kRolloutDumpFormat));
     f.set_attr("/", "format_version", kRolloutDumpFormatVersion);
     f.set_attr("/", "step", info.step);

@@ -85,6 +85,10 @@ CheckpointWriter::CheckpointWriter(std::string path, const parallel::Comm& comm,
   if (writes_in_place(path_))
     throw UserError(cat(path, ": not a regular file (a device, FIFO or socket): a checkpoint is an HDF5 file, "
                               "written beside it and renamed into place"));
+  // The final rename cannot replace a directory: say so before writing it all.
+  if (fs::is_directory(path_))
+    throw UserError(cat(path, ": is a directory (a checkpoint is a file, written beside it and renamed into place); "
+                              "name a file"));
   // A full disk found before the file exists, with a message that says so
   // (and no .partial left behind), rather than deep inside HDF5's writes.
   std::string error;
@@ -104,7 +108,7 @@ CheckpointWriter::CheckpointWriter(std::string path, const parallel::Comm& comm,
   agree_on_error(comm, error);
   DatasetOptions opts = options;
   opts.fletcher32 = true;
-  file_ = H5File::create(partial_, comm);
+  file_ = H5File::create_fresh(partial_, comm);  // never through a stale .partial symlink
   file_.set_attr("/", "format", std::string(kCheckpointFormat));
   file_.set_attr("/", "format_version", kCheckpointFormatVersion);
   file_.set_attr("/", "step", info.step);

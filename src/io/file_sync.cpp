@@ -62,6 +62,25 @@ bool writes_in_place(const std::string& target) {
   return S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) || S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode);
 }
 
+void remove_stale_temporary(const std::string& partial) {
+  struct stat st {};
+  if (::lstat(partial.c_str(), &st) != 0) {
+    if (errno == ENOENT) return;
+    throw UserError(cat(partial, ": cannot check the temporary file: ", std::strerror(errno)));
+  }
+  if (S_ISDIR(st.st_mode))
+    throw UserError(cat(partial, ": a directory is where the temporary file goes; remove or rename it"));
+  if (::unlink(partial.c_str()) != 0 && errno != ENOENT)  // unlink removes a symlink, not its target
+    throw UserError(cat(partial, ": cannot remove the stale temporary file: ", std::strerror(errno)));
+}
+
+int create_temporary(const std::string& partial, const char* what, unsigned mode) {
+  remove_stale_temporary(partial);
+  const int fd = ::open(partial.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode_t(mode));
+  if (fd < 0) throw UserError(cat(partial, ": cannot create the ", what, ": ", std::strerror(errno)));
+  return fd;
+}
+
 namespace {
 
 // Writes all of `text` to `fd`; errno of the failure, or 0.
@@ -93,8 +112,7 @@ void write_output_file(const std::string& path, std::string_view text, const cha
   if (std::filesystem::is_directory(target))
     throw UserError(cat(shown, ": is a directory (expected a file for the ", what, ")"));
   const std::string partial = target + ".partial";
-  const int fd = ::open(partial.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-  if (fd < 0) throw UserError(cat(partial, ": cannot create the ", what, ": ", std::strerror(errno)));
+  const int fd = create_temporary(partial, what);
   int err = write_all(fd, text);
   if (err == 0 && ::fsync(fd) != 0) err = errno;
   if (::close(fd) != 0 && err == 0) err = errno;

@@ -1,9 +1,16 @@
 // H5File over parallel HDF5 (MPI-IO); see hdf5_file.h for the collective rules.
 #include "dapo/io/hdf5_file.h"
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
 #include <algorithm>
 #include <filesystem>
 
+#include "dapo/io/checkpoint.h"
+#include "dapo/io/file_sync.h"
 #include "dapo/parallel/mpi_handle.h"
 #include "hdf5_check.h"
 
@@ -123,6 +130,20 @@ H5File H5File::create(const std::string& path, const parallel::Comm& comm) {
   f.path_ = path;
   f.writable_ = true;
   return f;
+}
+
+H5File H5File::create_fresh(const std::string& path, const parallel::Comm& comm) {
+  std::string error;
+  if (comm.rank() == 0) {
+    try {
+      const int fd = create_temporary(path, "HDF5 file");
+      if (::close(fd) != 0) throw UserError(cat(path, ": cannot create the HDF5 file: ", std::strerror(errno)));
+    } catch (const UserError& e) {
+      error = e.what();
+    }
+  }
+  agree_on_error(comm, error);  // also: the file exists before any rank opens it
+  return create(path, comm);
 }
 
 namespace {

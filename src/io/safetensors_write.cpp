@@ -13,6 +13,7 @@
 #include <set>
 
 #include "dapo/core/error.h"
+#include "dapo/io/file_sync.h"
 #include "dapo/io/safetensors.h"
 
 namespace dapo::io {
@@ -62,8 +63,7 @@ SafetensorsWriter::SafetensorsWriter(std::string path, std::vector<Header> tenso
   std::string text = h.dump();
   text.append((8 - text.size() % 8) % 8, ' ');
   const uint64_t len = text.size();  // little-endian host (checked in safetensors_read.cpp)
-  fd_ = ::open(partial_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd_ < 0) throw UserError(cat(partial_, ": cannot create: ", std::strerror(errno)));
+  fd_ = create_temporary(partial_, "safetensors file", 0644);  // fresh: never through a stale symlink
   try {
     write_all(fd_, &len, 8, partial_);
     write_all(fd_, text.data(), text.size(), partial_);

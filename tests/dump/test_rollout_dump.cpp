@@ -211,6 +211,20 @@ TEST(RolloutDump, RewritingReplacesTheFileAndLeavesNoPartial) {
             std::string::npos);
 }
 
+// A stale d.h5.partial that is a symlink is removed, and the file it
+// points to is left alone (never written through).
+TEST(RolloutDump, APartialSymlinkIsNeverWrittenThrough) {
+  TempDir dir;
+  const std::string path = dir.file("d.h5");
+  const parallel::Comm world = parallel::Comm::world();
+  test::write_text(dir.file("victim.txt"), "precious\n");
+  fs::create_symlink(dir.file("victim.txt"), path + ".partial");
+  write_rollout_dump(path, world, std::span<const DumpGroup>(), test_info());
+  EXPECT_EQ(test::read_text(dir.file("victim.txt")), "precious\n");
+  EXPECT_FALSE(fs::exists(fs::symlink_status(path + ".partial")));
+  EXPECT_EQ(read_rollout_dump(path).info.step, 12);
+}
+
 // A byte of a response's text changed on disk: the chunk's Fletcher-32
 // fails the read with the file named, instead of showing altered text.
 TEST(RolloutDump, DamagedBytesFailTheChecksum) {

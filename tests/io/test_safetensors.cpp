@@ -217,7 +217,7 @@ TEST(Safetensors, WriterWithoutFinishLeavesNothing) {
   EXPECT_FALSE(fs::exists(path + ".partial"));
   EXPECT_FALSE(fs::exists(path));
   EXPECT_EQ(error_of([&] { write_safetensors(dir.file("no/such/dir.safetensors"), {{"a", "F32", {2}, a.data()}}); }),
-            dir.file("no/such/dir.safetensors") + ".partial: cannot create: No such file or directory");
+            dir.file("no/such/dir.safetensors") + ".partial: cannot create the safetensors file: No such file or directory");
 }
 
 TEST(SafetensorsSet, ShardedIndexFindsEveryTensorOnce) {

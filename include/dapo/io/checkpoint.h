@@ -89,7 +89,8 @@ bool writes_slice(const model::ParamSpec& spec, const model::Qwen2Config& config
 
 class CheckpointWriter {
  public:
-  // Creates `path`.partial (truncating a stale one), writes the root
+  // Creates `path`.partial fresh (a stale file or symlink there removed,
+  // never written through: H5File::create_fresh), writes the root
   // attributes (format_version: the current one) and creates /model/<name>
   // for every parameter of info.model - and with info.training the
   // optimizer datasets, /rng/seed (every rank writes its own entry: pass

@@ -35,10 +35,23 @@ std::string output_target(const std::string& path);
 // over /dev/null as root would replace the device with a regular file.
 bool writes_in_place(const std::string& target);
 
+// Makes way for the temporary file `partial` (a `.partial` beside an output)
+// that is about to be created: a stale file or symlink there is removed -
+// the link itself, never the file it points to. UserError for a directory
+// in the way, or when it cannot be removed.
+void remove_stale_temporary(const std::string& partial);
+
+// Creates the temporary file `partial` fresh for writing: a stale one is
+// removed (remove_stale_temporary), then it is created with O_CREAT |
+// O_EXCL | O_NOFOLLOW, so nothing is ever written through a symlink a
+// temporary name holds (one put there in between makes the create fail).
+// Returns the descriptor. UserError "PARTIAL: cannot create the WHAT: ...".
+int create_temporary(const std::string& partial, const char* what, unsigned mode = 0666);
+
 // Writes `text` to the output file `path` that a user named (`what` says
 // what it is, for messages). A regular file, or a new one, is written as
-// target.partial, synced and renamed over the target, so a failure leaves
-// the old file whole; a device, FIFO or socket is written directly; a
+// target.partial (created fresh: create_temporary), synced and renamed over
+// the target, so a failure leaves the old file whole; a device, FIFO or socket is written directly; a
 // symlink is followed and its target written, the link kept. On failure
 // (e.g. "No space left on device") the .partial file is removed and a
 // UserError names the path and the system's reason.

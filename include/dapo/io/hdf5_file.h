@@ -71,6 +71,12 @@ class H5File {
  public:
   // Creates (truncating) `path`. Collective. UserError if it cannot be created.
   static H5File create(const std::string& path, const parallel::Comm& comm);
+  // Creates `path` fresh, for temporary files (`.partial`): rank 0 removes
+  // a stale file or symlink there (the link itself, never its target) and
+  // creates an empty file exclusively (O_EXCL | O_NOFOLLOW), then every
+  // rank opens it as a new HDF5 file. Nothing is written through a symlink.
+  // Collective; UserError on every rank alike.
+  static H5File create_fresh(const std::string& path, const parallel::Comm& comm);
   // Opens an existing file. Collective. UserError if it is missing or not HDF5.
   static H5File open(const std::string& path, const parallel::Comm& comm, H5Access access = H5Access::read);
 
