@@ -59,7 +59,8 @@ const std::vector<Command>& commands() {
       {"export-hf", "write a dapo checkpoint as an HF model directory", false,
        [](po::options_description& d, po::positional_options_description&) {
          d.add_options()("checkpoint", po::value<std::string>(), "checkpoint .h5")(
-             "output", po::value<std::string>(), "directory for config.json and model.safetensors")(
+             "output", po::value<std::string>(),
+             "directory for config.json and model.safetensors: a new or empty one (a non-empty one is refused)")(
              "dtype", po::value<std::string>()->default_value("f32"), "dtype of the safetensors: f32 or bf16");
        },
        run_export_hf, ""},

@@ -1,6 +1,7 @@
 // `dapo export-hf`: a checkpoint's /model tensors -> config.json +
 // model.safetensors that HF transformers loads; rank 0 streams tensor by
 // tensor.
+#include <algorithm>
 #include <filesystem>
 
 #include "dapo/core/bf16.h"
@@ -23,7 +24,29 @@ ExportDtype parse_export_dtype(const std::string& name) {
 
 namespace {
 
+// A folder that already holds files (an older export, a sharded HF model
+// with its index) would mix with the new files into a model that loads
+// wrongly or not at all: only a new or empty folder is written.
+void refuse_used_folder(const fs::path& dir) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(dir, ec);
+  if (ec || !fs::exists(st)) return;  // new: created below (or the create says why not)
+  if (!fs::is_directory(st)) return;  // create_directories below names it
+  std::vector<std::string> names;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    names.push_back(it->path().filename().string());
+  if (ec) throw UserError(cat(dir.string(), ": cannot list the output folder: ", ec.message()));
+  if (names.empty()) return;
+  std::sort(names.begin(), names.end());
+  std::string held;
+  for (size_t i = 0; i < names.size() && i < 4; ++i) held += (i ? ", " : "") + names[i];
+  if (names.size() > 4) held += cat(" and ", names.size() - 4, " more");
+  throw UserError(cat(dir.string(), ": the output folder is not empty (it holds ", held,
+                      "); export-hf writes into a new or empty folder only: name a new folder, or empty this one"));
+}
+
 void write_model_dir(const CheckpointReader& reader, const fs::path& dir, ExportDtype dtype) {
+  refuse_used_folder(dir);
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec || !fs::is_directory(dir)) throw UserError(cat(dir.string(), ": cannot create the directory: ", ec.message()));

@@ -279,5 +279,28 @@ TEST(ExportHf, BadCheckpointsAndOutputs) {
             std::string::npos);
 }
 
+// An existing folder must be empty: an older sharded model there would
+// survive beside the new files (its index wins when loaded).
+TEST(ExportHf, ANonEmptyFolderIsRefusedAndLeftAlone) {
+  TempDir dir;
+  const parallel::Comm world = parallel::Comm::world();
+  const auto config = test::tiny_config(true);
+  test::write_hf_dir(dir.path() / "hf", test::tiny_config_json(true), test::tiny_hf_tensors(config), 2);
+  import_hf((dir.path() / "hf").string(), dir.file("c.h5"), world);
+  EXPECT_EQ(error_of([&] { export_hf(dir.file("c.h5"), dir.file("hf"), ExportDtype::f32, world); }),
+            dir.file("hf") + ": the output folder is not empty (it holds config.json, model-00001-of-00002.safetensors, "
+                             "model-00002-of-00002.safetensors, model.safetensors.index.json); export-hf writes into a "
+                             "new or empty folder only: name a new folder, or empty this one");
+  EXPECT_FALSE(fs::exists(dir.file("hf/model.safetensors")));
+  fs::create_directory(dir.path() / "empty");
+  export_hf(dir.file("c.h5"), dir.file("empty"), ExportDtype::f32, world);
+  EXPECT_TRUE(fs::exists(dir.file("empty/model.safetensors")));
+  fs::create_directory(dir.path() / "many");
+  for (int i = 0; i < 5; ++i) test::write_text(dir.file("many/f" + std::to_string(i)), "x");
+  EXPECT_NE(error_of([&] { export_hf(dir.file("c.h5"), dir.file("many"), ExportDtype::f32, world); })
+                .find("(it holds f0, f1, f2, f3 and 1 more)"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace dapo::io

@@ -57,8 +57,10 @@ struct ExportSummary {
 // `out_dir`/model.safetensors (metadata format "pt"; bf16 rounded to
 // nearest even) from the checkpoint's /model tensors: a directory HF
 // transformers loads with from_pretrained. A tied model gets no lm_head.
-// Creates `out_dir` if needed; existing files of those names are replaced
-// (each written to .partial, then renamed). Collective over `comm` (the
+// Creates `out_dir` if needed; an existing `out_dir` must be empty (UserError
+// naming what it holds otherwise: an older export or a sharded model there
+// would mix with the new files). Each file is written to .partial, then
+// renamed. Collective over `comm` (the
 // checkpoint is opened by all ranks); rank 0 does the work. Errors are
 // raised on every rank alike.
 ExportSummary export_hf(const std::string& checkpoint, const std::string& out_dir, ExportDtype dtype,
