@@ -1,12 +1,15 @@
 // `dapo export-hf --checkpoint C.h5 --output D [--dtype f32|bf16]`: a
 // checkpoint's model as an HF directory (config.json + model.safetensors)
-// that transformers loads (the work is in io/hf_convert).
+// that transformers loads (the work is in io/hf_convert). The output folder
+// must be new or empty: a non-empty one is refused (exit code 2) rather
+// than mixed with an older model's files.
 #include <cstdio>
 
 #include "command.h"
 #include "dapo/core/error.h"
 #include "dapo/core/log.h"
 #include "dapo/io/hf_convert.h"
+#include "dapo/io/output_clash.h"
 #include "dapo/parallel/comm.h"
 #include "dapo/parallel/runtime.h"
 
@@ -21,6 +24,7 @@ int run_export_hf(const Invocation& inv) {
   parallel::Runtime runtime(nullptr, nullptr);
   configure_logging({runtime.world_rank(), false, LogLevel::info});
   try {
+    io::refuse_output_clash(output, "--output", {{checkpoint, "--checkpoint"}});
     const parallel::Comm world = parallel::Comm::world();
     io::export_hf(checkpoint, output, dtype, world);
   } catch (const UserError& e) {

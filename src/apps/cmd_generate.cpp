@@ -7,10 +7,12 @@
 #include "command.h"
 #include "dapo/core/error.h"
 #include "dapo/core/log.h"
+#include "dapo/io/output_clash.h"
 #include "dapo/parallel/grid.h"
 #include "dapo/trainer/rank_device.h"
 #include "dapo/parallel/runtime.h"
 #include "dapo/rollout/generate_job.h"
+#include "dapo/rollout/model_source.h"
 
 namespace dapo::apps {
 namespace {
@@ -23,6 +25,12 @@ rollout::GenerateJob job_of(const Invocation& inv, const Config& config) {
   job.input = inv.options["input"].as<std::string>();
   job.output = inv.options["output"].as<std::string>();
   job.engine = rollout::engine_options(config);
+  // --output may not replace anything the job reads.
+  const rollout::ModelSource source = rollout::resolve_model_source(job.checkpoint, config.model);
+  std::vector<io::InputFile> inputs{{job.input, "--input"}};
+  io::add_model_inputs(inputs, source.path, job.checkpoint.empty() ? "model.path" : "--checkpoint");
+  io::add_tokenizer_inputs(inputs, source.tokenizer, config.model.tokenizer.empty() ? "the tokenizer" : "model.tokenizer");
+  io::refuse_output_clash(job.output, "--output", inputs);
   return job;
 }
 

@@ -7,6 +7,7 @@
 #include "dapo/core/error.h"
 #include "dapo/core/log.h"
 #include "dapo/io/hf_convert.h"
+#include "dapo/io/output_clash.h"
 #include "dapo/parallel/comm.h"
 #include "dapo/parallel/runtime.h"
 
@@ -20,6 +21,9 @@ int run_import_hf(const Invocation& inv) {
   parallel::Runtime runtime(nullptr, nullptr);
   configure_logging({runtime.world_rank(), false, LogLevel::info});
   try {
+    std::vector<io::InputFile> inputs;
+    io::add_model_inputs(inputs, hf_dir, "--hf-dir");
+    io::refuse_output_clash(output, "--output", inputs);  // every rank alike
     const parallel::Comm world = parallel::Comm::world();
     io::import_hf(hf_dir, output, world);
   } catch (const UserError& e) {

@@ -10,6 +10,7 @@
 #include "dapo/core/error.h"
 #include "dapo/core/log.h"
 #include "dapo/data/dataset.h"
+#include "dapo/io/output_clash.h"
 #include "dapo/parallel/grid.h"
 #include "dapo/parallel/runtime.h"
 #include "dapo/trainer/memory_plan.h"
@@ -23,6 +24,9 @@ int run_info(const Invocation& inv) {
   const Config& config = *inv.config;
   try {
     configure_logging({runtime.world_rank(), config.log.all_ranks, parse_log_level(config.log.level)});
+    if (inv.options.count("save") && inv.options.count("config"))  // --save may not replace the configuration read
+      io::refuse_output_clash(inv.options["save"].as<std::string>(), "--save",
+                              {{inv.options["config"].as<std::string>(), "--config"}});
     // --memory --ranks N plans a launch of N GPUs from this one (a login
     // node): this launch's own grid is then tp = 1.
     const bool planned_ranks = inv.options.count("ranks") > 0;

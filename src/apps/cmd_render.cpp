@@ -18,6 +18,7 @@
 #include "dapo/data/dataset.h"
 #include "dapo/data/hf_chat_template.h"
 #include "dapo/data/tokenizer.h"
+#include "dapo/io/output_clash.h"
 #include "dapo/rollout/model_source.h"
 
 namespace dapo::apps {
@@ -76,10 +77,13 @@ int run_render(const Invocation& inv) {
   const std::string tok_path = tokenizer_path(config);
   const data::Tokenizer tok = data::Tokenizer::load(tok_path);
   const data::ChatFormat format = data::resolve_chat_format(config.model.chat_template, tok_path);
+  const std::string output = inv.options.count("output") ? inv.options["output"].as<std::string>() : "-";
+  std::vector<io::InputFile> inputs{{input, "--input"}};
+  io::add_tokenizer_inputs(inputs, tok_path, config.model.tokenizer.empty() ? "the tokenizer" : "model.tokenizer");
+  io::refuse_output_clash(output, "--output", inputs);
   const std::vector<data::PromptRecord> records = read_prompts(input);
 
   std::ofstream out_file;
-  const std::string output = inv.options.count("output") ? inv.options["output"].as<std::string>() : "-";
   if (output != "-") {
     out_file.open(output);
     if (!out_file) throw UserError(cat(output, ": cannot open the output file"));

@@ -8,6 +8,7 @@
 
 #include "command.h"
 #include "dapo/core/error.h"
+#include "dapo/io/output_clash.h"
 #include "dapo/reward/score_jsonl.h"
 
 namespace dapo::apps {
@@ -17,6 +18,9 @@ int run_verify(const Invocation& inv) {
   const std::string input = inv.options["input"].as<std::string>();
   const int threads = inv.options["threads"].as<int>();
   if (threads < 0) throw UserError(cat("command line: --threads must be >= 0 (0: all cores), not ", threads));
+
+  std::string output = inv.options.count("output") ? inv.options["output"].as<std::string>() : "-";
+  io::refuse_output_clash(output, "--output", {{input, "--input"}});  // before the output is opened (truncated)
 
   // Scoring outruns the default stream set-up: stdin synchronised with
   // stdio reads a character per locked call, and a file reads 8 KiB per call.
@@ -31,7 +35,6 @@ int run_verify(const Invocation& inv) {
   std::istream& in = input == "-" ? std::cin : file;
 
   std::ofstream out_file;
-  std::string output = inv.options.count("output") ? inv.options["output"].as<std::string>() : "-";
   if (output != "-") {
     out_file.open(output);
     if (!out_file) throw UserError(cat(output, ": cannot open the output file"));
