@@ -14,6 +14,7 @@
 
 #include "command.h"
 #include "dapo/core/error.h"
+#include "dapo/core/text_lines.h"
 #include "dapo/data/chat_template.h"
 #include "dapo/data/dataset.h"
 #include "dapo/data/hf_chat_template.h"
@@ -49,8 +50,7 @@ std::vector<data::PromptRecord> read_prompts(const std::string& input) {
   std::vector<data::PromptRecord> records;
   std::string line;
   int64_t number = 0;
-  while (std::getline(std::cin, line)) {
-    ++number;
+  while (read_bounded_line(std::cin, line, "<stdin>", number)) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     records.push_back(data::parse_prompt_line(line, "<stdin>", number, int64_t(records.size()), "stdin"));
   }

@@ -9,6 +9,7 @@
 
 #include "command.h"
 #include "dapo/core/error.h"
+#include "dapo/core/text_lines.h"
 #include "dapo/core/json_text.h"
 #include "dapo/data/tokenizer.h"
 
@@ -42,8 +43,7 @@ int run_tokenize(const Invocation& inv) {
   std::ios::sync_with_stdio(false);
   std::string text;
   int64_t number = 0;
-  while (std::getline(std::cin, text)) {
-    ++number;
+  while (read_bounded_line(std::cin, text, "stdin", number)) {
     if (text.find_first_not_of(" \t\r") == std::string::npos) continue;  // blank lines carry nothing
     const std::string where = cat("stdin:", number);
     refuse_nul_byte(text, where);

@@ -2,6 +2,7 @@
 // configuration, runs it, and turns errors into exit codes.
 #include <cstdio>
 #include <iostream>
+#include <new>
 
 #include "command.h"
 #include "dapo/core/error.h"
@@ -83,6 +84,15 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "dapo %s: error: %s\n", argv[1], e.what());
     } catch (const po::error& e) {
       std::fprintf(stderr, "dapo %s: error: command line: %s\n", argv[1], e.what());
+    } catch (const std::bad_alloc&) {
+      // A size the user asked for that this machine cannot hold: their error
+      // to fix, not a crash (exit 134). The sizes checked before allocating
+      // name their key; this is the net under the rest.
+      std::fprintf(stderr,
+                   "dapo %s: error: out of memory: a size asked for (a configuration value such as "
+                   "rollout.kv_cache_gib, rollout.n, rollout.block_size, or an input file) is more than this "
+                   "machine can hold; lower it\n",
+                   argv[1]);
     }
     return kUserError;
   }

@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "dapo/core/error.h"
+#include "dapo/core/text_lines.h"
 #include "dapo/core/log.h"
 
 namespace po = boost::program_options;
@@ -245,6 +246,8 @@ struct Assignment {
   std::string key, value, origin;  // origin: "FILE:LINE" or "command line"
 };
 
+constexpr size_t kMaxIniLineBytes = size_t(64) << 10;
+
 std::vector<Assignment> read_ini(const std::string& path) {
   // An ifstream opens a folder and then reads nothing: an empty config.
   if (std::filesystem::is_directory(path))
@@ -254,7 +257,9 @@ std::vector<Assignment> read_ini(const std::string& path) {
   std::vector<Assignment> out;
   std::set<std::string> seen;
   std::string line, section;
-  for (int lineno = 1; std::getline(in, line); ++lineno) {
+  // A configuration line is short: the cap keeps a runaway value (a file
+  // given by mistake) from filling the memory and the error message.
+  for (int64_t lineno = 0; read_bounded_line(in, line, path, lineno, kMaxIniLineBytes);) {
     const std::string where = cat(path, ":", lineno);
     std::string s = trim(line);
     if (s.empty() || s[0] == '#' || s[0] == ';') continue;

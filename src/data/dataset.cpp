@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "dapo/core/error.h"
+#include "dapo/core/text_lines.h"
 #include "dapo/core/rng.h"
 
 namespace dapo::data {
@@ -22,20 +23,6 @@ uint64_t fnv1a64(std::string_view s) {
     h *= 0x100000001B3ull;
   }
   return h;
-}
-
-std::string read_whole_file(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    throw UserError(cat(path, ": is a directory, not a prompt file"));
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
-  if (!f) throw UserError(cat(path, ": cannot open prompt file: ", std::strerror(errno)));
-  std::string data;
-  char buf[1 << 16];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f.get())) > 0) data.append(buf, n);
-  if (std::ferror(f.get())) throw UserError(cat(path, ": cannot read prompt file"));
-  return data;
 }
 
 std::string trim(std::string_view s) {
@@ -56,7 +43,7 @@ uint64_t prompt_uid(std::string_view data_source, std::string_view index) {
 }
 
 std::vector<PromptRecord> load_prompt_file(const std::string& path) {
-  const std::string data = read_whole_file(path);
+  const std::string data = read_text_file(path, "prompt file");
   if (data.compare(0, 4, "PAR1") == 0)
     throw UserError(cat(path, ": a parquet file; dapo reads prompts as JSONL: convert it first with python3 "
                               "jobs/convert_verl_data.py IN.parquet OUT.jsonl (README, \"Prompt data\")"));

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "dapo/core/error.h"
+#include "dapo/core/text_lines.h"
 #include "dapo/reward/jsonl_line.h"
 
 namespace dapo::reward {
@@ -52,8 +53,7 @@ VerifySummary verify_jsonl(std::istream& in, std::ostream& out, const std::strin
     while (count < kChunkLines) {
       if (count == lines.size()) lines.emplace_back();
       Line& line = lines[count];
-      if (!(more = bool(std::getline(in, line.input)))) break;
-      ++line_number;
+      if (!(more = read_bounded_line(in, line.input, source_name, line_number))) break;
       if (!line.input.empty() && line.input.back() == '\r') line.input.pop_back();
       if (line.input.find_first_not_of(" \t") == std::string::npos) continue;  // blank lines carry nothing
       line.number = line_number;

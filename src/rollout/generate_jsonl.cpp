@@ -11,6 +11,7 @@
 #include <unordered_set>
 
 #include "dapo/core/error.h"
+#include "dapo/core/text_lines.h"
 #include "dapo/core/json_text.h"
 #include "dapo/data/dataset.h"
 
@@ -137,7 +138,7 @@ GenerateInput read_generate_input(const std::string& path, const PromptEncoding&
   GenerateInput input;
   std::unordered_set<uint64_t> uids;
   std::string text;
-  for (int64_t number = 1; std::getline(in, text); ++number) {
+  for (int64_t number = 0; read_bounded_line(in, text, path, number);) {
     if (text.find_first_not_of(" \t\r\n") == std::string::npos) continue;
     const Line line{path, number};
     refuse_nul_byte(text, cat(path, ":", number));

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dapo/core/error.h"
+#include "dapo/core/text_lines.h"
 #include "dapo/core/json_text.h"
 
 namespace dapo::trainer {
@@ -141,8 +142,7 @@ std::vector<SftExample> load_sft_file(const std::string& path, const SftEncoding
   std::vector<SftExample> out;
   std::string text;
   int64_t number = 0, lines = 0;
-  while (std::getline(in, text)) {
-    ++number;
+  while (read_bounded_line(in, text, path, number)) {
     if (!text.empty() && text.back() == '\r') text.pop_back();
     if (text.find_first_not_of(" \t") == std::string::npos) continue;
     ++lines;
