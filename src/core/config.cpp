@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -320,7 +321,32 @@ void validate(const Config& c) {
   auto fail = [&](const std::string& key, const std::string& why) {
     throw UserError(cat(c.origin_of(key), ": ", key, ": ", why));
   };
+  // Infinity and NaN pass range checks written as comparisons (nan > 0 is
+  // false, inf > 0 true) and would fail later, far from the key.
   const auto& r = c.rollout;
+  const auto& a = c.algorithm;
+  const auto& o = c.optim;
+  for (const auto& [key, v] : std::initializer_list<std::pair<const char*, double>>{
+           {"rollout.temperature", r.temperature},
+           {"rollout.top_p", r.top_p},
+           {"rollout.val_temperature", r.val_temperature},
+           {"rollout.val_top_p", r.val_top_p},
+           {"rollout.kv_cache_gib", r.kv_cache_gib},
+           {"rollout.kv_cache_memory_fraction", r.kv_cache_memory_fraction},
+           {"algorithm.clip_ratio_low", a.clip_ratio_low},
+           {"algorithm.clip_ratio_high", a.clip_ratio_high},
+           {"algorithm.clip_ratio_c", a.clip_ratio_c},
+           {"algorithm.overlong_penalty_factor", a.overlong_penalty_factor},
+           {"algorithm.kl_coef", a.kl_coef},
+           {"algorithm.entropy_coeff", a.entropy_coeff},
+           {"optim.lr", o.lr},
+           {"optim.weight_decay", o.weight_decay},
+           {"optim.beta1", o.beta1},
+           {"optim.beta2", o.beta2},
+           {"optim.eps", o.eps},
+           {"optim.grad_clip", o.grad_clip},
+           {"train.phase_timeout_s", c.train.phase_timeout_s}})
+    if (!std::isfinite(v)) fail(key, cat("must be a finite number, not ", v));
   if (r.n < 1) fail("rollout.n", "must be at least 1");
   if (r.temperature < 0) fail("rollout.temperature", "must be >= 0 (0 means greedy)");
   if (!(r.top_p > 0 && r.top_p <= 1)) fail("rollout.top_p", "must be in (0, 1]");
@@ -339,14 +365,12 @@ void validate(const Config& c) {
   if (!(r.kv_cache_memory_fraction > 0 && r.kv_cache_memory_fraction <= 1))
     fail("rollout.kv_cache_memory_fraction", "must be in (0, 1]");
   if (c.data.max_prompt_length < 1) fail("data.max_prompt_length", "must be at least 1");
-  const auto& a = c.algorithm;
   if (!(a.clip_ratio_low >= 0 && a.clip_ratio_low < 1)) fail("algorithm.clip_ratio_low", "must be in [0, 1)");
   if (a.clip_ratio_high < 0) fail("algorithm.clip_ratio_high", "must be >= 0");
   if (a.clip_ratio_c <= 1) fail("algorithm.clip_ratio_c", "must be > 1");
   if (a.overlong_buffer_len < 0) fail("algorithm.overlong_buffer_len", "must be >= 0 (0 means off)");
   if (a.overlong_penalty_factor < 0) fail("algorithm.overlong_penalty_factor", "must be >= 0");
   if (a.kl_coef < 0) fail("algorithm.kl_coef", "must be >= 0");
-  const auto& o = c.optim;
   if (!(o.lr > 0)) fail("optim.lr", "must be > 0");
   if (o.warmup_steps < 0) fail("optim.warmup_steps", "must be >= 0");
   if (o.weight_decay < 0) fail("optim.weight_decay", "must be >= 0");

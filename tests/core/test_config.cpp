@@ -108,6 +108,17 @@ TEST_F(ConfigTest, EmptyValueClearsTheKey) {
   EXPECT_EQ(load_config(path, {"--data.val_files=x.jsonl", "--data.val_files="}).data.val_files, "");
 }
 
+// inf and nan pass comparisons written as ranges: refused by name at once.
+TEST_F(ConfigTest, NonFiniteValuesAreRefusedByKey) {
+  EXPECT_EQ(error_of("", {"--optim.lr=inf"}), "command line: optim.lr: must be a finite number, not inf");
+  EXPECT_EQ(error_of("", {"--optim.weight_decay=nan"}), "command line: optim.weight_decay: must be a finite number, not nan");
+  EXPECT_EQ(error_of("", {"--algorithm.kl_coef=nan"}), "command line: algorithm.kl_coef: must be a finite number, not nan");
+  EXPECT_EQ(error_of("", {"--rollout.temperature=inf"}),
+            "command line: rollout.temperature: must be a finite number, not inf");
+  EXPECT_EQ(error_of("", {"--algorithm.entropy_coeff=-inf"}),
+            "command line: algorithm.entropy_coeff: must be a finite number, not -inf");
+}
+
 // The keys the paper's recipe adds: their defaults and their names.
 TEST_F(ConfigTest, RecipeKeysParse) {
   const Config d = load_config("", {});
