@@ -245,7 +245,9 @@ TrainSummary run_train_job(const Config& config, const parallel::Grid& grid, con
     DAPO_INFO("train: nothing to do: the checkpoint is at step ", summary.steps, ", the end of the run's planned steps: ",
               describe(length, config, train->size()));
   else
-    DAPO_INFO("train: done: ", summary.steps, " steps; planned ", describe(length, config, train->size()),
+    DAPO_INFO("train: done: ", summary.steps,
+              length.by_epochs ? cat(" steps, train.total_epochs = ", length.epochs, " passes over the data")
+                               : cat(" of train.total_steps = ", length.steps),
               "; final checkpoint ", summary.checkpoint);
   summary.seconds = seconds_since(start);
   return summary;
