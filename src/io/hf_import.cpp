@@ -1,7 +1,9 @@
 // `dapo import-hf`: an HF directory (config.json + safetensors) -> a step-0
 // checkpoint, every rank converting and writing its share of the rows.
+#include <algorithm>
 #include <filesystem>
 #include <set>
+#include <string_view>
 
 #include "dapo/core/error.h"
 #include "dapo/core/log.h"
@@ -14,22 +16,97 @@ namespace dapo::io {
 
 namespace fs = std::filesystem;
 
-int64_t check_hf_weights(const SafetensorsSet& weights, const model::Qwen2Config& config, const std::string& hf_dir) {
-  check_layer_count(config, weights.names(), cat(hf_dir, "/config.json"));
+namespace {
+
+// The layer of "model.layers.<l>.<rest>", or -1 for any other name.
+int64_t layer_of(const std::string& name) {
+  static constexpr std::string_view kPrefix = "model.layers.";
+  if (name.compare(0, kPrefix.size(), kPrefix) != 0) return -1;
+  int64_t l = 0;
+  size_t i = kPrefix.size();
+  for (; i < name.size() && i < kPrefix.size() + 12 && name[i] >= '0' && name[i] <= '9'; ++i) l = l * 10 + (name[i] - '0');
+  return i > kPrefix.size() && i < name.size() && name[i] == '.' ? l : -1;
+}
+
+// Tensors that Qwen2 saves carry besides the parameters, and that dapo may
+// leave out without losing anything: rotary inv_freq buffers (recomputed
+// from rope_theta; older transformers saved one per layer) and, in a tied
+// model, lm_head.weight (transformers ties it to the embedding on load).
+bool known_extra(const std::string& name, const model::Qwen2Config& config) {
+  static constexpr std::string_view kInvFreq = ".self_attn.rotary_emb.inv_freq";
+  if (name == "lm_head.weight") return config.tie_word_embeddings;
+  if (name == "model.rotary_emb.inv_freq") return true;
+  const int64_t l = layer_of(name);
+  return l >= 0 && l < config.num_hidden_layers && name.size() > kInvFreq.size() &&
+         name.compare(name.size() - kInvFreq.size(), kInvFreq.size(), kInvFreq) == 0;
+}
+
+// "'a', 'b', 'c' and 4 more"
+std::string first_names(const std::vector<std::string>& names) {
+  std::string s;
+  for (size_t i = 0; i < names.size() && i < 3; ++i) s += cat(i ? ", '" : "'", names[i], "'");
+  if (names.size() > 3) s += cat(" and ", names.size() - 3, " more");
+  return s;
+}
+
+}  // namespace
+
+int64_t check_hf_weights(const SafetensorsSet& weights, const model::Qwen2Config& config, const std::string& hf_dir,
+                         std::vector<std::string>* ignored) {
+  const std::string config_file = cat(hf_dir, "/config.json");
+  check_layer_count(config, weights.names(), config_file);
+  // Layers beyond num_hidden_layers: a config that says too few would leave
+  // the last layers' weights out of the model without a word.
+  std::vector<std::string> beyond;
+  int64_t top = -1;
+  for (const std::string& name : weights.names())
+    if (const int64_t l = layer_of(name); l >= config.num_hidden_layers) {
+      beyond.push_back(name);
+      top = std::max(top, l);
+    }
+  if (!beyond.empty()) {
+    std::sort(beyond.begin(), beyond.end());
+    throw UserError(cat(config_file, ": num_hidden_layers = ", config.num_hidden_layers, " but ", weights.origin(),
+                        " holds layers up to ", top, " (", beyond.size(), " tensors of layers >= ",
+                        config.num_hidden_layers, ": ", first_names(beyond),
+                        "): a damaged or mismatched model configuration, refused rather than leaving those layers "
+                        "out: set num_hidden_layers to the model's layer count (", top + 1,
+                        " if every layer is there)"));
+  }
   int64_t parameters = 0;
+  std::set<std::string> wanted;
   for (const auto& spec : model::qwen2_param_specs(config)) {
+    wanted.insert(spec.name);
     if (!weights.contains(spec.name))
-      throw UserError(cat(weights.origin(), ": missing tensor '", spec.name, "' (", hf_dir, "/config.json needs it)"));
+      throw UserError(cat(weights.origin(), ": missing tensor '", spec.name, "' (", config_file, " needs it)"));
     const TensorInfo& t = weights.info(spec.name);
     const std::string& file = weights.file_of(spec.name).path();
     if (t.dtype != "F32" && t.dtype != "BF16" && t.dtype != "F16")
       throw UserError(cat(file, ": tensor '", spec.name, "' has dtype ", t.dtype, " (dapo reads F32, BF16, F16)"));
     if (t.shape != spec.shape) {
       TensorInfo need{t.dtype, spec.shape};
-      throw UserError(cat(file, ": tensor '", spec.name, "' has shape ", t.shape_string(), " but ", hf_dir,
-                          "/config.json needs ", need.shape_string()));
+      throw UserError(cat(file, ": tensor '", spec.name, "' has shape ", t.shape_string(), " but ", config_file,
+                          " needs ", need.shape_string()));
     }
     parameters += t.numel();
+  }
+  // Any other tensor is weight dapo's Qwen2 has no place for (another
+  // architecture's, an adapter's, quantization scales): refused, not dropped.
+  std::vector<std::string> unknown;
+  for (const std::string& name : weights.names()) {
+    if (wanted.count(name)) continue;
+    if (!known_extra(name, config)) {
+      unknown.push_back(name);
+    } else if (ignored) {
+      ignored->push_back(name);
+    }
+  }
+  if (!unknown.empty()) {
+    std::sort(unknown.begin(), unknown.end());
+    throw UserError(cat(weights.origin(), ": ", unknown.size(), unknown.size() == 1 ? " tensor is" : " tensors are",
+                        " not part of the Qwen2 model of ", config_file, " (", first_names(unknown),
+                        "): dapo would leave them out; a model of another architecture, or weights dapo does not "
+                        "know (adapters, quantization scales), are refused rather than dropped"));
   }
   return parameters;
 }
@@ -42,15 +119,10 @@ ImportSummary import_hf(const std::string& hf_dir, const std::string& output, co
 
   // Everything is checked before the output exists, identically on every
   // rank (same files), so a bad input fails every rank at the same point.
-  summary.parameters = check_hf_weights(weights, summary.config, hf_dir);
+  summary.parameters = check_hf_weights(weights, summary.config, hf_dir, &summary.ignored);
   const std::vector<model::ParamSpec> specs = model::qwen2_param_specs(summary.config);
-  std::set<std::string> wanted;
-  for (const auto& spec : specs) wanted.insert(spec.name);
-  for (const auto& name : weights.names())
-    if (!wanted.count(name)) {
-      summary.ignored.push_back(name);
-      DAPO_DEBUG("import-hf: ignoring ", name, " (not a parameter of the model)");
-    }
+  for (const auto& name : summary.ignored)
+    DAPO_DEBUG("import-hf: ignoring ", name, " (rotary inv_freq buffer, or the lm_head of a tied model)");
   const fs::path parent = fs::path(output).parent_path();
   if (!parent.empty() && !fs::is_directory(parent))
     throw UserError(cat(output, ": directory ", parent.string(), " does not exist"));

@@ -92,6 +92,17 @@ TEST(HfCli, BadCommandLinesAndInputsExitWithTwo) {
             std::string::npos)
       << r.output;
   EXPECT_FALSE(fs::exists(dir.file("c.h5")));
+  // A config.json with fewer layers than the weights: refused, not cut.
+  auto three = config;
+  three.num_hidden_layers = 3;
+  dapo::test::write_hf_dir(dir.path() / "hf3", dapo::test::tiny_config_json(false), dapo::test::tiny_hf_tensors(three));
+  r = run("import-hf --hf-dir " + dir.file("hf3") + " --output " + dir.file("c.h5"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.output.find("dapo import-hf: error: " + dir.file("hf3/config.json") + ": num_hidden_layers = 2 but " +
+                          dir.file("hf3/model.safetensors") + " holds layers up to 2 (12 tensors of layers >= 2: "),
+            std::string::npos)
+      << r.output;
+  EXPECT_FALSE(fs::exists(dir.file("c.h5")));
   dapo::test::write_text(dir.file("c.h5"), "not a checkpoint, only some text in a file\n");
   r = run("export-hf --checkpoint " + dir.file("c.h5") + " --output " + dir.file("out"));
   EXPECT_EQ(r.code, 2);

@@ -7,9 +7,11 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -225,6 +227,73 @@ TEST(ImportHf, BadInputsNameTheFileAndTensorAndWriteNothing) {
   struct stat st {};
   ASSERT_EQ(stat(dir.file("fifo").c_str(), &st), 0);
   EXPECT_TRUE(S_ISFIFO(st.st_mode));
+}
+
+// A config.json that says fewer layers than the weights hold, or a tensor
+// that is no part of a Qwen2 model, would leave weights out: refused, with
+// the file, the tensors and the config key named. What Qwen2 saves carry
+// besides the parameters (inv_freq buffers, a tied model's lm_head) still
+// imports.
+TEST(ImportHf, WeightsTheModelWouldLeaveOutAreRefused) {
+  TempDir dir;
+  const parallel::Comm world = parallel::Comm::world();
+  const std::string out = dir.file("out.h5");
+  auto import_error = [&](const std::string& name, const std::string& config_json, const std::vector<test::HfTensor>& t,
+                          int shards = 1) {
+    const fs::path hf = dir.path() / name;
+    test::write_hf_dir(hf, config_json, t, shards);
+    const std::string err = error_of([&] { import_hf(hf.string(), out, world); });
+    EXPECT_FALSE(fs::exists(out)) << name;
+    EXPECT_FALSE(fs::exists(out + ".partial")) << name;
+    return err;
+  };
+  // Weights of 4 layers, a config.json of 2.
+  auto four = test::tiny_config(false);
+  four.num_hidden_layers = 4;
+  std::string json = test::tiny_config_json(false);
+  EXPECT_EQ(import_error("layers", json, test::tiny_hf_tensors(four), 2),
+            (dir.path() / "layers" / "config.json").string() + ": num_hidden_layers = 2 but " +
+                (dir.path() / "layers" / "model.safetensors.index.json").string() +
+                " holds layers up to 3 (24 tensors of layers >= 2: 'model.layers.2.input_layernorm.weight', "
+                "'model.layers.2.mlp.down_proj.weight', 'model.layers.2.mlp.gate_proj.weight' and 21 more): a damaged "
+                "or mismatched model configuration, refused rather than leaving those layers out: set "
+                "num_hidden_layers to the model's layer count (4 if every layer is there)");
+  // Unknown tensors beside a complete model.
+  const auto config = test::tiny_config(false);
+  auto tensors = test::tiny_hf_tensors(config);
+  tensors.push_back(test::make_hf_tensor("model.layers.0.mlp.up_proj.weight_scale", "F32", {24}));
+  EXPECT_EQ(import_error("unknown1", json, tensors),
+            (dir.path() / "unknown1" / "model.safetensors").string() +
+                ": 1 tensor is not part of the Qwen2 model of " + (dir.path() / "unknown1").string() +
+                "/config.json ('model.layers.0.mlp.up_proj.weight_scale'): dapo would leave them out; a model of "
+                "another architecture, or weights dapo does not know (adapters, quantization scales), are refused "
+                "rather than dropped");
+  for (const char* extra : {"a.weight", "b.weight", "c.weight", "score.weight"})
+    tensors.push_back(test::make_hf_tensor(extra, "F32", {16}));
+  EXPECT_NE(import_error("unknown5", json, tensors)
+                .find(": 5 tensors are not part of the Qwen2 model of " + (dir.path() / "unknown5").string() +
+                      "/config.json ('a.weight', 'b.weight', 'c.weight' and 2 more): dapo would leave them out"),
+            std::string::npos);
+  // An untied config with a tied model's weights lacks lm_head (as before);
+  // a tied config ignores a saved lm_head, and per-layer and model-wide
+  // inv_freq buffers.
+  const auto tied = test::tiny_config(true);
+  auto tied_tensors = test::tiny_hf_tensors(tied);
+  tied_tensors.push_back(test::make_hf_tensor("lm_head.weight", "BF16", {32, 16}));
+  tied_tensors.push_back(test::make_hf_tensor("model.layers.1.self_attn.rotary_emb.inv_freq", "F32", {2}));
+  tied_tensors.push_back(test::make_hf_tensor("model.rotary_emb.inv_freq", "F32", {2}));
+  test::write_hf_dir(dir.path() / "tied", test::tiny_config_json(true), tied_tensors, 2);
+  const ImportSummary s = import_hf((dir.path() / "tied").string(), out, world);
+  std::vector<std::string> ignored = s.ignored;
+  std::sort(ignored.begin(), ignored.end());
+  EXPECT_EQ(ignored, (std::vector<std::string>{"lm_head.weight", "model.layers.0.self_attn.rotary_emb.inv_freq",
+                                               "model.layers.1.self_attn.rotary_emb.inv_freq",
+                                               "model.rotary_emb.inv_freq"}));
+  // An inv_freq of a layer the config does not have is a layer too many.
+  fs::remove(out);
+  auto stray = test::tiny_hf_tensors(config);
+  stray.push_back(test::make_hf_tensor("model.layers.2.self_attn.rotary_emb.inv_freq", "F32", {2}));
+  EXPECT_NE(import_error("stray", json, stray).find("num_hidden_layers = 2 but "), std::string::npos);
 }
 
 // NaN or Inf in the weights: import-hf converts them with a warning naming

@@ -26,8 +26,9 @@ struct ImportSummary {
 // checkpoint `output` (checkpoint.h; written as `output`.partial, renamed
 // when complete). Every input is checked before the output is created: a
 // missing tensor, a shape that does not fit config.json or another dtype is
-// a UserError naming the file and tensor. A tied model's lm_head.weight, if
-// present, is ignored like other extra tensors (debug log). NaN or Inf in a
+// a UserError naming the file and tensor, and so is a tensor the model would
+// leave out (check_hf_weights): only rotary inv_freq buffers and a tied
+// model's lm_head.weight are ignored (debug log). NaN or Inf in a
 // parameter is imported as is, with a warning per tensor ("non-finite
 // values in tensor X of FILE"): loading the checkpoint to run or train it
 // (load_model_checkpoint) refuses it.
@@ -39,10 +40,17 @@ ImportSummary import_hf(const std::string& hf_dir, const std::string& output, co
 class SafetensorsSet;
 
 // Checks an HF directory's weights against its config.json before anything
-// is sized from the config: the layer count (check_layer_count), then every
-// parameter present with its shape and a dtype dapo reads (F32, BF16, F16).
-// UserError naming the file and tensor. Returns the parameters' element count.
-int64_t check_hf_weights(const SafetensorsSet& weights, const model::Qwen2Config& config, const std::string& hf_dir);
+// is sized from the config: the layer count (check_layer_count), no tensors
+// of layers beyond num_hidden_layers (a config saying too few layers), every
+// parameter present with its shape and a dtype dapo reads (F32, BF16, F16),
+// and no tensor that is not a parameter besides those Qwen2 saves carry and
+// dapo may leave out (rotary inv_freq buffers; lm_head.weight of a tied
+// model), which are appended to `ignored` if given. Nothing is dropped
+// silently: UserError naming the file, the tensors (the first few and a
+// count) and, for layers, num_hidden_layers. Returns the parameters'
+// element count.
+int64_t check_hf_weights(const SafetensorsSet& weights, const model::Qwen2Config& config, const std::string& hf_dir,
+                         std::vector<std::string>* ignored = nullptr);
 
 enum class ExportDtype { f32, bf16 };
 ExportDtype parse_export_dtype(const std::string& name);  // "f32"/"float32", "bf16"/"bfloat16"; UserError
