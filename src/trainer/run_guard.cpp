@@ -13,6 +13,7 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <regex>
 #include <thread>
 
 #include "dapo/core/error.h"
@@ -225,11 +226,42 @@ RunLock prepare_output_folders(const Config& config, const parallel::Grid& grid,
   return RunLock(config, grid);
 }
 
+std::vector<std::string> remove_stale_partials(const std::string& dir) {
+  static const std::regex partial_re(R"(((step_\d+|sft_final)\.h5|latest)\.partial)");
+  std::vector<std::string> removed;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (!std::regex_match(name, partial_re)) continue;
+    std::error_code sec;
+    const fs::file_status st = e.symlink_status(sec);
+    if (sec || !(fs::is_regular_file(st) || fs::is_symlink(st))) continue;  // a folder: not dapo's
+    uintmax_t bytes = fs::is_regular_file(st) ? e.file_size(sec) : 0;
+    if (sec) bytes = 0;
+    if (fs::remove(e.path(), sec))
+      removed.push_back(cat(printable(e.path().string()), " (", uint64_t(bytes), " bytes)"));
+    else if (sec)
+      DAPO_WARN("checkpoint: cannot remove the stale ", printable(e.path().string()), ": ", sec.message());
+  }
+  std::sort(removed.begin(), removed.end());
+  return removed;
+}
+
 void check_checkpoint_space(const Config& config, const parallel::Grid& grid, const model::Qwen2Config& model,
                             bool training) {
   std::string error;
   if (grid.world_rank() == 0) {
     try {
+      // Under the run's lock, so no other run is writing them: a save
+      // that a full disk or a kill interrupted left these, and they must
+      // not count against this run's room for a checkpoint.
+      const std::vector<std::string> removed = remove_stale_partials(config.checkpoint.dir);
+      if (!removed.empty()) {
+        std::string list;
+        for (const std::string& r : removed) list += (list.empty() ? "" : ", ") + r;
+        DAPO_INFO("checkpoint: removed the temporary file", removed.size() > 1 ? "s" : "",
+                  " of a save that did not finish: ", list);
+      }
       check_free_space(config, "checkpoint.dir", config.checkpoint.dir, checkpoint_bytes(model, training),
                        training ? "a training checkpoint (fp32 weights and both AdamW moments)"
                                 : "the model checkpoint (fp32 weights)");

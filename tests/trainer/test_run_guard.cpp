@@ -88,6 +88,45 @@ TEST(RunGuard, TooLittleSpaceNamesFreeAndNeededBytes) {
   EXPECT_NO_THROW(check_free_space(c, "checkpoint.dir", c.checkpoint.dir, 1, "a training checkpoint"));
 }
 
+// A save that a full disk interrupted leaves its .partial; the next start
+// (holding the lock) removes it, naming it, before it counts the free
+// space, so that a requeued job does not refuse itself. Only the temporary
+// files of dapo's own names go.
+TEST(RunGuard, StalePartialsOfASaveAreRemovedBeforeTheSpaceCheck) {
+  TempDir dir;
+  const Config c = folders(dir, "ck", "logs", "d");
+  fs::create_directories(dir.file("ck/step_00000009.h5.partial"));  // a folder: not dapo's file
+  dapo::test::write_text(dir.file("ck/step_00000004.h5.partial"), std::string(1000, 'x'));
+  dapo::test::write_text(dir.file("ck/notes.partial"), "the user's");
+  dapo::test::write_text(dir.file("ck/step_00000003.h5"), "a checkpoint");
+  dapo::test::write_text(dir.file("elsewhere"), "kept");
+  fs::create_symlink(dir.file("elsewhere"), dir.file("ck/latest.partial"));
+  const dapo::model::Qwen2Config mc =
+      dapo::model::load_qwen2_config(std::string(DAPO_SOURCE_DIR) + "/inputs/demo/model/config.json");
+  const dapo::parallel::Grid grid = dapo::parallel::make_grid(1);
+  testing::internal::CaptureStderr();
+  testing::internal::CaptureStdout();
+  check_checkpoint_space(c, grid, mc, true);
+  const std::string said = testing::internal::GetCapturedStdout() + testing::internal::GetCapturedStderr();
+  EXPECT_NE(said.find("checkpoint: removed the temporary files of a save that did not finish: " +
+                      dir.file("ck/latest.partial") + " (0 bytes), " + dir.file("ck/step_00000004.h5.partial") +
+                      " (1000 bytes)"),
+            std::string::npos)
+      << said;
+  EXPECT_FALSE(fs::exists(fs::symlink_status(dir.file("ck/latest.partial"))));
+  EXPECT_FALSE(fs::exists(dir.file("ck/step_00000004.h5.partial")));
+  EXPECT_TRUE(fs::exists(dir.file("elsewhere")));  // the link went, not its target
+  EXPECT_TRUE(fs::is_directory(dir.file("ck/step_00000009.h5.partial")));
+  EXPECT_TRUE(fs::exists(dir.file("ck/notes.partial")));
+  EXPECT_TRUE(fs::exists(dir.file("ck/step_00000003.h5")));
+  // Nothing left: no line.
+  testing::internal::CaptureStderr();
+  testing::internal::CaptureStdout();
+  check_checkpoint_space(c, grid, mc, true);
+  const std::string again = testing::internal::GetCapturedStdout() + testing::internal::GetCapturedStderr();
+  EXPECT_EQ(again.find("removed"), std::string::npos) << again;
+}
+
 TEST(RunGuard, CheckpointSizeCountsWeightsAndMoments) {
   const dapo::model::Qwen2Config mc =
       dapo::model::load_qwen2_config(std::string(DAPO_SOURCE_DIR) + "/inputs/demo/model/config.json");

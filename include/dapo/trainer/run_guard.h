@@ -11,7 +11,10 @@
 //     removed in each; a read-only file system or a permission problem is
 //     reported as what it is, naming the key and the folder.
 //   - space: checkpoint.dir must have room (statvfs, for this user) for one
-//     checkpoint of the run (checkpoint_bytes).
+//     checkpoint of the run (checkpoint_bytes), counted after the
+//     temporary files of a save that did not finish (step_*.h5.partial,
+//     sft_final.h5.partial, latest.partial: a disk that filled, a kill)
+//     are removed, with an info line naming them; under the run's lock.
 //   - one run per folder: RunLock holds an advisory lock (flock) on
 //     .dapo.lock in checkpoint.dir and in log.dir (one lock when they are
 //     the same folder) for the whole run; the file says which host, pid and
@@ -80,8 +83,14 @@ class RunLock {
 // RunLock; collective, errors on every rank alike.
 RunLock prepare_output_folders(const Config& config, const parallel::Grid& grid, bool dumps);
 
-// check_free_space of checkpoint.dir for one checkpoint of `model`
-// (`training`: with the AdamW moments) by world rank 0; collective.
+// Removes the stale .partial files of checkpoint saves in `dir` (see
+// above; a folder of such a name stays) and returns them, each with its
+// size: "PATH (N bytes)". Not collective; call it holding the RunLock.
+std::vector<std::string> remove_stale_partials(const std::string& dir);
+
+// remove_stale_partials, then check_free_space of checkpoint.dir for one
+// checkpoint of `model` (`training`: with the AdamW moments) by world rank
+// 0; collective. Call it holding the RunLock.
 void check_checkpoint_space(const Config& config, const parallel::Grid& grid, const model::Qwen2Config& model,
                             bool training);
 
