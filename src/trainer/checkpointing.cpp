@@ -40,18 +40,28 @@ std::vector<std::pair<int64_t, std::string>> checkpoints_in(const std::string& d
 // The candidates of resume = auto, in the order to try them. `latest` naming
 // a file that is gone (deleted by hand, or by an older dapo's pruning) is
 // reported: the run then resumes from an older step than the user expects.
-std::vector<std::string> auto_candidates(const std::string& dir, bool report) {
+// `latest` names a file of its own folder (dapo writes a plain name): a
+// path (`../../other/ck/step_00000004.h5`, an absolute one) would resume
+// from, and prune beside, another run's checkpoints, so it is refused
+// (UserError), its bytes escaped.
+std::vector<std::string> auto_candidates(const Config& config, bool report) {
+  const std::string& dir = config.checkpoint.dir;
   std::vector<std::string> out;
   const std::string latest_path = (fs::path(dir) / "latest").string();
   std::ifstream latest(latest_path);
   std::string name;
   if (latest && std::getline(latest, name) && !name.empty()) {
+    if (name.find('/') != std::string::npos || name == "." || name == ".." || name.find('\0') != std::string::npos)
+      throw UserError(cat(config.origin_of("checkpoint.dir"), ": checkpoint.dir: ", latest_path, " names '",
+                          printable(name), "', not a file in ", dir,
+                          " (latest holds a plain file name such as step_00000004.h5); write the name of one of ",
+                          dir, "'s step_*.h5 files into it, or delete it to resume from the newest of them"));
     const std::string path = (fs::path(dir) / name).string();
     if (fs::exists(path))
       out.push_back(path);
     else if (report)
-      DAPO_WARN("resume: ", latest_path, " names ", path, ", which does not exist; trying the newest step_*.h5 "
-                "instead");
+      DAPO_WARN("resume: ", latest_path, " names ", printable(path),
+                ", which does not exist; trying the newest step_*.h5 instead");
   }
   for (const auto& [step, path] : checkpoints_in(dir))
     if (std::find(out.begin(), out.end(), path) == out.end()) out.push_back(path);
@@ -142,7 +152,14 @@ std::optional<ResumePoint> resume_training(const Config& config, const parallel:
   }
   // Every rank lists the directory; rank 0's list is the one tried, so a
   // file system that shows ranks different views cannot split them.
-  std::vector<std::string> candidates = auto_candidates(config.checkpoint.dir, grid.world_rank() == 0);
+  std::vector<std::string> candidates;
+  std::string error;
+  try {
+    candidates = auto_candidates(config, grid.world_rank() == 0);
+  } catch (const UserError& e) {
+    error = e.what();
+  }
+  io::agree_on_error(grid.world, error);
   std::vector<int64_t> count{int64_t(candidates.size())};
   grid.world.all_reduce_i64(count, parallel::ReduceOp::min);
   std::vector<std::string> failures;

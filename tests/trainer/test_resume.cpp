@@ -183,6 +183,21 @@ TEST(Resume, PruningNeverDeletesThisRunsNewestCheckpoint) {
       << latest_warning;
   ASSERT_TRUE(q.has_value());
   EXPECT_EQ(q->step, 50);
+
+  // `latest` naming a path, inside or outside checkpoint.dir: refused, its
+  // bytes escaped (an ESC must not reach the terminal), nothing loaded.
+  for (const std::string& name : std::vector<std::string>{"../../other/ck/step_00000050.h5\x1b[2J", dir.file("ck/step_00000050.h5"), ".."}) {
+    test::write_text(dir.file("ck/latest"), name + "\n");
+    try {
+      resume_training(c, grid, resumed.trainer.params(), resumed.trainer.optimizer());
+      ADD_FAILURE() << "latest = " << name << " was accepted";
+    } catch (const UserError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("checkpoint.dir: " + dir.file("ck/latest") + " names '"), std::string::npos) << what;
+      EXPECT_NE(what.find("', not a file in " + dir.file("ck")), std::string::npos) << what;
+      EXPECT_EQ(what.find('\x1b'), std::string::npos) << what;
+    }
+  }
 }
 
 }  // namespace
