@@ -1,4 +1,5 @@
-// SIGUSR1/SIGTERM recorded by a handler, agreed on at step boundaries.
+// SIGUSR1/SIGTERM/SIGINT/SIGHUP recorded by a handler, agreed on at step
+// boundaries.
 #include "dapo/trainer/stop_signals.h"
 
 #include <dlfcn.h>
@@ -17,13 +18,31 @@ namespace {
 // async-signal-safe.
 std::atomic<int> g_signal{0};
 std::atomic<bool> g_installed{false};
+// SIGINT and SIGHUP that the process started with ignored (nohup, a
+// background job of a script): they stay ignored, as the shell's convention
+// is. Bit `sig` set; -1 until the first StopSignals looks (once per process:
+// the destructor leaves every stop signal ignored, which a later instance,
+// in a test, must not take for the launcher's choice).
+std::atomic<int> g_left_ignored{-1};
 
 void on_signal(int sig) {
   int none = 0;
   g_signal.compare_exchange_strong(none, sig);  // keep the first
 }
 
-constexpr int kStopSignals[] = {SIGUSR1, SIGTERM};
+constexpr int kStopSignals[] = {SIGUSR1, SIGTERM, SIGINT, SIGHUP};
+
+bool handled(int sig) { return !(g_left_ignored.load() & (1 << sig)); }
+
+int ignored_at_start() {
+  int mask = 0;
+  for (const int sig : {SIGINT, SIGHUP}) {
+    struct sigaction now = {};
+    if (sigaction(sig, nullptr, &now) == 0 && !(now.sa_flags & SA_SIGINFO) && now.sa_handler == SIG_IGN)
+      mask |= 1 << sig;
+  }
+  return mask;
+}
 
 void install(int sig) {
   struct sigaction sa = {};
@@ -40,7 +59,8 @@ void install(int sig) {
 void unblock_on_this_thread() {
   sigset_t stop;
   sigemptyset(&stop);
-  for (const int sig : kStopSignals) sigaddset(&stop, sig);
+  for (const int sig : kStopSignals)
+    if (handled(sig)) sigaddset(&stop, sig);
   DAPO_CHECK(pthread_sigmask(SIG_UNBLOCK, &stop, nullptr) == 0, "pthread_sigmask(SIG_UNBLOCK)");
 }
 
@@ -65,7 +85,10 @@ std::string disposition(const struct sigaction& sa) {
 StopSignals::StopSignals() {
   DAPO_CHECK(!g_installed.exchange(true), "StopSignals installed twice");
   g_signal.store(0);
-  for (const int sig : kStopSignals) install(sig);
+  int unset = -1;
+  g_left_ignored.compare_exchange_strong(unset, ignored_at_start());
+  for (const int sig : kStopSignals)
+    if (handled(sig)) install(sig);
   // On the main thread before MPI, CUDA or NCCL start theirs, which
   // inherit this mask.
   unblock_on_this_thread();
@@ -83,6 +106,7 @@ int StopSignals::pending() const { return g_signal.load(); }
 
 void StopSignals::reclaim() const {
   for (const int sig : kStopSignals) {
+    if (!handled(sig)) continue;
     struct sigaction now = {};
     if (sigaction(sig, nullptr, &now) != 0) continue;
     if (!(now.sa_flags & SA_SIGINFO) && now.sa_handler == &on_signal) continue;
@@ -103,6 +127,8 @@ const char* stop_signal_name(int sig) {
   switch (sig) {
     case SIGUSR1: return "SIGUSR1";
     case SIGTERM: return "SIGTERM";
+    case SIGINT: return "SIGINT";
+    case SIGHUP: return "SIGHUP";
     default: return "a signal";
   }
 }

@@ -1,10 +1,12 @@
-// StopSignals: the first SIGUSR1/SIGTERM is recorded for the step boundary,
+// StopSignals: the first SIGUSR1/SIGTERM/SIGINT/SIGHUP is recorded for the
+// step boundary (a SIGINT or SIGHUP ignored from the start stays ignored),
 // also when whoever started the process left those signals blocked (a
 // blocked signal never reaches a handler, and the mask survives exec), and
 // after a library replaced the handler (reclaim, at every step boundary).
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "dapo/trainer/stop_signals.h"
@@ -29,6 +31,46 @@ TEST(StopSignals, RecordsTheFirstSignal) {
   ASSERT_EQ(raise(SIGTERM), 0);
   EXPECT_EQ(signals.pending(), SIGUSR1);
   EXPECT_STREQ(stop_signal_name(signals.pending()), "SIGUSR1");
+}
+
+// Ctrl-C and a closed terminal stop the run as SIGTERM does: recorded, the
+// process goes on to the step boundary. In a fresh process each (the
+// "threadsafe" death test re-runs the binary): the dispositions at the
+// first StopSignals of a process are what counts, and a test binary run in
+// the background of a script starts with SIGINT ignored.
+TEST(StopSignals, RecordsSigintAndSighup) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  for (const int sig : {SIGINT, SIGHUP})
+    EXPECT_EXIT(
+        {
+          signal(SIGINT, SIG_DFL);
+          signal(SIGHUP, SIG_DFL);
+          const StopSignals signals;
+          raise(sig);
+          raise(SIGTERM);
+          std::exit(signals.pending() == sig ? 0 : 1);
+        },
+        testing::ExitedWithCode(0), "^$")
+        << stop_signal_name(sig);
+  EXPECT_STREQ(stop_signal_name(SIGINT), "SIGINT");
+  EXPECT_STREQ(stop_signal_name(SIGHUP), "SIGHUP");
+}
+
+// `nohup dapo train` (SIGHUP ignored from the start) keeps surviving a
+// closed terminal, and reclaim does not call that a library's doing.
+TEST(StopSignals, LeavesAnIgnoredSighupIgnored) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        signal(SIGHUP, SIG_IGN);
+        const StopSignals signals;
+        signals.reclaim();  // silent: would warn "SIGHUP went to ignored" (the "^$" below)
+        raise(SIGHUP);
+        if (signals.pending() != 0) std::exit(1);
+        raise(SIGTERM);
+        std::exit(signals.pending() == SIGTERM ? 0 : 2);
+      },
+      testing::ExitedWithCode(0), "^$");
 }
 
 TEST(StopSignals, SeesSignalsThatTheLauncherLeftBlocked) {

@@ -34,7 +34,7 @@ struct TrainSummary {
   std::string resumed_from;            // the checkpoint resumed from; empty: a fresh start
   int64_t first_step = 0;              // steps done before this run (the resumed checkpoint's step)
   int64_t steps = 0;                   // steps done at the end
-  int stop_signal = 0;                 // SIGUSR1/SIGTERM that stopped the run early (checkpoint saved); 0: none
+  int stop_signal = 0;                 // SIGUSR1/SIGTERM/SIGINT/SIGHUP that stopped the run early (checkpoint saved); 0: none
   double first_acc = 0, last_acc = 0;  // gen/acc/mean of this run's first and last step
   bool validated = false;              // data.val_files given: val_* below are set
   int64_t val_k = 0;
