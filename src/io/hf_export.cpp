@@ -1,7 +1,13 @@
 // `dapo export-hf`: a checkpoint's /model tensors -> config.json +
 // model.safetensors that HF transformers loads; rank 0 streams tensor by
 // tensor.
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 
 #include "dapo/core/bf16.h"
@@ -11,6 +17,7 @@
 #include "dapo/io/file_sync.h"
 #include "dapo/io/hf_convert.h"
 #include "dapo/io/safetensors.h"
+#include "dapo/io/tensor_digest.h"
 
 namespace dapo::io {
 
@@ -45,11 +52,10 @@ void refuse_used_folder(const fs::path& dir) {
                       "); export-hf writes into a new or empty folder only: name a new folder, or empty this one"));
 }
 
-void write_model_dir(const CheckpointReader& reader, const fs::path& dir, ExportDtype dtype) {
-  refuse_used_folder(dir);
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec || !fs::is_directory(dir)) throw UserError(cat(dir.string(), ": cannot create the directory: ", ec.message()));
+// config.json and model.safetensors into the new folder `dir`. Each tensor
+// read is checked against the digest the checkpoint stores, so a damaged
+// checkpoint fails here rather than exporting wrong weights.
+void write_model_files(const CheckpointReader& reader, const fs::path& dir, ExportDtype dtype) {
   model::Qwen2Config config = reader.info().model;
   config.torch_dtype = dtype == ExportDtype::bf16 ? "bfloat16" : "float32";
   write_output_file((dir / "config.json").string(), model::qwen2_config_to_json(config), "model configuration");
@@ -64,7 +70,12 @@ void write_model_dir(const CheckpointReader& reader, const fs::path& dir, Export
     int64_t n = 1;
     for (const int64_t d : spec.shape) n *= d;
     f32.resize(size_t(n));
-    reader.read_model(spec.name, Hyperslab::whole(spec.shape), f32.data());
+    const Hyperslab whole = Hyperslab::whole(spec.shape);
+    reader.read_model(spec.name, whole, f32.data());
+    uint64_t stored = 0;
+    if (reader.stored_digest(model_dataset(spec.name), &stored) && stored != slab_digest(spec.shape, whole, f32.data()))
+      throw UserError(cat(reader.path(), ": tensor ", model_dataset(spec.name),
+                          " does not match its stored digest (the file is damaged)"));
     if (dtype == ExportDtype::bf16) {
       half.resize(size_t(n));
       for (int64_t i = 0; i < n; ++i) half[size_t(i)] = to_bf16(f32[size_t(i)]);
@@ -74,6 +85,50 @@ void write_model_dir(const CheckpointReader& reader, const fs::path& dir, Export
     }
   }
   writer.finish();
+}
+
+// The export is written into a fresh sibling folder OUT.partial-<pid>
+// (created exclusively) and renamed over `out` (new, or an empty folder)
+// only when every file is written and synced: a failure half-way (a damaged
+// checkpoint, a full disk) removes the temporary folder and leaves `out` as
+// it was, never a config.json without its weights.
+void write_model_dir(const CheckpointReader& reader, const fs::path& out, ExportDtype dtype) {
+  refuse_used_folder(out);
+  fs::path target = output_target(out.string());  // a symlink to an empty folder: that folder
+  if (!target.has_filename()) target = target.parent_path();  // "out/"
+  std::error_code ec;
+  if (fs::exists(fs::symlink_status(target, ec)) && !fs::is_directory(fs::symlink_status(target, ec)))
+    throw UserError(cat(out.string(), ": cannot create the directory: it exists and is not a folder"));
+  const fs::path parent = target.parent_path().empty() ? fs::path(".") : target.parent_path();
+  std::vector<fs::path> created;  // missing ancestors, deepest first: removed again on failure
+  for (fs::path p = parent; !p.empty() && !fs::exists(fs::symlink_status(p, ec)); p = p.parent_path()) {
+    created.push_back(p);
+    if (p == p.parent_path()) break;
+  }
+  fs::create_directories(parent, ec);
+  if (ec || !fs::is_directory(parent))
+    throw UserError(cat(out.string(), ": cannot create the directory: ", ec ? ec.message() : "not a folder"));
+  const fs::path temp = parent / cat(target.filename().string(), ".partial-", long(::getpid()));
+  if (::mkdir(temp.c_str(), 0777) != 0) {
+    const int err = errno;
+    for (const fs::path& p : created) fs::remove(p, ec);
+    throw UserError(cat(temp.string(), ": cannot create the temporary folder of the export: ", std::strerror(err)));
+  }
+  try {
+    write_model_files(reader, temp, dtype);
+    sync_path(temp.string(), true);
+    if (::rename(temp.c_str(), target.c_str()) != 0) {
+      const int err = errno;
+      throw UserError(cat(out.string(), ": cannot move the export into place from ", temp.string(), ": ",
+                          std::strerror(err),
+                          err == ENOTEMPTY || err == EEXIST ? " (the folder was written to meanwhile)" : ""));
+    }
+    sync_path(parent.string(), true);
+  } catch (...) {
+    fs::remove_all(temp, ec);
+    for (const fs::path& p : created) fs::remove(p, ec);  // only if still empty
+    throw;
+  }
 }
 
 }  // namespace

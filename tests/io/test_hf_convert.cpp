@@ -348,6 +348,65 @@ TEST(ExportHf, BadCheckpointsAndOutputs) {
             std::string::npos);
 }
 
+// A damaged checkpoint fails the export half-way: nothing of it is left,
+// neither OUT/config.json without weights nor the temporary folder, and an
+// empty OUT folder stays as it was. A good export over an empty folder, and
+// into a folder under new parents, then succeeds.
+TEST(ExportHf, AFailedExportLeavesNothingBehind) {
+  TempDir dir;
+  const parallel::Comm world = parallel::Comm::world();
+  const auto config = test::tiny_config(false);
+  test::write_hf_dir(dir.path() / "hf", test::tiny_config_json(false), test::tiny_hf_tensors(config));
+  import_hf((dir.path() / "hf").string(), dir.file("good.h5"), world);
+  // One value changed through HDF5 in the last tensor: config.json and most
+  // tensors are written before the export notices.
+  fs::copy_file(dir.file("good.h5"), dir.file("edited.h5"));
+  {
+    H5File f = H5File::open(dir.file("edited.h5"), world, H5Access::read_write);
+    const float x = 12345.0f;
+    f.write(model_dataset("lm_head.weight"), Hyperslab{{31, 15}, {1, 1}}, &x);
+  }
+  auto entries = [&] {
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(dir.path())) names.push_back(e.path().filename().string());
+    std::sort(names.begin(), names.end());
+    return names;
+  };
+  const std::vector<std::string> before = entries();
+  EXPECT_EQ(error_of([&] { export_hf(dir.file("edited.h5"), dir.file("out"), ExportDtype::f32, world); }),
+            dir.file("edited.h5") + ": tensor /model/lm_head.weight does not match its stored digest (the file is "
+                                    "damaged)");
+  EXPECT_EQ(entries(), before);  // no out, no out.partial-PID
+  EXPECT_EQ(error_of([&] { export_hf(dir.file("edited.h5"), dir.file("new/parents/out"), ExportDtype::bf16, world); }),
+            dir.file("edited.h5") + ": tensor /model/lm_head.weight does not match its stored digest (the file is "
+                                    "damaged)");
+  EXPECT_EQ(entries(), before);  // the parents made for it are gone too
+  fs::create_directory(dir.path() / "empty");
+  const std::vector<std::string> with_empty = entries();
+  EXPECT_NE(error_of([&] { export_hf(dir.file("edited.h5"), dir.file("empty"), ExportDtype::f32, world); }), "");
+  EXPECT_EQ(entries(), with_empty);
+  EXPECT_TRUE(fs::is_empty(dir.path() / "empty"));
+  // A stale temporary folder of the same name is never written into.
+  const std::string stale = dir.file("empty.partial-" + std::to_string(::getpid()));
+  fs::create_directory(stale);
+  test::write_text(stale + "/keep", "x");
+  EXPECT_EQ(error_of([&] { export_hf(dir.file("good.h5"), dir.file("empty"), ExportDtype::f32, world); }),
+            stale + ": cannot create the temporary folder of the export: File exists");
+  EXPECT_EQ(test::read_text(stale + "/keep"), "x");
+  fs::remove_all(stale);
+  export_hf(dir.file("good.h5"), dir.file("empty"), ExportDtype::f32, world);
+  export_hf(dir.file("good.h5"), dir.file("new/parents/out/"), ExportDtype::f32, world);
+  for (const std::string out : {"empty", "new/parents/out"}) {
+    EXPECT_TRUE(fs::exists(dir.file(out + "/config.json"))) << out;
+    EXPECT_EQ(SafetensorsFile(dir.file(out + "/model.safetensors")).info("lm_head.weight").shape,
+              (std::vector<int64_t>{32, 16}));
+  }
+  std::vector<std::string> after = with_empty;
+  after.push_back("new");
+  std::sort(after.begin(), after.end());
+  EXPECT_EQ(entries(), after);
+}
+
 // An existing folder must be empty: an older sharded model there would
 // survive beside the new files (its index wins when loaded).
 TEST(ExportHf, ANonEmptyFolderIsRefusedAndLeftAlone) {

@@ -65,10 +65,13 @@ struct ExportSummary {
 // `out_dir`/model.safetensors (metadata format "pt"; bf16 rounded to
 // nearest even) from the checkpoint's /model tensors: a directory HF
 // transformers loads with from_pretrained. A tied model gets no lm_head.
-// Creates `out_dir` if needed; an existing `out_dir` must be empty (UserError
-// naming what it holds otherwise: an older export or a sharded model there
-// would mix with the new files). Each file is written to .partial, then
-// renamed. Collective over `comm` (the
+// An existing `out_dir` must be empty (UserError naming what it holds
+// otherwise: an older export or a sharded model there would mix with the
+// new files). Atomic: the files are written into a fresh sibling folder
+// `out_dir`.partial-<pid>, synced, and that folder is renamed to `out_dir`
+// (missing parent folders are created); on any failure (a tensor that does
+// not match the checkpoint's stored digest, a full disk) it is removed and
+// `out_dir` is left as it was. Collective over `comm` (the
 // checkpoint is opened by all ranks); rank 0 does the work. Errors are
 // raised on every rank alike.
 ExportSummary export_hf(const std::string& checkpoint, const std::string& out_dir, ExportDtype dtype,
