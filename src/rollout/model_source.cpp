@@ -3,6 +3,7 @@
 #include "dapo/rollout/model_source.h"
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 
 #include "dapo/core/error.h"
@@ -126,9 +127,43 @@ void check_positions(int64_t prompt_tokens, int64_t max_response_length, const m
                       ": lower rollout.max_response_length or data.max_prompt_length"));
 }
 
+std::string vocab_fit_note(const data::Tokenizer& tokenizer, const model::Qwen2Config& config, bool* warning) {
+  const int64_t model_vocab = config.vocab_size, tok_vocab = tokenizer.vocab_size();
+  if (warning) *warning = false;
+  if (model_vocab <= tok_vocab) return "";
+  const int64_t extra = model_vocab - tok_vocab;
+  // Qwen2.5 and Qwen3 pad their embedding to 151,936 (152,064 from 7B on)
+  // rows for a tokenizer of 151,665 or 151,669 ids: 271 to 399 rows that
+  // no text maps to, by design. Padding is rounding a row count up to a
+  // multiple of 64 (or more) with fewer than 1,024 spare rows; anything
+  // more suggests a tokenizer that belongs to another model.
+  const bool padding = model_vocab % 64 == 0 && extra < kVocabPaddingRows;
+  if (warning) *warning = !padding;
+  if (padding)
+    return cat("model: vocab_size = ", model_vocab, " rows, the tokenizer ", tokenizer.source(), " has ", tok_vocab,
+               " ids: the ", extra, " extra rows (ids ", tok_vocab, "..", model_vocab - 1,
+               ") are the embedding's padding, as Qwen ships it; a sampled one would decode to nothing");
+  return cat("model: vocab_size = ", model_vocab, " but the tokenizer ", tokenizer.source(), " has only ", tok_vocab,
+             " ids: ", extra, " ids (", tok_vocab, "..", model_vocab - 1,
+             ") decode to nothing, more than an embedding's padding; does the tokenizer belong to this model?");
+}
+
 std::vector<int32_t> response_eos_ids(const data::Tokenizer* tokenizer, const model::Qwen2Config& config) {
   std::vector<int32_t> ids;
-  if (tokenizer) ids = data::eos_token_ids(*tokenizer);
+  if (tokenizer) {
+    // Where the sampler's vocabulary meets the tokenizer's: said once per
+    // process (generate, train, eval all come through here at load).
+    static std::atomic<bool> said{false};
+    bool warning = false;
+    const std::string note = vocab_fit_note(*tokenizer, config, &warning);
+    if (!note.empty() && !said.exchange(true)) {
+      if (warning)
+        DAPO_WARN(note);
+      else
+        DAPO_INFO(note);
+    }
+    ids = data::eos_token_ids(*tokenizer);
+  }
   for (const int64_t id : config.eos_token_ids)
     if (id >= 0 && id < config.vocab_size && std::find(ids.begin(), ids.end(), int32_t(id)) == ids.end())
       ids.push_back(int32_t(id));

@@ -36,7 +36,21 @@ ModelSource resolve_model_source(const std::string& checkpoint, const ModelConfi
 // The ids that end a response: the tokenizer's chat markers
 // (data::eos_token_ids; none without a tokenizer), then the model's
 // config.json eos_token_id(s), without repeats.
+// Also says, once per process, how the model's vocabulary fits the
+// tokenizer's (vocab_fit_note): generate, train and eval all call it when
+// they load the model and tokenizer.
 std::vector<int32_t> response_eos_ids(const data::Tokenizer* tokenizer, const model::Qwen2Config& config);
+
+// A model with more embedding rows (config vocab_size) than the tokenizer
+// has ids samples ids that decode to nothing. Qwen pads its embedding so
+// (151,936 rows for 151,665 ids): padding, a row count that is a multiple
+// of 64 with fewer than kVocabPaddingRows spare rows, gets an information
+// line ("... are the embedding's padding, as Qwen ships it ..."); more
+// spare rows get a warning (`*warning` set) asking whether the tokenizer
+// belongs to the model. Both name both sizes. "" when the tokenizer covers
+// the model's ids.
+inline constexpr int64_t kVocabPaddingRows = 1024;
+std::string vocab_fit_note(const data::Tokenizer& tokenizer, const model::Qwen2Config& config, bool* warning);
 
 // The store lives on `device` (ordered on `stream`, the rank's GPU stream, for a GPU).
 std::unique_ptr<model::ParamStore> load_model_params(const ModelSource& source, const parallel::Grid& grid,
