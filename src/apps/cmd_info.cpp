@@ -94,7 +94,10 @@ int run_info(const Invocation& inv) {
       std::string where = "80 GiB assumed: no GPU here; set --gpu-gib";
       if (inv.options.count("gpu-gib")) {
         const double g = inv.options["gpu-gib"].as<double>();
-        if (!(g > 0 && g < 1e6)) throw UserError(cat("--gpu-gib ", g, ": must be a positive number of GiB"));
+        // 1e6 GiB (a petabyte) is far beyond any GPU, and keeps the byte count exact.
+        if (!(g > 0 && g < 1e6))
+          throw UserError(cat("command line: --gpu-gib ", g, ": must be more than 0 and less than 1000000 GiB (one "
+                              "GPU's memory, e.g. 80 or 141)"));
         total = size_t(g * double(size_t(1) << 30));
         where = "--gpu-gib";
       } else if (cuda_available()) {
@@ -105,9 +108,13 @@ int run_info(const Invocation& inv) {
       int64_t tp = grid.tp_size, dp = grid.dp_size;
       if (planned_ranks) {
         const int64_t ranks = inv.options["ranks"].as<int64_t>();
+        constexpr int64_t kMaxRanks = int64_t(1) << 20;  // far beyond any launch; ranks are 32-bit in MPI
+        if (ranks > kMaxRanks)
+          throw UserError(cat("command line: --ranks ", ranks, ": is more than ", kMaxRanks,
+                              ", the most dapo plans for; give the number of GPUs of the launch"));
         tp = config.parallel.tp;
         if (ranks < 1 || ranks % tp != 0)
-          throw UserError(cat("--ranks ", ranks, ": must be a positive multiple of parallel.tp = ", tp, " (",
+          throw UserError(cat("command line: --ranks ", ranks, ": must be a positive multiple of parallel.tp = ", tp, " (",
                               config.origin_of("parallel.tp"), ")"));
         dp = ranks / tp;
       }

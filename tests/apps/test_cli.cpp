@@ -61,6 +61,19 @@ TEST(Cli, InfoPrintsTheMemoryPlanOfAPlannedLaunch) {
   r = info("12", "80", "");
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find("--ranks 12: must be a positive multiple of parallel.tp = 8"), std::string::npos) << r.output;
+  // A rank count past any launch is refused by name, not wrapped to a negative dp.
+  r = info("17179869184", "80", "");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("command line: --ranks 17179869184: is more than 1048576"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("-2147483648"), std::string::npos) << r.output;
+  r = info("1048576", "80", "");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("tp 8 x dp 131072"), std::string::npos) << r.output;
+  r = info("128", "1e6", "");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("command line: --gpu-gib 1e+06: must be more than 0 and less than 1000000 GiB"),
+            std::string::npos)
+      << r.output;
 }
 
 TEST(Cli, InspectOfAMissingFileFails) {
