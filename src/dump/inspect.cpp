@@ -56,24 +56,41 @@ std::string outcome_counts(const RolloutDump& d) {
   return s;
 }
 
+// The finite scores as their values (at most 10 distinct) or 10 bins; NaN
+// and infinities (a reward function gone wrong) on lines of their own after
+// them - a NaN key in the map would swallow every other score. Percentages
+// are of all scores.
 std::string score_histogram(const std::vector<double>& scores) {
   std::string out = "score histogram:\n";
   const int64_t total = int64_t(scores.size());
   std::map<double, int64_t> distinct;
-  for (const double s : scores) ++distinct[s];
+  int64_t nan = 0, pos_inf = 0, neg_inf = 0;
+  for (const double s : scores) {
+    if (std::isnan(s)) ++nan;
+    else if (std::isinf(s)) ++(s > 0 ? pos_inf : neg_inf);
+    else ++distinct[s];
+  }
+  auto non_finite = [&] {
+    for (const auto& [name, count] : {std::pair<const char*, int64_t>{"nan", nan}, {"inf", pos_inf}, {"-inf", neg_inf}})
+      if (count > 0)
+        out += fmt("  %s (not a finite score): %lld (%s)\n", name, static_cast<long long>(count),
+                   percent(count, total).c_str());
+    return out;
+  };
   if (distinct.size() <= 10) {
     for (const auto& [value, count] : distinct)
       out += fmt("  %g: %lld (%s)\n", value, static_cast<long long>(count), percent(count, total).c_str());
-    return out;
+    return non_finite();
   }
   const double lo = distinct.begin()->first, hi = distinct.rbegin()->first;
   const double width = (hi - lo) / 10;
   int64_t bins[10] = {};
-  for (const double s : scores) ++bins[std::min<size_t>(size_t((s - lo) / width), 9)];
+  for (const double s : scores)
+    if (std::isfinite(s)) ++bins[std::min<size_t>(size_t((s - lo) / width), 9)];
   for (int i = 0; i < 10; ++i)
     out += fmt("  [%g, %g%s: %lld (%s)\n", lo + i * width, i == 9 ? hi : lo + (i + 1) * width, i == 9 ? "]" : ")",
                static_cast<long long>(bins[i]), percent(bins[i], total).c_str());
-  return out;
+  return non_finite();
 }
 
 // The shortest decimal that reads back as the same float (JSON readers
@@ -128,6 +145,7 @@ std::string dump_summary(const RolloutDump& d) {
 
   int64_t responses = 0, trained_responses = 0;
   double acc = 0, trained_acc = 0, score = 0, reward = 0;
+  int64_t finite_scores = 0;
   double reward_min = INFINITY, reward_max = -INFINITY;
   std::vector<int64_t> lengths;
   std::vector<double> scores;
@@ -143,7 +161,7 @@ std::string dump_summary(const RolloutDump& d) {
         ++trained_responses;
         trained_acc += g.acc[K];
       }
-      score += g.score[K];
+      if (std::isfinite(g.score[K])) score += g.score[K], ++finite_scores;
       reward += g.reward[K];
       reward_min = std::min(reward_min, g.reward[K]);
       reward_max = std::max(reward_max, g.reward[K]);
@@ -160,8 +178,12 @@ std::string dump_summary(const RolloutDump& d) {
   if (responses == 0) return out;
   out += fmt("accuracy: %s (all), %s (trained)\n", mean4(acc, responses).c_str(),
              mean4(trained_acc, trained_responses).c_str());
-  out += fmt("score: mean %s; reward: mean %s, min %.4f, max %.4f\n", mean4(score, responses).c_str(),
-             mean4(reward, responses).c_str(), reward_min, reward_max);
+  const std::string left_out = finite_scores == responses
+                                   ? std::string()
+                                   : fmt(" (of the finite ones; %lld not finite)",
+                                         static_cast<long long>(responses - finite_scores));
+  out += fmt("score: mean %s%s; reward: mean %s, min %.4f, max %.4f\n", mean4(score, finite_scores).c_str(),
+             left_out.c_str(), mean4(reward, responses).c_str(), reward_min, reward_max);
   std::sort(lengths.begin(), lengths.end());
   int64_t total_length = 0;
   for (const int64_t l : lengths) total_length += l;

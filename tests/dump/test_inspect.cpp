@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdlib>
+
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -92,6 +95,29 @@ data sources (responses, accuracy):
   math: 4, 0.5000
 )");
   EXPECT_EQ(generation_order(d), (std::vector<size_t>{2, 0, 1}));  // file order: A, C (trained), B
+}
+
+// One NaN score (a reward function gone wrong) is a line of its own; the
+// other scores keep their counts, and the mean is of the finite ones.
+TEST(Inspect, NonFiniteScoresAreCountedApart) {
+  TempDir dir;
+  RolloutDump d = read_rollout_dump(write_known_dump(dir));
+  const int ones_changed = (d.groups[0].group.score[0] == 1) + (d.groups[1].group.score[0] == 1);
+  d.groups[0].group.score[0] = std::nan("");
+  d.groups[1].group.score[0] = -INFINITY;
+  const std::string s = dump_summary(d);
+  EXPECT_NE(s.find("  nan (not a finite score): 1 (16.7%)\n"), std::string::npos) << s;
+  EXPECT_NE(s.find("  -inf (not a finite score): 1 (16.7%)\n"), std::string::npos) << s;
+  EXPECT_EQ(s.find("nan: 6"), std::string::npos) << s;
+  EXPECT_EQ(s.find("100.0%)\n"), std::string::npos) << s;
+  EXPECT_NE(s.find("(of the finite ones; 2 not finite)"), std::string::npos) << s;
+  // Of -1 x2 and 1 x4, two are gone: the others' counts add up to 4.
+  const size_t minus = s.find("  -1: "), plus = s.find("  1: ");
+  ASSERT_NE(plus, std::string::npos) << s;
+  const long long n_minus = minus == std::string::npos ? 0 : std::atoll(s.c_str() + minus + 6);
+  const long long n_plus = std::atoll(s.c_str() + plus + 5);
+  EXPECT_EQ(n_minus + n_plus, 4) << s;
+  EXPECT_EQ(n_plus, 4 - ones_changed) << s;
 }
 
 TEST(Inspect, SamplesRoundRobinOverGroups) {
