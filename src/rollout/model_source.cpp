@@ -135,9 +135,9 @@ std::string vocab_fit_note(const data::Tokenizer& tokenizer, const model::Qwen2C
   // Qwen2.5 and Qwen3 pad their embedding to 151,936 (152,064 from 7B on)
   // rows for a tokenizer of 151,665 or 151,669 ids: 271 to 399 rows that
   // no text maps to, by design. Padding is rounding a row count up to a
-  // multiple of 64 (or more) with fewer than 1,024 spare rows; anything
+  // multiple of 32 (Qwen: of 128) with fewer than 1,024 spare rows; anything
   // more suggests a tokenizer that belongs to another model.
-  const bool padding = model_vocab % 64 == 0 && extra < kVocabPaddingRows;
+  const bool padding = model_vocab % 32 == 0 && extra < kVocabPaddingRows;
   if (warning) *warning = !padding;
   if (padding)
     return cat("model: vocab_size = ", model_vocab, " rows, the tokenizer ", tokenizer.source(), " has ", tok_vocab,

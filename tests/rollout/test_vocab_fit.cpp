@@ -29,7 +29,7 @@ TEST(VocabFit, PaddingIsInformationAMismatchAWarning) {
   EXPECT_EQ(note(281, &warning), "");
   EXPECT_FALSE(warning);
   EXPECT_EQ(note(96, &warning), "");  // the tokenizer's extra ids are refused where prompts are encoded
-  // 320 = 5 * 64 rows for 281 ids, as Qwen's 151,936 for 151,665.
+  // 320 = 10 * 32 rows for 281 ids, as Qwen's 151,936 for 151,665.
   EXPECT_EQ(note(320, &warning), "model: vocab_size = 320 rows, the tokenizer " + t.source() +
                                      " has 281 ids: the 39 extra rows (ids 281..319) are the embedding's padding, as "
                                      "Qwen ships it; a sampled one would decode to nothing");

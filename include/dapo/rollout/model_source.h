@@ -44,7 +44,7 @@ std::vector<int32_t> response_eos_ids(const data::Tokenizer* tokenizer, const mo
 // A model with more embedding rows (config vocab_size) than the tokenizer
 // has ids samples ids that decode to nothing. Qwen pads its embedding so
 // (151,936 rows for 151,665 ids): padding, a row count that is a multiple
-// of 64 with fewer than kVocabPaddingRows spare rows, gets an information
+// of 32 with fewer than kVocabPaddingRows spare rows, gets an information
 // line ("... are the embedding's padding, as Qwen ships it ..."); more
 // spare rows get a warning (`*warning` set) asking whether the tokenizer
 // belongs to the model. Both name both sizes. "" when the tokenizer covers
