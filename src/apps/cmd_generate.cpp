@@ -47,7 +47,7 @@ int run_generate(const Invocation& inv) {
     const rollout::GenerateSummary s = rollout::run_generate_job(config, job, grid, gpu.get());
     if (runtime.world_rank() == 0)
       DAPO_INFO("generate: ", s.prompts, " prompts (", s.skipped, " skipped), ", s.responses, " responses (", s.eos,
-                " ended by EOS), ", s.tokens, " tokens in ", s.seconds, " s -> ", job.output);
+                " ended by EOS), ", s.tokens, " tokens in ", s.seconds, " s -> ", job.output == "-" ? "<stdout>" : job.output);
   } catch (const UserError& e) {
     // The job raises its errors on every rank alike: one line is enough.
     if (runtime.world_rank() == 0) std::fprintf(stderr, "dapo generate: error: %s\n", e.what());

@@ -19,14 +19,14 @@ const std::vector<Command>& commands() {
          d.add_options()("checkpoint", po::value<std::string>(), "checkpoint .h5 (default: model.path, .h5 or HF dir)")(
              "input", po::value<std::string>(), "prompts JSONL (prompt_ids, or prompt as text or chat messages)")(
              "output", po::value<std::string>(), "output JSONL (adds response_ids, response, finish_reason; with rollout.n > 1 one line per sample, "
-             "with sample_index)");
+             "with sample_index; '-': stdout)");
        },
        run_generate, ""},
       {"eval", "avg@k and pass@k of a checkpoint on a dataset", true,
        [](po::options_description& d, po::positional_options_description&) {
          d.add_options()("checkpoint", po::value<std::string>(), "checkpoint .h5 or HF directory (default: model.path)")(
              "data", po::value<std::string>(), "evaluation prompts JSONL, comma-separated (default: data.val_files)")(
-             "output", po::value<std::string>(), "write the metrics as one JSON object to this file");
+             "output", po::value<std::string>(), "write the metrics as one JSON object to this file ('-': stdout)");
        },
        run_eval, ""},
       {"verify", "score responses against ground truth with the rule-based verifier (reward.verifier)", true,

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 
@@ -99,7 +100,16 @@ int write_all(int fd, std::string_view text) {
 }  // namespace
 
 void write_output_file(const std::string& path, std::string_view text, const char* what) {
-  const std::string target = output_target(path);
+  if (path == "-") {  // standard output, as for every command that reads or writes '-'
+    std::fflush(stdout);  // what stdio holds goes first
+    const int err = write_all(STDOUT_FILENO, text);
+    if (err != 0) throw UserError(cat("<stdout>: cannot write the ", what, ": ", std::strerror(err)));
+    return;
+  }
+  // A device, FIFO or socket as the kernel resolves the path is written in
+  // place through it: /dev/stdout into a pipe is a link to "pipe:[N]", which
+  // names no file that output_target could follow.
+  const std::string target = writes_in_place(path) ? path : output_target(path);
   const std::string shown = target == path ? path : cat(path, " (-> ", target, ")");
   if (writes_in_place(target)) {
     const int fd = ::open(target.c_str(), O_WRONLY | O_CLOEXEC);

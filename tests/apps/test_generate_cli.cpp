@@ -16,6 +16,8 @@
 #include <array>
 #include <cstdio>
 #include <limits>
+#include <algorithm>
+#include <iterator>
 #include <random>
 
 #include "dapo/data/chat_template.h"
@@ -167,6 +169,29 @@ TEST(GenerateCli, TextAndChatPromptsWithATokenizer) {
   }
   EXPECT_EQ(got[0].begin().key(), "prompt_ids");
   EXPECT_EQ(got[6].begin().key(), "data_source");
+}
+
+// --output - is standard output, as for verify and render (no file named
+// "-"), and --output /dev/stdout into a pipe works too: both write the
+// bytes --output FILE writes.
+TEST(GenerateCli, OutputDashAndDevStdoutWriteToAPipe) {
+  TempDir dir;
+  write_random_hf_dir(dir.path() / "hf");
+  write_text(dir.file("p.jsonl"), "{\"prompt_ids\":[1,2,3]}\n{\"prompt_ids\":[4,5]}\n");
+  const std::string args = "generate --config " + write_config(dir, "--rollout.n=2") + " --model.path=" +
+                           dir.file("hf") + " --input " + dir.file("p.jsonl") + " --output ";
+  Result r = run(args + dir.file("o.jsonl"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  std::ifstream in(dir.file("o.jsonl"));
+  const std::string want((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_EQ(std::count(want.begin(), want.end(), '\n'), 4) << want;
+  for (const std::string out : {"-", "/dev/stdout"}) {
+    // In the temporary folder, so that a file named "-" would show.
+    r = run_shell("cd " + dir.path().string() + " && " + dapo() + args + out + " 2>" + dir.file("err") + " | cat");
+    EXPECT_EQ(r.code, 0) << out;
+    EXPECT_EQ(r.output, want) << out;
+    EXPECT_FALSE(fs::exists(dir.path() / "-")) << out;
+  }
 }
 
 TEST(GenerateCli, LongPromptsFollowTheTruncationPolicy) {

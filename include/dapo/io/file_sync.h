@@ -49,7 +49,7 @@ void remove_stale_temporary(const std::string& partial);
 int create_temporary(const std::string& partial, const char* what, unsigned mode = 0666);
 
 // Writes `text` to the output file `path` that a user named (`what` says
-// what it is, for messages). A regular file, or a new one, is written as
+// what it is, for messages). "-" is standard output. A regular file, or a new one, is written as
 // target.partial (created fresh: create_temporary), synced and renamed over
 // the target, so a failure leaves the old file whole; a device, FIFO or socket is written directly; a
 // symlink is followed and its target written, the link kept. On failure
