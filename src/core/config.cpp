@@ -9,6 +9,7 @@
 #include <array>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -25,6 +26,17 @@ namespace po = boost::program_options;
 
 namespace dapo {
 namespace {
+
+// A user's text quoted in an error message: control characters escaped
+// and at most the first kMaxQuoted bytes, then "... (N bytes)", so that a
+// 10 MB value (a file pasted by mistake) does not make a 10 MB error line.
+constexpr size_t kMaxQuoted = 200;
+std::string capped(std::string_view text) {
+  if (text.size() <= kMaxQuoted) return printable(text);
+  size_t cut = kMaxQuoted;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;  // not inside a UTF-8 character
+  return cat(printable(text.substr(0, cut)), "... (", text.size(), " bytes)");
+}
 
 template <class E, size_t N>
 using Names = std::array<std::pair<E, const char*>, N>;
@@ -61,7 +73,7 @@ E parse_enum(const Names<E, N>& names, const std::string& s) {
     if (s == n) return e;
   std::string choices;
   for (const auto& [e, n] : names) choices += (choices.empty() ? "" : "|") + std::string(n);
-  throw po::error("'" + s + "' is not one of " + choices);
+  throw po::error("'" + capped(s) + "' is not one of " + choices);
 }
 
 const auto& names_for(ChatTemplate*) { return kChatTemplate; }
@@ -235,6 +247,7 @@ std::string closest_key(const std::string& key, const std::vector<Key>& keys) {
     return prev[b.size()];
   };
   std::string best;
+  if (key.size() > 100) return best;  // no key is that long: no hint, and no time spent on one
   size_t best_d = 4;  // farther than this is no hint
   for (const auto& k : keys) {
     const size_t d = distance(key, k.name);
@@ -265,21 +278,21 @@ std::vector<Assignment> read_ini(const std::string& path) {
     std::string s = trim(line);
     if (s.empty() || s[0] == '#' || s[0] == ';') continue;
     if (s[0] == '[') {
-      if (s.back() != ']' || s.size() < 3) throw UserError(cat(where, ": malformed section header '", printable(s), "'"));
+      if (s.back() != ']' || s.size() < 3) throw UserError(cat(where, ": malformed section header '", capped(s), "'"));
       section = trim(s.substr(1, s.size() - 2));
       continue;
     }
     const auto eq = s.find('=');
-    if (eq == std::string::npos) throw UserError(cat(where, ": expected 'key = value', got '", printable(s), "'"));
+    if (eq == std::string::npos) throw UserError(cat(where, ": expected 'key = value', got '", capped(s), "'"));
     const std::string key = trim(s.substr(0, eq));
     std::string value = trim(s.substr(eq + 1));
     // An inline comment needs whitespace before it, so values like "a#b" survive.
     for (const char* mark : {" #", "\t#", " ;", "\t;"})
       if (auto c = value.find(mark); c != std::string::npos) value = trim(value.substr(0, c));
-    if (section.empty()) throw UserError(cat(where, ": key '", printable(key), "' outside of any [section]"));
+    if (section.empty()) throw UserError(cat(where, ": key '", capped(key), "' outside of any [section]"));
     if (key.empty()) throw UserError(cat(where, ": empty key"));
     const std::string full = section + "." + key;
-    if (!seen.insert(full).second) throw UserError(cat(where, ": key '", printable(key), "' set twice in [", printable(section), "]"));
+    if (!seen.insert(full).second) throw UserError(cat(where, ": key '", capped(key), "' set twice in [", capped(section), "]"));
     out.push_back({full, value, where});
   }
   return out;
@@ -290,7 +303,7 @@ Assignment parse_override(const std::string& arg) {
   if (s.rfind("--", 0) == 0) s = s.substr(2);
   const auto eq = s.find('=');
   if (eq == std::string::npos || s.find('.') == std::string::npos || s.find('.') > eq)
-    throw UserError(cat("command line: '", printable(arg), "' is not of the form --section.key=value"));
+    throw UserError(cat("command line: '", capped(arg), "' is not of the form --section.key=value"));
   return {s.substr(0, eq), s.substr(eq + 1), "command line"};
 }
 
@@ -300,8 +313,8 @@ void store(const Schema& schema, po::variables_map& vm, Assignment a) {
   if (key == schema.keys().end()) {
     const std::string hint = closest_key(a.key, schema.keys());
     const auto dot = a.key.find('.');
-    throw UserError(cat(a.origin, ": unknown key '", printable(a.key.substr(dot + 1)), "' in [",
-                        printable(a.key.substr(0, dot)), "]",
+    throw UserError(cat(a.origin, ": unknown key '", capped(a.key.substr(dot + 1)), "' in [",
+                        capped(a.key.substr(0, dot)), "]",
                         hint.empty() ? std::string() : cat(" (did you mean ", hint, "?)")));
   }
   // An empty value clears the setting: a text key becomes empty (e.g.
@@ -313,7 +326,37 @@ void store(const Schema& schema, po::variables_map& vm, Assignment a) {
   try {
     po::store(parsed, vm);  // the first store of a key wins: overrides go first
   } catch (const po::error& e) {
-    throw UserError(cat(a.origin, ": bad value '", printable(a.value), "' for ", a.key, ": ", printable(e.what())));
+    // Boost's reason may quote the whole value again: quote it capped there too.
+    std::string why = e.what();
+    const size_t at = a.value.empty() ? std::string::npos : why.find(a.value);
+    why = at == std::string::npos ? capped(why)
+                                  : cat(printable(why.substr(0, at)), capped(a.value),
+                                        capped(why.substr(at + a.value.size())));
+    throw UserError(cat(a.origin, ": bad value '", capped(a.value), "' for ", a.key, ": ", why));
+  }
+}
+
+// A key given twice on the command line takes its last value (a job script
+// passes its own --checkpoint.dir, the user's arguments come after it), but
+// not silently: one warning line per such key names the value that wins.
+// Printed once per launch: by the launcher's rank 0, or where no launcher
+// says which rank this is.
+void warn_repeated_overrides(const std::vector<std::string>& overrides) {
+  std::map<std::string, std::pair<int, std::string>> given;  // key -> (times, last value)
+  std::vector<std::string> order;
+  for (const std::string& o : overrides) {
+    const Assignment a = parse_override(o);
+    auto& [times, value] = given[a.key];
+    if (++times == 2) order.push_back(a.key);
+    value = a.value;
+  }
+  if (order.empty()) return;
+  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"})
+    if (const char* rank = std::getenv(var); rank != nullptr && std::string(rank) != "0") return;
+  for (const std::string& key : order) {
+    const auto& [times, value] = given[key];
+    DAPO_WARN("command line: ", key, " is given ", times, " times; the last one wins: ", key, " = '", capped(value),
+              "'");
   }
 }
 
@@ -393,10 +436,37 @@ void validate(const Config& c) {
   if (c.checkpoint.resume.empty()) fail("checkpoint.resume", "must be auto, never or a path");
   if (c.dump.every < 0) fail("dump.every", "must be >= 0");
   if (c.log.every < 1) fail("log.every", "must be at least 1");
+  // Upper bounds, generous for real runs: a count far beyond them (a typo, a
+  // value meant for another key) would size an allocation that fails far
+  // from the key ("host allocation of N bytes failed"), or wrap around in a
+  // 32-bit index.
+  constexpr int64_t kMaxTokens = int64_t(1) << 20;  // 1,048,576 tokens
+  struct Bound {
+    const char* key;
+    int64_t value, max;
+    const char* what;  // what the key counts, and what real runs use
+  };
+  for (const Bound& b : std::initializer_list<Bound>{
+           {"rollout.n", r.n, 65536, "responses per prompt (the paper samples 16)"},
+           {"rollout.val_n", r.val_n, 65536, "samples per validation problem (the paper's avg@32 takes 32)"},
+           {"rollout.gen_batch_size", r.gen_batch_size, kMaxTokens, "prompts per generation round (the paper: 1536)"},
+           {"rollout.max_response_length", r.max_response_length, kMaxTokens, "tokens (the paper: 20480)"},
+           {"rollout.block_size", r.block_size, 65536, "positions per KV-cache block (vLLM uses 16 to 128)"},
+           {"rollout.max_num_seqs", r.max_num_seqs, 65536, "sequences per engine step (vLLM's default: 256)"},
+           {"rollout.max_num_batched_tokens", r.max_num_batched_tokens, kMaxTokens,
+            "new positions per engine step (vLLM's default: 8192)"},
+           {"data.max_prompt_length", c.data.max_prompt_length, kMaxTokens, "tokens (the paper: 2048)"},
+           {"algorithm.overlong_buffer_len", a.overlong_buffer_len, kMaxTokens, "tokens (the paper: 4096)"},
+           {"train.train_batch_size", t.train_batch_size, kMaxTokens, "prompts per step (the paper: 512)"},
+           {"train.ppo_mini_batch_size", t.ppo_mini_batch_size, kMaxTokens, "prompts per optimizer step (the paper: 32)"},
+           {"train.max_token_len_per_gpu", t.max_token_len_per_gpu, 2 * kMaxTokens,
+            "tokens per micro-batch (room for the longest prompt and response)"},
+           {"parallel.tp", c.parallel.tp, 65536, "ranks per tensor-parallel group"}})
+    if (b.value > b.max) fail(b.key, cat(b.value, " is more than ", b.max, ", the most dapo takes: ", b.what, "; lower it"));
   try {
     parse_log_level(c.log.level);
-  } catch (const UserError& e) {
-    fail("log.level", e.what());
+  } catch (const UserError&) {
+    fail("log.level", cat("unknown log level '", capped(c.log.level), "' (debug|info|warn|error)"));
   }
 }
 
@@ -419,6 +489,13 @@ void check_training_config(const Config& c) {
     fail("train.ppo_mini_batch_size", cat("must divide train.train_batch_size = ", c.train.train_batch_size));
   if (!(c.rollout.temperature > 0))
     fail("rollout.temperature", "must be > 0 for training (the update divides the logits by it)");
+  // Each round holds n responses of each of gen_batch_size prompts at once.
+  constexpr int64_t kMaxRoundResponses = int64_t(1) << 24;
+  if (c.rollout.n * c.rollout.gen_batch_size > kMaxRoundResponses)
+    fail("rollout.gen_batch_size",
+         cat(c.rollout.gen_batch_size, " prompts x rollout.n = ", c.rollout.n, " (",
+             c.origin_of("rollout.n"), ") is ", c.rollout.n * c.rollout.gen_batch_size,
+             " responses per generation round, more than ", kMaxRoundResponses, "; lower one of them"));
   if (c.algorithm.overlong_buffer_len >= c.rollout.max_response_length)
     fail("algorithm.overlong_buffer_len", cat("must be below rollout.max_response_length = ",
                                               c.rollout.max_response_length, " (0 turns the punishment off)"));
@@ -444,7 +521,7 @@ Config load_config(const std::string& ini_path, const std::vector<std::string>& 
   for (size_t begin = 0; begin <= ini_path.size() && !ini_path.empty();) {
     const size_t comma = std::min(ini_path.find(',', begin), ini_path.size());
     const std::string f = trim(ini_path.substr(begin, comma - begin));
-    if (f.empty()) throw UserError(cat("command line: --config '", ini_path, "' has an empty file name"));
+    if (f.empty()) throw UserError(cat("command line: --config '", capped(ini_path), "' has an empty file name"));
     files.push_back(f);
     begin = comma + 1;
   }
@@ -455,6 +532,7 @@ Config load_config(const std::string& ini_path, const std::vector<std::string>& 
     config.origins.emplace(a.key, a.origin);  // first (highest-precedence) origin wins
   }
   po::notify(vm);
+  warn_repeated_overrides(overrides);
   validate(config);
   return config;
 }

@@ -267,10 +267,13 @@ TEST_F(TrainCli, BadInputEndsWithExitCode2) {
   // A response that could run past the model's 256 positions, as sft refuses.
   expect_error(dapo() + train_args("long") + " --rollout.max_response_length=250",
                " tokens + rollout.max_response_length = 250 is ");
-  // Refused before a round asks for a billion prompt indices.
-  expect_error(dapo() + train_args("huge") + " --rollout.gen_batch_size=1000000000",
-               "command line: rollout.gen_batch_size = 1000000000 is more than the 2000 training prompts of "
+  // Refused before a round asks for more prompt indices than there are
+  // (a billion is refused by the configuration's bound: test_config.cpp).
+  expect_error(dapo() + train_args("huge") + " --rollout.gen_batch_size=100000",
+               "command line: rollout.gen_batch_size = 100000 is more than the 2000 training prompts of "
                "data.train_files");
+  expect_error(dapo() + train_args("huge") + " --rollout.gen_batch_size=1000000000",
+               "command line: rollout.gen_batch_size: 1000000000 is more than 1048576, the most dapo takes");
   expect_error(dapo() + "eval --config " + source("inputs/demo.ini") + demo_paths() + " --checkpoint " + sft_model() +
                    " --data " + dir_->file("none.jsonl"),
                dir_->file("none.jsonl"));

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -234,6 +235,92 @@ TEST_F(ConfigTest, OutOfRangeValuesNameTheirOrigin) {
   EXPECT_NE(error_of("", {"--train.ppo_mini_batch_size=0"}).find("train.ppo_mini_batch_size"), std::string::npos);
   EXPECT_NE(error_of("", {"--algorithm.overlong_buffer_len=-1"}).find("algorithm.overlong_buffer_len"),
             std::string::npos);
+}
+
+// A huge count is refused by name at load, not by an allocation that fails
+// later without naming it; the shipped recipes' values stay well inside.
+TEST_F(ConfigTest, HugeCountsAreRefusedByKey) {
+  for (const auto& [arg, want] : std::vector<std::pair<std::string, std::string>>{
+           {"--rollout.n=4294967297", "command line: rollout.n: 4294967297 is more than 65536, the most dapo takes"},
+           {"--rollout.val_n=100000000", "command line: rollout.val_n: 100000000 is more than 65536"},
+           {"--rollout.block_size=1000000000", "command line: rollout.block_size: 1000000000 is more than 65536"},
+           {"--rollout.gen_batch_size=1000000000", "rollout.gen_batch_size: 1000000000 is more than 1048576"},
+           {"--rollout.max_num_seqs=1000000000", "rollout.max_num_seqs: 1000000000 is more than 65536"},
+           {"--rollout.max_num_batched_tokens=1000000000000", "rollout.max_num_batched_tokens: 1000000000000 is more"},
+           {"--rollout.max_response_length=1048577", "rollout.max_response_length: 1048577 is more than 1048576"},
+           {"--data.max_prompt_length=9223372036854775807", "data.max_prompt_length: 9223372036854775807 is more"},
+           {"--algorithm.overlong_buffer_len=2000000", "algorithm.overlong_buffer_len: 2000000 is more"},
+           {"--train.train_batch_size=2000000", "train.train_batch_size: 2000000 is more than 1048576"},
+           {"--train.ppo_mini_batch_size=2000000", "train.ppo_mini_batch_size: 2000000 is more than 1048576"},
+           {"--train.max_token_len_per_gpu=3000000", "train.max_token_len_per_gpu: 3000000 is more than 2097152"},
+           {"--parallel.tp=4294967297", "parallel.tp: 4294967297 is more than 65536"}}) {
+    const std::string e = error_of("", {arg});
+    EXPECT_NE(e.find(want), std::string::npos) << arg << ": " << e;
+    EXPECT_NE(e.find("; lower it"), std::string::npos) << e;
+  }
+  const auto path = write("[rollout]\nn = 70000\n");
+  EXPECT_NE(error_of(path).find(path + ":2: rollout.n: 70000 is more than 65536"), std::string::npos) << error_of(path);
+  // The bounds themselves are taken.
+  EXPECT_EQ(error_of("", {"--rollout.n=65536", "--rollout.val_n=65536", "--rollout.block_size=65536",
+                          "--rollout.max_num_seqs=65536", "--rollout.max_response_length=1048576",
+                          "--rollout.max_num_batched_tokens=1048576", "--data.max_prompt_length=1048576",
+                          "--train.max_token_len_per_gpu=2097152", "--rollout.gen_batch_size=1048576"}),
+            "");
+  // Training holds n x gen_batch_size responses per round at once.
+  try {
+    check_training_config(load_config("", {"--rollout.n=65536"}));
+    FAIL() << "no error";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("default: rollout.gen_batch_size: 1536 prompts x rollout.n = 65536 (command "
+                                         "line) is 100663296 responses per generation round, more than 16777216"),
+              std::string::npos)
+        << e.what();
+  }
+  for (const char* recipe : {"dapo_base.ini", "dapo_1.5b.ini", "dapo_7b.ini", "dapo_32b.ini", "demo.ini",
+                             "demo_sft.ini", "demo_gpu.ini", "demo_gpu_sft.ini", "cpu_smoke.ini"})
+    EXPECT_EQ(error_of(std::string(DAPO_SOURCE_DIR) + "/inputs/" + recipe), "") << recipe;
+}
+
+// A key given twice on the command line: the last value wins (job scripts
+// rely on it), with one warning line naming the key and that value.
+TEST_F(ConfigTest, RepeatedOverrideWarnsAndTheLastWins) {
+  ::testing::internal::CaptureStderr();
+  const Config c = load_config("", {"--checkpoint.dir=job", "--rollout.n=4", "--checkpoint.dir=mine"});
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(c.checkpoint.dir, "mine");
+  EXPECT_EQ(c.rollout.n, 4);
+  EXPECT_NE(err.find("command line: checkpoint.dir is given 2 times; the last one wins: checkpoint.dir = 'mine'"),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+  ::testing::internal::CaptureStderr();
+  load_config("", {"--checkpoint.dir=job", "--rollout.n=4"});
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+}
+
+// A 10 MB value or key is quoted by its first 200 bytes and its size, not whole.
+TEST_F(ConfigTest, ErrorsQuoteAtMost200BytesOfAValue) {
+  const std::string huge(size_t(10) << 20, '7');
+  for (const auto& [arg, bytes] : std::vector<std::pair<std::string, size_t>>{
+           {"--rollout.n=x" + huge, huge.size() + 1},
+           {"--model.chat_template=" + huge, huge.size()},
+           {"--rollout." + huge + "=1", huge.size()},
+           {"--log.level=" + huge, huge.size()},
+           {"--" + huge, huge.size() + 2}}) {
+    const std::string e = error_of("", {arg});
+    EXPECT_LT(e.size(), 1000u) << e.substr(0, 1000);
+    EXPECT_NE(e.find("... (" + std::to_string(bytes) + " bytes)"), std::string::npos) << e;
+  }
+  EXPECT_NE(error_of("", {"--rollout.n=x" + huge}).find("command line: bad value 'x777"), std::string::npos);
+  // A short value is quoted whole, as before.
+  EXPECT_NE(error_of("", {"--log.level=loud"}).find("log.level: unknown log level 'loud' (debug|info|warn|error)"),
+            std::string::npos);
+  const std::string big_ini(size_t(60) << 10, 'a');
+  const auto path = write("[rollout]\nn = " + big_ini + "\n");
+  const std::string e = error_of(path);
+  EXPECT_LT(e.size(), 1000u);
+  EXPECT_NE(e.find(path + ":2: bad value 'aaa"), std::string::npos) << e;
+  EXPECT_NE(e.find("... (61440 bytes)"), std::string::npos) << e;
 }
 
 TEST_F(ConfigTest, MissingFileAndMalformedLines) {

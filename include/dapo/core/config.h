@@ -3,11 +3,13 @@
 // and verl's recipe/dapo scripts where the paper is silent).
 //
 // Sources, highest precedence first: `--section.key=value` overrides (the
-// last one wins when a key is given twice; an empty value clears the key:
+// last one wins when a key is given twice, with a warning naming it and the
+// value that wins; an empty value clears the key:
 // text becomes empty, anything else its default), the
 // INI file (`[section]` then `key = value`; `#` or `;` start comments), the
-// defaults below. An unknown key, a bad value, a duplicated key or a missing
-// file is a UserError naming the file, the line and the key.
+// defaults below. An unknown key, a bad value, a key set twice in one INI
+// file or a missing file is a UserError naming the file, the line and the
+// key (a value quoted in it: at most its first 200 bytes).
 #pragma once
 
 #include <cstdint>
@@ -173,15 +175,18 @@ struct Config {
 // Reads `ini_path` (empty: none; a comma-separated list: each file in turn,
 // a later file's keys winning over an earlier one's, e.g.
 // "inputs/dapo_base.ini,inputs/dapo_32b.ini") and applies `overrides`
-// ("--section.key=value" or "section.key=value"), then checks ranges and
-// cross-key constraints. Throws UserError.
+// ("--section.key=value" or "section.key=value"), then checks ranges (the
+// counts that size memory have generous upper bounds too, e.g. rollout.n <=
+// 65536, token lengths <= 1,048,576) and cross-key constraints. Throws
+// UserError.
 Config load_config(const std::string& ini_path, const std::vector<std::string>& overrides);
 
 // The checks that concern training only (`dapo train`), so that `generate`
 // or `eval` with, say, rollout.n = 1 are not refused for an algorithm they do
 // not run: dynamic sampling needs n >= 2; ppo_mini_batch_size must divide
 // train_batch_size; the overlong buffer must be shorter than
-// max_response_length. Throws UserError naming the key's origin.
+// max_response_length; n x gen_batch_size responses per round at most 2^24.
+// Throws UserError naming the key's origin.
 void check_training_config(const Config& config);
 
 // The resolved configuration as INI text that load_config reads back to the
