@@ -2,7 +2,8 @@
 # Faults during `dapo train` on the CPU backend under mpirun -np 2 (ctest
 # `fault`): a preemption signal stops the run at a step boundary with a
 # checkpoint and exit code 4 (signals repeated during the save change
-# nothing), and the next run resumes from it; a rank killed
+# nothing), and the next run resumes from it; SIGINT and SIGHUP to the
+# ranks stop them the same way; a rank killed
 # with SIGKILL mid-step, and a rank that stops responding (DAPO_FAULT_STALL,
 # caught by the watchdog), end the whole job non-zero within 60 s - no hang;
 # a checkpoint onto a disk that filled during the run says so and leaves
@@ -65,6 +66,27 @@ else
   kill -9 $pid 2>/dev/null
   fail "the run never reached step 2 ($(tail -3 "$log"))"
 fi
+
+# ---- 1b. SIGINT and SIGHUP to the ranks (Ctrl-C, a closed terminal) stop as SIGTERM does. ----
+for sig in INT HUP; do
+  log=$work/sig$sig.log
+  mpirun -np 2 --oversubscribe "$dapo" "${args[@]}" --train.total_steps=40 --log.dir="$work/sig$sig" \
+    --checkpoint.dir="$work/sig$sig/ck" >"$log" 2>&1 &
+  pid=$!
+  if wait_for "$log" 60 "step 1/40"; then
+    ranks=$(pgrep -f -- "--log.dir=$work/sig$sig " | grep -v "^$pid\$" || true)
+    [ -n "$ranks" ] && kill -$sig $ranks
+    wait $pid
+    rc=$?
+    [ $rc -eq 4 ] || fail "SIG$sig to the ranks: exited with $rc, expected 4 ($(tail -3 "$log"))"
+    grep -q "stopping after step [0-9]* on SIG$sig: checkpoint $work/sig$sig/ck/step_" "$log" ||
+      fail "SIG$sig to the ranks: no stop line with a checkpoint in $log"
+    echo "SIG$sig to the ranks: checkpoint, exit code $rc"
+  else
+    kill -9 $pid 2>/dev/null
+    fail "the SIG$sig run never reached step 1 ($(tail -3 "$log"))"
+  fi
+done
 
 # ---- 2. One rank killed with SIGKILL mid-step: the job ends, non-zero. ----
 log=$work/kill.log
