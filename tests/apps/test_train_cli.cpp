@@ -216,6 +216,13 @@ TEST_F(TrainCli, SameRunOnOneAndTwoRanks) {
   const std::string steps = " --train.total_steps=2 --train.val_before_train=false";
   Result r = run_command(dapo() + train_args("np1") + steps);
   ASSERT_EQ(r.code, 0) << r.output;
+  // One validation (at the end): the summary says so, not "X -> X over 0 steps".
+  EXPECT_NE(r.output.find(" at step 2 (mean@4; the only validation of this run: train.val_before_train = false); "
+                          "sampled accuracy "),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find(" (steps 1 and 2); "), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("over 0 steps"), std::string::npos) << r.output;
   r = run_command(mpirun(2) + dapo() + train_args("dp2") + steps);
   ASSERT_EQ(r.code, 0) << r.output;
   r = run_command(mpirun(2) + dapo() + train_args("tp2") + steps + " --parallel.tp=2");
