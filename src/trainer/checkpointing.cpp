@@ -122,6 +122,17 @@ std::string checkpoint_name(int64_t step) {
   return name;
 }
 
+bool has_resume_candidate(const Config& config) {
+  const std::string& mode = config.checkpoint.resume;
+  if (mode == "never") return false;
+  if (mode != "auto") return true;
+  try {
+    return !auto_candidates(config, false).empty();
+  } catch (const UserError&) {
+    return true;  // a `latest` naming another folder: resume_training refuses it
+  }
+}
+
 std::optional<ResumePoint> resume_training(const Config& config, const parallel::Grid& grid,
                                            model::ParamStore& params, optim::AdamW& optimizer) {
   const std::string& mode = config.checkpoint.resume;
@@ -218,12 +229,18 @@ std::string save_training_state(const Config& config, const parallel::Grid& grid
       return first ? m.data() : v.data();
     };
   };
-  io::save_training_checkpoint(
-      path, grid.world, io::ShardPlace::of(grid), info, uint64_t(config.train.seed),
-      [&](const model::ParamSpec& spec, const model::SliceSpec&) -> const float* {
-        return host.read_source(spec.name);
-      },
-      moments(true), moments(false), gather);
+  try {
+    io::save_training_checkpoint(
+        path, grid.world, io::ShardPlace::of(grid), info, uint64_t(config.train.seed),
+        [&](const model::ParamSpec& spec, const model::SliceSpec&) -> const float* {
+          return host.read_source(spec.name);
+        },
+        moments(true), moments(false), gather);
+  } catch (const UserError& e) {  // on every rank alike; the .partial is gone
+    throw UserError(cat("checkpoint of step ", step, " not saved: ", e.what(), "; its temporary file was removed, ",
+                        "and the checkpoints before it in checkpoint.dir = ", config.checkpoint.dir, " (",
+                        config.origin_of("checkpoint.dir"), ") are whole: make room there and resume"));
+  }
   point_latest(config, grid, name, [&] {
     if (config.checkpoint.keep_last <= 0) return;
     // Only checkpoints of earlier steps go: the one just written (which

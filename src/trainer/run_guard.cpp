@@ -14,10 +14,12 @@
 #include <ctime>
 #include <filesystem>
 #include <regex>
+#include <sstream>
 #include <thread>
 
 #include "dapo/core/error.h"
 #include "dapo/core/log.h"
+#include "dapo/core/text_lines.h"
 #include "dapo/io/checkpoint.h"
 #include "dapo/model/param_spec.h"
 
@@ -224,6 +226,96 @@ RunLock prepare_output_folders(const Config& config, const parallel::Grid& grid,
   }
   io::agree_on_error(grid.world, error);
   return RunLock(config, grid);
+}
+
+namespace {
+
+// The value of `dir` in the [checkpoint] section of a config.ini text
+// (config_to_ini's layout: "[section]" lines, then "key = value"); empty
+// when there is none. Read by hand, not by load_config: a config.ini of an
+// older dapo with keys since renamed must still name its folder.
+std::string checkpoint_dir_of(const std::string& ini) {
+  std::string section, line;
+  std::istringstream in(ini);
+  while (std::getline(in, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (!line.empty() && line.front() == '[') {
+      section = line;
+      continue;
+    }
+    if (section != "[checkpoint]" || line.rfind("dir", 0) != 0) continue;
+    const size_t eq = line.find('=');
+    if (eq == std::string::npos || line.find_first_not_of(" \t", 3) != eq) continue;
+    const size_t b = line.find_first_not_of(" \t", eq + 1);
+    return b == std::string::npos ? std::string() : line.substr(b);
+  }
+  return {};
+}
+
+// A config.ini text without its checkpoint.resume line: how a run starts
+// (auto, never, a path) is no part of which run it is.
+std::string run_identity(const std::string& ini) {
+  std::string out, section, line;
+  std::istringstream in(ini);
+  while (std::getline(in, line)) {
+    if (!line.empty() && line.front() == '[') section = line;
+    if (section == "[checkpoint]" && line.rfind("resume = ", 0) == 0) continue;
+    out += line;
+    out += '\n';
+  }
+  return out;
+}
+
+std::string log_owner_refusal(const Config& config, const std::string& log_dir) {
+  const fs::path metrics = fs::path(log_dir) / "metrics.jsonl";
+  std::error_code ec;
+  const uintmax_t bytes = fs::file_size(metrics, ec);
+  if (ec || bytes == 0) return {};  // none, empty, or not a file: nothing of another run to lose
+  const fs::path ini_path = fs::path(log_dir) / "config.ini";
+  std::string why;
+  if (!fs::exists(ini_path, ec)) {
+    why = "no config.ini beside it names its run";
+  } else {
+    std::string ini;
+    try {
+      ini = read_text_file(ini_path.string(), "the log's config.ini", size_t(1) << 16);
+    } catch (const UserError& e) {
+      why = cat("its config.ini does not read: ", e.what());
+    }
+    if (why.empty()) {
+      if (run_identity(ini) == run_identity(config_to_ini(config))) return {};  // this very run, started again
+      const std::string theirs = checkpoint_dir_of(ini);
+      why = "its config.ini is another configuration";
+      if (!theirs.empty() && canonical_dir(theirs) != canonical_dir(config.checkpoint.dir))
+        why += cat(", with checkpoint.dir = ", printable(theirs));
+    }
+  }
+  return cat(config.origin_of("log.dir"), ": log.dir: ", log_dir, " holds another run's metrics.jsonl (",
+             uint64_t(bytes), " bytes; ", why, "), which this run would overwrite, with its config.ini; choose "
+             "another log.dir, or move those two files away");
+}
+
+}  // namespace
+
+void check_log_dir_owner(const Config& config, const parallel::Grid& grid, bool resuming) {
+  std::string error;
+  if (grid.world_rank() == 0) {
+    const fs::path ini_path = fs::path(config.log.dir) / "config.ini";
+    // A resumed run continues the log of the run whose checkpoints it
+    // loads: the config.ini there names the same checkpoint.dir.
+    bool continued = false;
+    if (resuming) {
+      try {
+        const std::string ini = read_text_file(ini_path.string(), "the log's config.ini", size_t(1) << 16);
+        const std::string theirs = checkpoint_dir_of(ini);
+        continued = !theirs.empty() && canonical_dir(theirs) == canonical_dir(config.checkpoint.dir);
+      } catch (const UserError&) {
+        continued = false;  // reported below as what it is
+      }
+    }
+    if (!continued) error = log_owner_refusal(config, config.log.dir);
+  }
+  io::agree_on_error(grid.world, error);
 }
 
 std::vector<std::string> remove_stale_partials(const std::string& dir) {

@@ -130,6 +130,7 @@ SftSummary run_sft_job(const Config& config, const std::string& data_path, const
     return summary;
   }
   check_checkpoint_space(config, grid, mc, false);
+  check_log_dir_owner(config, grid, false);  // sft never continues a run
   write_run_config(config, grid);
   try {
     metrics.emplace((fs::path(config.log.dir) / "metrics.jsonl").string(), root);

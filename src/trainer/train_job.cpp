@@ -62,6 +62,7 @@ TrainSummary run_train_job(const Config& config, const parallel::Grid& grid, con
   const bool dumps = config.dump.every > 0;
   const RunLock lock = prepare_output_folders(config, grid, dumps);
   check_checkpoint_space(config, grid, initial_model_config(config, grid), true);
+  check_log_dir_owner(config, grid, has_resume_candidate(config));
   write_run_config(config, grid);
 
   const std::unique_ptr<ops::CudaDevice> gpu = open_rank_device(config, grid, grid.local_rank);

@@ -169,4 +169,53 @@ TEST(RunGuard, LockRefusesASecondHolderAndIsFreeAfter) {
   EXPECT_FALSE(fs::exists(dir.file("run/dumps/.dapo.lock")));  // dump.dir is not locked
 }
 
+// log.dir of a finished run: its metrics.jsonl is refused to a new run
+// (another configuration, or none beside it), and kept for the same run
+// started again or continued from its checkpoint.dir.
+TEST(RunGuard, AnotherRunsLogIsRefusedAndTheSameRunsIsNot) {
+  TempDir dir;
+  const dapo::parallel::Grid grid = dapo::parallel::make_grid(1);
+  const Config first = folders(dir, "a/ck", "log", "a/dumps");
+  fs::create_directories(dir.file("log"));
+  // No metrics yet, or an empty file: nothing to lose.
+  EXPECT_NO_THROW(check_log_dir_owner(first, grid, false));
+  dapo::test::write_text(dir.file("log/metrics.jsonl"), "");
+  EXPECT_NO_THROW(check_log_dir_owner(first, grid, false));
+  dapo::test::write_text(dir.file("log/metrics.jsonl"), "{\"step\": 1, \"x\": 2.0}\n");
+  // A metrics.jsonl with no config.ini beside it: not this run's.
+  std::string e = error_of([&] { check_log_dir_owner(first, grid, false); });
+  EXPECT_NE(e.find("command line: log.dir: " + dir.file("log") + " holds another run's metrics.jsonl (22 bytes; "
+                   "no config.ini beside it names its run)"),
+            std::string::npos)
+      << e;
+  dapo::test::write_text(dir.file("log/config.ini"), dapo::config_to_ini(first));
+  EXPECT_NO_THROW(check_log_dir_owner(first, grid, false));  // the same run again
+  Config restarted = first;  // how it starts is no part of which run it is
+  restarted.checkpoint.resume = "never";
+  EXPECT_NO_THROW(check_log_dir_owner(restarted, grid, false));
+  // Another configuration with another checkpoint.dir: refused, resuming or not.
+  const Config other = folders(dir, "b/ck", "log", "b/dumps");
+  for (const bool resuming : {false, true}) {
+    e = error_of([&] { check_log_dir_owner(other, grid, resuming); });
+    EXPECT_NE(e.find("its config.ini is another configuration, with checkpoint.dir = " + dir.file("a/ck")),
+              std::string::npos)
+        << e;
+  }
+  // The first run's checkpoint.dir, other settings: continued when it
+  // resumes from a checkpoint there (through a symlink too), a new run at
+  // step 0 otherwise.
+  Config changed = first;
+  changed.optim.lr *= 2;
+  EXPECT_NO_THROW(check_log_dir_owner(changed, grid, true));
+  fs::create_directories(dir.file("a/ck"));
+  fs::create_directory_symlink(dir.file("a"), dir.file("a_link"));
+  Config linked = folders(dir, "a_link/ck", "log", "a/dumps");
+  EXPECT_NO_THROW(check_log_dir_owner(linked, grid, true));
+  e = error_of([&] { check_log_dir_owner(changed, grid, false); });
+  EXPECT_NE(e.find("(22 bytes; its config.ini is another configuration), which this run would overwrite"),
+            std::string::npos)
+      << e;
+  EXPECT_EQ(dapo::test::read_text(dir.file("log/metrics.jsonl")), "{\"step\": 1, \"x\": 2.0}\n");
+}
+
 }  // namespace

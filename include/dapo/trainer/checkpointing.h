@@ -61,6 +61,12 @@ struct ResumePoint {
   int64_t saved_tp = 1, saved_dp = 1;  // the layout that wrote it
 };
 
+// Whether resume_training has a checkpoint to try (a file named by
+// checkpoint.resume, or with auto a `latest` or step_*.h5 in checkpoint.dir);
+// a candidate that then fails to load still stops the run. Reads the folder,
+// loads nothing; not collective.
+bool has_resume_candidate(const Config& config);
+
 // Chooses and loads the checkpoint to resume from (see above) into `params`
 // and `optimizer`. nullopt: a fresh start. Collective over grid.world;
 // UserErrors are raised on every rank alike.

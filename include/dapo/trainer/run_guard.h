@@ -23,6 +23,15 @@
 //     the next one. dump.dir is not locked: runs of one configuration file
 //     share its relative default (their dumps of a step still overwrite
 //     each other).
+//   - a log of another run: log.dir/metrics.jsonl and config.ini are this
+//     run's to replace or continue only when they are its own: the
+//     config.ini there is this run's configuration (byte for byte, but for
+//     checkpoint.resume: the same run started again, a requeue before its
+//     first checkpoint), or this
+//     run resumes from a checkpoint and that config.ini names the same
+//     checkpoint.dir (a run continued, perhaps with changed settings). A
+//     non-empty metrics.jsonl with any other config.ini, or none, is
+//     another run's record: refused, naming the file.
 //
 // Errors are UserErrors "ORIGIN: key: what is wrong; what to do", raised on
 // every rank alike (world rank 0 does the file-system work).
@@ -82,6 +91,11 @@ class RunLock {
 // check_folder_clash and check_folders_writable by world rank 0, then the
 // RunLock; collective, errors on every rank alike.
 RunLock prepare_output_folders(const Config& config, const parallel::Grid& grid, bool dumps);
+
+// The check of a log of another run (see above) by world rank 0; `resuming`:
+// checkpoint.dir holds a checkpoint this run resumes from. Collective.
+// Call it holding the RunLock, before write_run_config.
+void check_log_dir_owner(const Config& config, const parallel::Grid& grid, bool resuming);
 
 // Removes the stale .partial files of checkpoint saves in `dir` (see
 // above; a folder of such a name stays) and returns them, each with its
