@@ -463,6 +463,24 @@ void validate(const Config& c) {
             "tokens per micro-batch (room for the longest prompt and response)"},
            {"parallel.tp", c.parallel.tp, 65536, "ranks per tensor-parallel group"}})
     if (b.value > b.max) fail(b.key, cat(b.value, " is more than ", b.max, ", the most dapo takes: ", b.what, "; lower it"));
+  // Loss and reward coefficients: real runs use 0 to a few (the paper: no
+  // KL, no entropy bonus, overlong_penalty_factor 1). Far beyond that the
+  // loss overflows float32 and the run would stop as "diverged", blaming
+  // optim.lr.
+  constexpr double kMaxCoefficient = 1e3;
+  for (const auto& [key, v] : std::initializer_list<std::pair<const char*, double>>{
+           {"algorithm.kl_coef", a.kl_coef},
+           {"algorithm.entropy_coeff", a.entropy_coeff},
+           {"algorithm.overlong_penalty_factor", a.overlong_penalty_factor}})
+    if (std::fabs(v) > kMaxCoefficient)
+      fail(key, cat(v, " is beyond +-", kMaxCoefficient, ", the most dapo takes (real runs use 0 to a few: a larger "
+                    "coefficient overflows the loss); lower it"));
+  // Decoupled weight decay multiplies every weight by 1 - lr x weight_decay
+  // a step: at 1 or more it zeroes or flips the weights.
+  if (o.lr * o.weight_decay >= 1)
+    fail("optim.weight_decay", cat(o.weight_decay, " times optim.lr = ", o.lr, " (", c.origin_of("optim.lr"),
+                                   ") is ", o.lr * o.weight_decay, ", at least 1: each step multiplies the weights "
+                                   "by 1 - lr x weight_decay, which would zero or flip them; lower one of them"));
   try {
     parse_log_level(c.log.level);
   } catch (const UserError&) {

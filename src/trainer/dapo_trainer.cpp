@@ -92,10 +92,18 @@ void check_divergence(const Config& config, int64_t step, const UpdatePhaseResul
                 " optimizer steps skipped (non-finite loss or gradient norm)");
     return;
   }
+  // The loss's own coefficients are named beside the learning rate when set:
+  // a large entropy bonus or KL weight overflows the loss on its own.
+  std::string knobs = cat("optim.lr (now ", config.optim.lr, ", ", config.origin_of("optim.lr"), ")");
+  if (config.algorithm.entropy_coeff != 0)
+    knobs += cat(" or algorithm.entropy_coeff (now ", config.algorithm.entropy_coeff, ", ",
+                 config.origin_of("algorithm.entropy_coeff"), ")");
+  if (config.algorithm.kl_coef != 0)
+    knobs += cat(" or algorithm.kl_coef (now ", config.algorithm.kl_coef, ", ", config.origin_of("algorithm.kl_coef"),
+                 ")");
   throw UserError(cat("training diverged at step ", step, ": the loss or gradient norm was non-finite in all ",
-                      update.optimizer_steps, " optimizer steps, so the weights can no longer change; lower optim.lr ",
-                      "(now ", config.optim.lr, ", ", config.origin_of("optim.lr"),
-                      ") and resume from the last checkpoint (nothing of this step is saved)"));
+                      update.optimizer_steps, " optimizer steps, so the weights can no longer change; lower ", knobs,
+                      " and resume from the last checkpoint (nothing of this step is saved)"));
 }
 
 }  // namespace dapo::trainer

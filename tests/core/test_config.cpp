@@ -120,6 +120,25 @@ TEST_F(ConfigTest, NonFiniteValuesAreRefusedByKey) {
             "command line: algorithm.entropy_coeff: must be a finite number, not -inf");
 }
 
+// Finite but absurd loss coefficients would overflow the loss and stop the
+// run as "diverged" blaming optim.lr: refused by key. So is a weight decay
+// that would zero the weights in one step.
+TEST_F(ConfigTest, AbsurdCoefficientsAreRefusedByKey) {
+  EXPECT_EQ(error_of("", {"--algorithm.entropy_coeff=1e300"}),
+            "command line: algorithm.entropy_coeff: 1e+300 is beyond +-1000, the most dapo takes (real runs use 0 "
+            "to a few: a larger coefficient overflows the loss); lower it");
+  EXPECT_NE(error_of("", {"--algorithm.entropy_coeff=-2000"}).find("algorithm.entropy_coeff: -2000 is beyond"),
+            std::string::npos);
+  EXPECT_NE(error_of("", {"--algorithm.kl_coef=1e9"}).find("algorithm.kl_coef: 1e+09 is beyond"), std::string::npos);
+  EXPECT_NE(error_of("", {"--algorithm.overlong_penalty_factor=5e3"}).find("overlong_penalty_factor: 5000 is beyond"),
+            std::string::npos);
+  EXPECT_EQ(load_config("", {"--algorithm.entropy_coeff=-0.01", "--algorithm.kl_coef=1000"}).algorithm.kl_coef, 1000);
+  EXPECT_EQ(error_of("", {"--optim.lr=0.5", "--optim.weight_decay=2"}),
+            "command line: optim.weight_decay: 2 times optim.lr = 0.5 (command line) is 1, at least 1: each step "
+            "multiplies the weights by 1 - lr x weight_decay, which would zero or flip them; lower one of them");
+  EXPECT_EQ(load_config("", {"--optim.lr=0.5", "--optim.weight_decay=1.9"}).optim.weight_decay, 1.9);
+}
+
 // The keys the paper's recipe adds: their defaults and their names.
 TEST_F(ConfigTest, RecipeKeysParse) {
   const Config d = load_config("", {});

@@ -36,5 +36,16 @@ TEST(Divergence, AllStepsSkippedStopsTheRunNamingTheLearningRate) {
   EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
 }
 
+// A loss coefficient that is set is named beside the learning rate: it can
+// overflow the loss on its own.
+TEST(Divergence, SetLossCoefficientsAreNamedBesideTheLearningRate) {
+  const Config c = load_config("", {"optim.lr=1e-6", "algorithm.entropy_coeff=500", "algorithm.kl_coef=0.1"});
+  const std::string e = test::error_of([&] { check_divergence(c, 3, update_with(2, 2), true); });
+  EXPECT_NE(e.find("lower optim.lr (now 1e-06, command line) or algorithm.entropy_coeff (now 500, command line) or "
+                   "algorithm.kl_coef (now 0.1, command line) and resume"),
+            std::string::npos)
+      << e;
+}
+
 }  // namespace
 }  // namespace dapo::trainer
