@@ -83,25 +83,36 @@ std::string printable(std::string_view text, bool keep_newlines) {
   return out;
 }
 
-void fatal(const char* file, int line, const std::string& msg) {
-  // One fatal line and one abort per process. Several OpenMP threads can
-  // fail the same check at once (non-finite logits in every row); two
-  // concurrent MPI_Abort calls crashed the process (exit 139) and the lines
-  // interleaved. The first thread reports and aborts; any other parks here
-  // until the process ends. A failure inside the abort itself (the same
-  // thread again) exits at once.
+namespace {
+
+// One line and one abort per process. Several OpenMP threads can fail the
+// same check at once (non-finite logits in every row); two concurrent
+// MPI_Abort calls crashed the process (exit 139) and the lines interleaved.
+// The first thread reports and aborts; any other parks here until the
+// process ends. A failure inside the abort itself (the same thread again)
+// exits at once.
+[[noreturn]] void end_job(int exit_code, const std::string& line) {
   static std::atomic<bool> started{false};
-  thread_local bool in_fatal = false;
-  if (in_fatal) std::_Exit(1);
-  in_fatal = true;
+  thread_local bool in_end = false;
+  if (in_end) std::_Exit(exit_code);
+  in_end = true;
   if (started.exchange(true)) {
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
   }
-  std::fprintf(stderr, "dapo: fatal: %s:%d: rank %d on %s: %s\n", file, line, process_rank(),
-               host_name().c_str(), msg.c_str());
+  std::fprintf(stderr, "%s\n", line.c_str());
   std::fflush(stderr);
-  if (AbortHook hook = g_abort_hook.load()) hook(1);
-  std::_Exit(1);
+  if (AbortHook hook = g_abort_hook.load()) hook(exit_code);
+  std::_Exit(exit_code);
+}
+
+}  // namespace
+
+void fatal(const char* file, int line, const std::string& msg) {
+  end_job(1, cat("dapo: fatal: ", file, ":", line, ": rank ", process_rank(), " on ", host_name(), ": ", msg));
+}
+
+void abort_job(int exit_code, const std::string& msg) {
+  end_job(exit_code, cat("dapo: error: rank ", process_rank(), " on ", host_name(), ": ", msg));
 }
 
 }  // namespace dapo

@@ -106,9 +106,20 @@ CheckpointWriter::CheckpointWriter(std::string path, const parallel::Comm& comm,
     }
   }
   agree_on_error(comm, error);
+  file_ = H5File::create_fresh(partial_, comm);  // never through a stale .partial symlink
+  try {
+    create_layout(options);
+  } catch (const UserError&) {  // a full disk while the chunks are allocated: raised on every rank alike
+    discard();
+    throw;
+  }
+}
+
+void CheckpointWriter::create_layout(const DatasetOptions& options) {
+  const CheckpointInfo& info = info_;
+  const parallel::Comm& comm = *comm_;
   DatasetOptions opts = options;
   opts.fletcher32 = true;
-  file_ = H5File::create_fresh(partial_, comm);  // never through a stale .partial symlink
   file_.set_attr("/", "format", std::string(kCheckpointFormat));
   file_.set_attr("/", "format_version", kCheckpointFormatVersion);
   file_.set_attr("/", "step", info.step);
@@ -131,8 +142,11 @@ CheckpointWriter::CheckpointWriter(std::string path, const parallel::Comm& comm,
 }
 
 CheckpointWriter::~CheckpointWriter() {
-  if (committed_) return;
-  file_.close();
+  if (!committed_) discard();
+}
+
+void CheckpointWriter::discard() {
+  file_ = H5File();  // closed, a failure ignored: the file goes
   if (comm_->rank() == 0) {
     std::error_code ec;
     fs::remove(partial_, ec);

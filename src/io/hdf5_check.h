@@ -21,6 +21,10 @@ void h5_quiet();
 // The current thread's HDF5 error stack as one line ("H5Dopen2: not found;
 // ..."), innermost cause last; the stack is cleared.
 std::string h5_error_stack();
+// Why a write-side call (H5Dwrite, H5Dcreate2, H5Fclose) failed: empty for
+// rc >= 0, else errno `err`'s text (a full disk, a quota, a size limit) with
+// the HDF5 stack. Call it before any other HDF5 call clears that stack.
+std::string write_failure(int64_t rc, int err);
 
 // An HDF5 identifier closed by its own close function (H5Dclose, H5Sclose...).
 class H5Id {

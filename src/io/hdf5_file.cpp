@@ -1,6 +1,7 @@
 // H5File over parallel HDF5 (MPI-IO); see hdf5_file.h for the collective rules.
 #include "dapo/io/hdf5_file.h"
 
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -129,6 +130,7 @@ H5File H5File::create(const std::string& path, const parallel::Comm& comm) {
   f.id_ = id;
   f.path_ = path;
   f.writable_ = true;
+  f.comm_ = &comm;
   return f;
 }
 
@@ -176,28 +178,124 @@ H5File H5File::open(const std::string& path, const parallel::Comm& comm, H5Acces
   f.id_ = id;
   f.path_ = path;
   f.writable_ = writing;
+  f.comm_ = &comm;
   return f;
 }
 
-H5File::~H5File() { close(); }
+namespace {
+// Closes `id`, ignoring a failure: a file abandoned while an error unwinds
+// (its temporary is removed next), or one that was only read.
+void close_quietly(int64_t& id) {
+  if (id < 0) return;
+  if (H5Fclose(hid_t(std::exchange(id, -1))) < 0) h5_error_stack();  // clears it
+}
+
+}  // namespace
+
+namespace detail {
+std::string write_failure(int64_t rc, int err) {
+  if (rc >= 0) return {};
+  // The innermost entry names the cause ("H5FD__mpio_write: file write
+  // failed"); the twenty above it only say who called whom.
+  std::string stack = h5_error_stack();
+  if (const size_t last = stack.rfind("; "); last != std::string::npos) stack = stack.substr(last + 2);
+  return err != 0 ? cat(std::strerror(err), " (HDF5: ", stack, ")") : cat("HDF5: ", stack);
+}
+}  // namespace detail
+
+H5File::~H5File() {
+  if (refused_)
+    abandon();
+  else
+    close_quietly(id_);
+}
+
+// A file whose writes the system refused must not be closed while its
+// close would fail too: HDF5 1.10 frees a file whose close fails but keeps
+// its identifier, and the library's shutdown in MPI_Finalize then closes
+// it again - a segfault after the clean error. So its data is dropped first
+// (truncated to nothing: a full disk gets back the blocks it held, and the
+// caller removes the file anyway), then the metadata is flushed; only if
+// the flush succeeds is it closed. Otherwise it stays open, to be closed
+// once, at shutdown. One rank only: with more, a refused write ends the job
+// (agree_on_write).
+void H5File::abandon() {
+  if (id_ < 0) return;
+  // A failure (the file gone already) leaves the decision to the flush.
+  [[maybe_unused]] const int rc = ::truncate(path_.c_str(), 0);
+  if (H5Fflush(hid_t(id_), H5F_SCOPE_LOCAL) >= 0) {
+    close_quietly(id_);
+    return;
+  }
+  h5_error_stack();  // clears it
+  id_ = -1;          // left open, see above
+}
 
 H5File::H5File(H5File&& o) noexcept
-    : id_(std::exchange(o.id_, -1)), path_(std::move(o.path_)), writable_(o.writable_) {}
+    : id_(std::exchange(o.id_, -1)),
+      path_(std::move(o.path_)),
+      writable_(o.writable_),
+      refused_(std::exchange(o.refused_, false)),
+      comm_(o.comm_) {}
 
 H5File& H5File::operator=(H5File&& o) noexcept {
   if (this != &o) {
-    close();
+    if (refused_)
+      abandon();
+    else
+      close_quietly(id_);
     id_ = std::exchange(o.id_, -1);
     path_ = std::move(o.path_);
     writable_ = o.writable_;
+    refused_ = std::exchange(o.refused_, false);
+    comm_ = o.comm_;
   }
   return *this;
 }
 
 void H5File::close() {
   if (id_ < 0) return;
-  const hid_t id = hid_t(std::exchange(id_, -1));
-  DAPO_H5_CHECK(H5Fclose(id));
+  if (!writable_) {
+    DAPO_H5_CHECK(H5Fclose(hid_t(std::exchange(id_, -1))));
+    return;
+  }
+  // Flushed first, so that a full disk fails the flush (after which the
+  // file is left open, see close_quietly) rather than the close itself.
+  errno = 0;
+  herr_t rc = H5Fflush(hid_t(id_), H5F_SCOPE_LOCAL);
+  agree_on_write(detail::write_failure(rc, errno), cat(path_, ": writing the file's metadata"));
+  errno = 0;
+  rc = H5Fclose(hid_t(std::exchange(id_, -1)));
+  agree_on_write(detail::write_failure(rc, errno), cat(path_, ": closing the file"));
+}
+
+void H5File::agree_on_write(const std::string& cause, const std::string& what) {
+  std::string error;
+  if (!cause.empty()) {
+    // MPI-IO rarely passes errno on: the free space tells a full disk from
+    // a quota, a file-size limit or a file system gone read-only.
+    error = cat(what, " failed: ", cause);
+    struct statvfs fs {};
+    const std::string dir = std::filesystem::path(path_).parent_path().string();
+    if (::statvfs(dir.empty() ? "." : dir.c_str(), &fs) == 0)
+      error += cat("; the file system has ", uint64_t(fs.f_bavail) * uint64_t(fs.f_frsize),
+                   " bytes free for this user (a full disk, a quota, a file-size limit or a read-only remount "
+                   "refuse writes)");
+  }
+  // With several ranks the others may be inside HDF5's own collective
+  // calls (a barrier in chunk allocation, measured on a full tmpfs), which
+  // this rank left early: no agreement can reach them, and the job would
+  // hang until the watchdog. The file is dropped and the job ends, exit 2.
+  if (!error.empty() && comm_ != nullptr && comm_->size() > 1) {
+    std::error_code ec;
+    std::filesystem::remove(path_, ec);
+    abort_job(2, cat(error, "; the unfinished file was removed (files written before it are whole), and the job "
+                            "ends here, since the other ranks wait inside HDF5's collective calls"));
+  }
+  if (!error.empty()) {
+    refused_ = true;
+    throw UserError(error);
+  }
 }
 
 std::string H5File::where(const std::string& object) const { return cat(path_, ": ", object); }
@@ -322,7 +420,10 @@ namespace {
 // A chunked dataset (Fletcher-32 if asked, else no fill values: every
 // element gets written by someone, and HDF5 refuses "never" with filters) of
 // file type `ftype`, `esize` bytes per element; missing parent groups made.
-void create_typed(hid_t file, const std::string& path, hid_t ftype, size_t esize, const std::vector<int64_t>& shape,
+// Returns why H5Dcreate2 failed (empty: it did not), for the caller to
+// agree on: with Fletcher-32 the chunks are allocated and filled at
+// creation, a write that a full disk refuses.
+std::string create_typed(hid_t file, const std::string& path, hid_t ftype, size_t esize, const std::vector<int64_t>& shape,
                   const DatasetOptions& options) {
   DAPO_CHECK(!shape.empty(), "H5File::create_dataset ", path, ": datasets have at least one dimension");
   int64_t numel = 1;
@@ -341,7 +442,11 @@ void create_typed(hid_t file, const std::string& path, hid_t ftype, size_t esize
     if (options.fletcher32) DAPO_H5_CHECK(H5Pset_fletcher32(dcpl));
     else DAPO_H5_CHECK(H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER));
   }
-  H5Id d(DAPO_H5_CHECK(H5Dcreate2(file, path.c_str(), ftype, space, lcpl, dcpl, H5P_DEFAULT)), H5Dclose);
+  errno = 0;
+  const hid_t d = H5Dcreate2(file, path.c_str(), ftype, space, lcpl, dcpl, H5P_DEFAULT);
+  const std::string failure = detail::write_failure(d, errno);  // before the closes below clear HDF5's error stack
+  if (d >= 0) DAPO_H5_CHECK(H5Dclose(d));
+  return failure;
 }
 
 }  // namespace
@@ -349,7 +454,8 @@ void create_typed(hid_t file, const std::string& path, hid_t ftype, size_t esize
 void H5File::create_dataset(const std::string& path, DType dtype, const std::vector<int64_t>& shape,
                             const DatasetOptions& options) {
   DAPO_CHECK(writable_, path_, " is not open for writing");
-  create_typed(id_, path, file_type(dtype), dtype_size(dtype), shape, options);
+  agree_on_write(create_typed(id_, path, file_type(dtype), dtype_size(dtype), shape, options),
+                 cat(where(path), ": creating"));
 }
 
 std::vector<int64_t> H5File::dataset_shape(const std::string& path) const {
@@ -449,7 +555,9 @@ void H5File::write_raw(const std::string& dataset, const Hyperslab& slab, DType 
   DAPO_H5_CHECK(H5Pset_dxpl_mpio_collective_opt(dxpl, H5FD_MPIO_INDIVIDUAL_IO));
   const int64_t dummy = 0;  // HDF5 wants a buffer even for an empty selection
   DAPO_CHECK(data != nullptr || slab.selects_nothing(), where(dataset), ": no data to write");
-  DAPO_H5_CHECK(H5Dwrite(d, memory_type(dtype), mspace, fspace, dxpl, data ? data : &dummy));
+  errno = 0;
+  const herr_t rc = H5Dwrite(d, memory_type(dtype), mspace, fspace, dxpl, data ? data : &dummy);
+  agree_on_write(detail::write_failure(rc, errno), cat(where(dataset), ": writing"));
 }
 
 void H5File::read_raw(const std::string& dataset, const Hyperslab& slab, DType dtype, void* out) const {
@@ -484,22 +592,25 @@ namespace dapo::io {
 namespace {
 
 // write_raw for a memory type outside DType.
-void write_typed(hid_t file, const std::string& where, const std::string& dataset, const Hyperslab& slab,
-                 hid_t mtype, H5T_class_t cls, const void* data) {
+// Returns why H5Dwrite failed (empty: it did not), for the caller to agree on.
+std::string write_typed(hid_t file, const std::string& where, const std::string& dataset, const Hyperslab& slab,
+                   hid_t mtype, H5T_class_t cls, const void* data) {
   H5Id d(DAPO_H5_CHECK(H5Dopen2(file, dataset.c_str(), H5P_DEFAULT)), H5Dclose);
   {
     H5Id type(DAPO_H5_CHECK(H5Dget_type(d)), H5Tclose);
     DAPO_CHECK(DAPO_H5_CHECK(H5Tget_class(type)) == cls, where, ": writing into a dataset of another type class");
   }
   H5Id fspace(DAPO_H5_CHECK(H5Dget_space(d)), H5Sclose);
-  if (DAPO_H5_CHECK(H5Sget_simple_extent_npoints(fspace)) == 0) return;  // every rank alike, as in write_raw
+  if (DAPO_H5_CHECK(H5Sget_simple_extent_npoints(fspace)) == 0) return {};  // every rank alike, as in write_raw
   H5Id mspace;
   select(where, fspace, slab, &mspace);
   H5Id dxpl(DAPO_H5_CHECK(H5Pcreate(H5P_DATASET_XFER)), H5Pclose);
   DAPO_H5_CHECK(H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE));
   const int64_t dummy = 0;
   DAPO_CHECK(data != nullptr || slab.selects_nothing(), where, ": no data to write");
-  DAPO_H5_CHECK(H5Dwrite(d, mtype, mspace, fspace, dxpl, data ? data : &dummy));
+  errno = 0;
+  const herr_t rc = H5Dwrite(d, mtype, mspace, fspace, dxpl, data ? data : &dummy);
+  return detail::write_failure(rc, errno);  // before the closes below clear HDF5's error stack
 }
 
 // read_raw for a memory type outside DType.
@@ -522,23 +633,25 @@ void read_typed(hid_t file, const std::string& where, const std::string& dataset
 void H5File::create_bytes_dataset(const std::string& path, const std::vector<int64_t>& shape,
                                   const DatasetOptions& options) {
   DAPO_CHECK(writable_, path_, " is not open for writing");
-  create_typed(id_, path, H5T_STD_U8LE, 1, shape, options);
+  agree_on_write(create_typed(id_, path, H5T_STD_U8LE, 1, shape, options), cat(where(path), ": creating"));
 }
 
 void H5File::create_f64_dataset(const std::string& path, const std::vector<int64_t>& shape,
                                 const DatasetOptions& options) {
   DAPO_CHECK(writable_, path_, " is not open for writing");
-  create_typed(id_, path, H5T_IEEE_F64LE, 8, shape, options);
+  agree_on_write(create_typed(id_, path, H5T_IEEE_F64LE, 8, shape, options), cat(where(path), ": creating"));
 }
 
 void H5File::write_bytes(const std::string& dataset, const Hyperslab& slab, const uint8_t* data) {
   DAPO_CHECK(writable_, path_, " is not open for writing");
-  write_typed(id_, where(dataset), dataset, slab, H5T_NATIVE_UINT8, H5T_INTEGER, data);
+  agree_on_write(write_typed(id_, where(dataset), dataset, slab, H5T_NATIVE_UINT8, H5T_INTEGER, data),
+                 cat(where(dataset), ": writing"));
 }
 
 void H5File::write_f64(const std::string& dataset, const Hyperslab& slab, const double* data) {
   DAPO_CHECK(writable_, path_, " is not open for writing");
-  write_typed(id_, where(dataset), dataset, slab, H5T_NATIVE_DOUBLE, H5T_FLOAT, data);
+  agree_on_write(write_typed(id_, where(dataset), dataset, slab, H5T_NATIVE_DOUBLE, H5T_FLOAT, data),
+                 cat(where(dataset), ": writing"));
 }
 
 void H5File::read_bytes(const std::string& dataset, const Hyperslab& slab, uint8_t* out) const {

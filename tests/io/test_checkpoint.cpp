@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+
+#include <csignal>
 #include <map>
 #include <set>
 
@@ -145,6 +148,36 @@ TEST(Checkpoint, AnAbandonedSaveLeavesThePreviousOneAlone) {
     EXPECT_TRUE(fs::exists(path + ".partial"));
     // ... the job dies here, before commit()
   }
+  EXPECT_FALSE(fs::exists(path + ".partial"));
+  EXPECT_EQ(test::read_text(path), before);
+  EXPECT_EQ(CheckpointReader(path, world).info().step, 17);
+}
+
+// A write that the system refuses mid-save (a full disk; here the
+// file-size limit, which fails write() alike with EFBIG) is a UserError
+// naming the file and dataset, not a crash: the temporary file is removed
+// and the previous checkpoint stays whole.
+TEST(Checkpoint, AWriteFailingMidSaveIsAnErrorAndLeavesThePreviousOne) {
+  TempDir dir;
+  const parallel::Comm world = parallel::Comm::world();
+  const std::string path = dir.file("c.h5");
+  CheckpointInfo info = tiny_info(false);
+  save_full(path, world, info);
+  const std::string before = test::read_text(path);
+  const rlim_t limit = rlim_t(before.size() / 2);
+  struct rlimit old {};
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old), 0);
+  ASSERT_TRUE(old.rlim_max == RLIM_INFINITY || old.rlim_max > limit);
+  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);  // write() fails with EFBIG instead
+  struct rlimit small = old;
+  small.rlim_cur = limit;
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+  info.step = 18;
+  const std::string e = error_of([&] { save_full(path, world, info); });
+  setrlimit(RLIMIT_FSIZE, &old);
+  std::signal(SIGXFSZ, old_handler);
+  EXPECT_NE(e.find(path + ".partial: "), std::string::npos) << e;
+  EXPECT_NE(e.find(" failed: "), std::string::npos) << e;
   EXPECT_FALSE(fs::exists(path + ".partial"));
   EXPECT_EQ(test::read_text(path), before);
   EXPECT_EQ(CheckpointReader(path, world).info().step, 17);

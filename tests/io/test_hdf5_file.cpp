@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+
+#include <csignal>
 #include <cstring>
 #include <numeric>
 
@@ -160,6 +163,29 @@ TEST(H5File, Fletcher32CatchesDamagedData) {
       EXPECT_NE(back[100], data[100]);
     }
   }
+}
+
+// A data write the system refuses (the file-size limit here, a full disk in
+// a run) is a UserError naming the file and dataset, and the cause.
+TEST(H5File, ARefusedWriteIsAUserErrorNamingTheDataset) {
+  TempDir dir;
+  const parallel::Comm world = parallel::Comm::world();
+  H5File f = H5File::create(dir.file("w.h5"), world);
+  const int64_t n = int64_t(1) << 20;  // 4 MiB of floats, no checksum: written at write()
+  f.create_dataset("/big", DType::f32, {n});
+  const std::vector<float> data(size_t(n), 1.0f);
+  struct rlimit old {};
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old), 0);
+  ASSERT_TRUE(old.rlim_max == RLIM_INFINITY || old.rlim_max > rlim_t(1) << 20);
+  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit small = old;
+  small.rlim_cur = rlim_t(1) << 20;
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+  const std::string e = error_of([&] { f.write("/big", Hyperslab::whole({n}), data.data()); });
+  setrlimit(RLIMIT_FSIZE, &old);
+  std::signal(SIGXFSZ, old_handler);
+  EXPECT_NE(e.find(dir.file("w.h5") + ": /big: writing failed: "), std::string::npos) << e;
+  EXPECT_NE(e.find(" bytes free for this user"), std::string::npos) << e;
 }
 
 TEST(H5File, HyperslabBasics) {

@@ -49,6 +49,13 @@ const std::string& host_name();
 
 [[noreturn]] void fatal(const char* file, int line, const std::string& msg);
 
+// Ends every rank of the job at once with `exit_code`, after one line
+// "dapo: error: rank R on HOST: msg": for an error of the environment found
+// on one rank while the others may be waiting inside a collective call
+// that this rank will never join (a write that a full disk refused inside
+// parallel HDF5 leaves its peers in HDF5's own barrier).
+[[noreturn]] void abort_job(int exit_code, const std::string& msg);
+
 }  // namespace dapo
 
 #define DAPO_FAIL(...) ::dapo::fatal(__FILE__, __LINE__, ::dapo::cat(__VA_ARGS__))

@@ -125,6 +125,10 @@ class CheckpointWriter {
  private:
   void write_digested(const std::string& dataset, const std::vector<int64_t>& shape, const Hyperslab& slab,
                       const float* data);
+  // The root attributes and every dataset, in the fresh .partial file.
+  void create_layout(const DatasetOptions& options);
+  // Closes the file (ignoring a failure) and removes the .partial. Collective.
+  void discard();
 
   std::string path_, partial_;
   const parallel::Comm* comm_;

@@ -18,9 +18,17 @@
 //    file can stop without leaving the others inside a collective. Only
 //    close() must still be reached by all ranks.
 //
-// Errors: an HDF5 call that fails on a file we create or write is fatal
-// (DAPO_FAIL with file:line, rank, host and HDF5's own error stack as text;
-// HDF5's automatic printing is switched off). Opening a missing, unreadable
+// Errors: creating datasets, writing data and closing a file being written
+// fail for reasons outside the program (a full disk, a quota, a file-size
+// limit, a file system gone read-only): "FILE: writing DATASET failed:
+// CAUSE; the file system has N bytes free". On one rank that is a
+// UserError, and the caller removes its temporary file. With several ranks
+// the others may be waiting in HDF5's internal collectives, which the
+// failing rank left: it removes the file and ends the job (abort_job, exit
+// code 2) rather than hang it. Any other HDF5 call that fails
+// on a file we create or write is a bug, fatal (DAPO_FAIL with file:line,
+// rank, host and HDF5's own error stack as text; HDF5's automatic printing
+// is switched off). Opening a missing, unreadable
 // or non-HDF5 file, reading a missing attribute or dataset, or data of an
 // unexpected type is a UserError naming the file and the object.
 //
@@ -81,13 +89,14 @@ class H5File {
   static H5File open(const std::string& path, const parallel::Comm& comm, H5Access access = H5Access::read);
 
   H5File() = default;  // closed
-  ~H5File();           // close()
+  ~H5File();           // closes, ignoring a failure (call close() to see it)
   H5File(H5File&&) noexcept;
   H5File& operator=(H5File&&) noexcept;
   H5File(const H5File&) = delete;
   H5File& operator=(const H5File&) = delete;
 
-  // Flushes and closes (collective); idempotent.
+  // Flushes and closes (collective); idempotent. A file being written that
+  // cannot be flushed is a UserError on every rank (see Errors above).
   void close();
   bool is_open() const { return id_ >= 0; }
   const std::string& path() const { return path_; }
@@ -156,10 +165,17 @@ class H5File {
   void write_raw(const std::string& dataset, const Hyperslab& slab, DType dtype, const void* data);
   void read_raw(const std::string& dataset, const Hyperslab& slab, DType dtype, void* out) const;
   std::string where(const std::string& object) const;  // "file: object"
+  // A write or close's failure `cause` (empty: none): a UserError "<what>
+  // failed: <cause>" on one rank, the end of the job with more (see Errors).
+  void agree_on_write(const std::string& cause, const std::string& what);
+  // Closes a file whose writes were refused, if that is safe (see the .cpp).
+  void abandon();
 
   int64_t id_ = -1;  // hid_t (64-bit since HDF5 1.10)
   std::string path_;
   bool writable_ = false;
+  bool refused_ = false;  // a write the system refused: never closed by us (see the destructor)
+  const parallel::Comm* comm_ = nullptr;  // of create/open; none for open_local
 };
 
 // The `format` and `format_version` root attributes of a dapo file: the
