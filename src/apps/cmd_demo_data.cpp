@@ -8,6 +8,7 @@
 #include "command.h"
 #include "dapo/core/error.h"
 #include "dapo/data/arithmetic_data.h"
+#include "dapo/io/output_clash.h"
 
 namespace dapo::apps {
 namespace {
@@ -48,6 +49,7 @@ void write_file(const fs::path& path, const std::string& text) {
 int run_demo_data(const Invocation& inv) {
   if (!inv.options.count("out")) throw UserError("command line: dapo demo-data needs --out DIR");
   if (!inv.options.count("seed")) throw UserError("command line: dapo demo-data needs --seed S");
+  io::refuse_standard_output(inv.options["out"].as<std::string>(), "--out", "a folder of three files");
   const fs::path dir = inv.options["out"].as<std::string>();
   const uint64_t seed = parse_seed(inv.options["seed"].as<std::string>());
   const data::ArithmeticSplitSizes sizes{count_option(inv, "train"), count_option(inv, "val"),

@@ -24,6 +24,7 @@ int run_export_hf(const Invocation& inv) {
   parallel::Runtime runtime(nullptr, nullptr);
   configure_logging({runtime.world_rank(), false, LogLevel::info});
   try {
+    io::refuse_standard_output(output, "--output", "a model folder of several files");
     io::refuse_output_clash(output, "--output", {{checkpoint, "--checkpoint"}});
     const parallel::Comm world = parallel::Comm::world();
     io::export_hf(checkpoint, output, dtype, world);

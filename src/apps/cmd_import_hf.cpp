@@ -22,6 +22,7 @@ int run_import_hf(const Invocation& inv) {
   configure_logging({runtime.world_rank(), false, LogLevel::info});
   try {
     std::vector<io::InputFile> inputs;
+    io::refuse_standard_output(output, "--output", "an HDF5 checkpoint, written by seeking");
     io::add_model_inputs(inputs, hf_dir, "--hf-dir");
     io::refuse_output_clash(output, "--output", inputs);  // every rank alike
     const parallel::Comm world = parallel::Comm::world();

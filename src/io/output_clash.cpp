@@ -52,4 +52,10 @@ void refuse_output_clash(const std::string& output, const std::string& output_op
   }
 }
 
+void refuse_standard_output(const std::string& output, const std::string& output_option, const std::string& what) {
+  if (output != "-") return;
+  throw UserError(cat("command line: ", output_option, " -: the output is ", what,
+                      ", which cannot go to standard output; name a path (./- for a file called '-')"));
+}
+
 }  // namespace dapo::io

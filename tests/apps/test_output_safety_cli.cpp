@@ -128,6 +128,30 @@ TEST(OutputSafetyCli, ImportAndExportRefuseTheirInputsAsOutput) {
   expect_refused(r, "export-hf", dir.file("c.h5"), dir.file("c.h5"), "--checkpoint", ckpt);
 }
 
+// "-" is standard output for the commands that write text; those whose
+// output is an HDF5 file or a folder refuse it instead of creating a file
+// called "-".
+TEST(OutputSafetyCli, DashIsRefusedWhereTheOutputCannotBeAStream) {
+  TempDir dir;
+  const std::string in_dir = "cd " + dir.path().string() + " && " + dapo::test::dapo_binary();
+  Result r = dapo::test::run_command(in_dir + "import-hf --hf-dir " + fixture("tiny_tied") + " --output -");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("dapo import-hf: error: command line: --output -: the output is an HDF5 checkpoint, "
+                          "written by seeking, which cannot go to standard output; name a path (./- for a file "
+                          "called '-')"),
+            std::string::npos)
+      << r.output;
+  r = dapo::test::run_command(in_dir + "import-hf --hf-dir " + fixture("tiny_tied") + " --output " + dir.file("c.h5"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = dapo::test::run_command(in_dir + "export-hf --checkpoint " + dir.file("c.h5") + " --output -");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("--output -: the output is a model folder of several files"), std::string::npos) << r.output;
+  r = dapo::test::run_command(in_dir + "demo-data --out - --seed 1");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("--out -: the output is a folder of three files"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(fs::symlink_status(dir.path() / "-")));
+}
+
 // A stale .partial symlink (left by anyone) is removed, and the file it
 // points to is left alone; the output is written as usual.
 TEST(OutputSafetyCli, PartialSymlinksAreNeverWrittenThrough) {

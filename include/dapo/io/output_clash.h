@@ -36,4 +36,10 @@ void add_tokenizer_inputs(std::vector<InputFile>& inputs, const std::string& pat
 void refuse_output_clash(const std::string& output, const std::string& output_option,
                          const std::vector<InputFile>& inputs);
 
+// UserError (exit code 2) when `output` is "-" for a command whose output
+// cannot be a stream (`what`: "an HDF5 file, which is written by seeking",
+// "a model folder of several files"): "-" means standard output for the
+// commands that write text, and a file of that name would be a surprise.
+void refuse_standard_output(const std::string& output, const std::string& output_option, const std::string& what);
+
 }  // namespace dapo::io
