@@ -4,8 +4,10 @@
 
 #include <dlfcn.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <string>
 
 #include "dapo/core/error.h"
@@ -25,9 +27,33 @@ std::atomic<bool> g_installed{false};
 // in a test, must not take for the launcher's choice).
 std::atomic<int> g_left_ignored{-1};
 
+// The acknowledgement of the first signal, at once: a generation phase at
+// the paper's lengths runs for minutes before the step boundary where the
+// run stops, and a user (or Slurm's log) should not take the silence for a
+// signal that went nowhere. One line, by world rank 0 (or a process whose
+// rank is not known yet), with write(): async-signal-safe.
+void acknowledge(int sig) {
+  const int rank = process_rank();
+  if (rank > 0) return;
+  const char* text = nullptr;
+  switch (sig) {
+    case SIGUSR1: text = "dapo: received SIGUSR1: stopping after the current step, with a checkpoint (exit 4)\n"; break;
+    case SIGTERM: text = "dapo: received SIGTERM: stopping after the current step, with a checkpoint (exit 4)\n"; break;
+    case SIGINT: text = "dapo: received SIGINT: stopping after the current step, with a checkpoint (exit 4)\n"; break;
+    case SIGHUP: text = "dapo: received SIGHUP: stopping after the current step, with a checkpoint (exit 4)\n"; break;
+    default: return;
+  }
+  size_t n = 0;
+  while (text[n] != '\0') ++n;
+  const ssize_t written = ::write(STDERR_FILENO, text, n);
+  (void)written;  // nothing to do about a closed stderr inside a handler
+}
+
 void on_signal(int sig) {
+  const int saved_errno = errno;  // the interrupted code may be about to read it
   int none = 0;
-  g_signal.compare_exchange_strong(none, sig);  // keep the first
+  if (g_signal.compare_exchange_strong(none, sig)) acknowledge(sig);  // keep the first
+  errno = saved_errno;
 }
 
 constexpr int kStopSignals[] = {SIGUSR1, SIGTERM, SIGINT, SIGHUP};

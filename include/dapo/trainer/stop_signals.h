@@ -1,7 +1,8 @@
 // Preemption and time limits (Slurm's `--signal=B:USR1@300`, then SIGTERM at
 // the end), Ctrl-C and a closed terminal: SIGUSR1, SIGTERM, SIGINT or
 // SIGHUP asks the run to stop. The handler only
-// records the signal (async-signal-safe); the trainer polls at every step
+// records the signal and, on world rank 0, writes one line saying so
+// (async-signal-safe); the trainer polls at every step
 // boundary, where the ranks agree with one all-reduce (a signal that reached
 // some ranks only stops them all, together), write a checkpoint and exit
 // with kPreemptedExit so the batch script requeues the job. A second signal
