@@ -20,7 +20,6 @@ enum ExitCode : int {
   kOk = 0,
   kFatal = 1,           // a failed check or library call (printed with file:line, rank, host)
   kUserError = 2,       // bad configuration, data, checkpoint or command line
-  kNotImplemented = 3,  // the subcommand's work lands in a later issue
 };
 
 struct Invocation {
@@ -35,8 +34,7 @@ struct Command {
   std::string summary;
   bool uses_config = false;  // takes --config FILE and --section.key=value overrides
   std::function<void(po::options_description&, po::positional_options_description&)> add_options;
-  std::function<int(const Invocation&)> run;  // empty: `pending` says where its work lands
-  std::string pending;
+  std::function<int(const Invocation&)> run;
 };
 
 const std::vector<Command>& commands();

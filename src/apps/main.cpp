@@ -46,7 +46,6 @@ int run_command(const Command& cmd, int argc, char** argv) {
   if (vm.count("help")) {
     std::cout << "dapo " << cmd.name << ": " << cmd.summary << "\n\n" << own;
     if (cmd.uses_config) std::cout << "\nconfiguration (INI [section] key = value, or --section.key=value):\n" << config_help();
-    if (!cmd.run) std::cout << "\nnote: " << cmd.pending << "\n";
     return kOk;
   }
   Config config;
@@ -54,10 +53,6 @@ int run_command(const Command& cmd, int argc, char** argv) {
     config = load_config(vm.count("config") ? vm["config"].as<std::string>() : "", overrides);
   } else if (!overrides.empty()) {
     throw UserError(cat("command line: dapo ", cmd.name, " does not take '", overrides.front(), "'"));
-  }
-  if (!cmd.run) {
-    std::fprintf(stderr, "dapo %s: not implemented yet: %s\n", cmd.name.c_str(), cmd.pending.c_str());
-    return kNotImplemented;
   }
   return cmd.run(Invocation{vm, cmd.uses_config ? &config : nullptr, argc, argv});
 }
