@@ -8,12 +8,12 @@ namespace dapo::apps {
 const std::vector<Command>& commands() {
   static const std::vector<Command> table = {
       {"train", "run DAPO training (generate, verify, dynamic sampling, update)", true,
-       [](po::options_description&, po::positional_options_description&) {}, run_train, ""},
+       [](po::options_description&, po::positional_options_description&) {}, run_train},
       {"sft", "supervised warm start on prompt/response JSONL", true,
        [](po::options_description& d, po::positional_options_description&) {
          d.add_options()("data", po::value<std::string>(), "prompt/response JSONL (default: data.train_files)");
        },
-       run_sft, ""},
+       run_sft},
       {"generate", "sample responses for prompts from a checkpoint", true,
        [](po::options_description& d, po::positional_options_description&) {
          d.add_options()("checkpoint", po::value<std::string>(), "checkpoint .h5 (default: model.path, .h5 or HF dir)")(
@@ -21,41 +21,41 @@ const std::vector<Command>& commands() {
              "output", po::value<std::string>(), "output JSONL (adds response_ids, response, finish_reason; with rollout.n > 1 one line per sample, "
              "with sample_index; '-': stdout)");
        },
-       run_generate, ""},
+       run_generate},
       {"eval", "avg@k and pass@k of a checkpoint on a dataset", true,
        [](po::options_description& d, po::positional_options_description&) {
          d.add_options()("checkpoint", po::value<std::string>(), "checkpoint .h5 or HF directory (default: model.path)")(
              "data", po::value<std::string>(), "evaluation prompts JSONL, comma-separated (default: data.val_files)")(
              "output", po::value<std::string>(), "write the metrics as one JSON object to this file ('-': stdout)");
        },
-       run_eval, ""},
+       run_eval},
       {"verify", "score responses against ground truth with the rule-based verifier (reward.verifier)", true,
        [](po::options_description& d, po::positional_options_description&) {
          d.add_options()("input", po::value<std::string>(), "JSONL with response and ground_truth ('-': stdin)")(
              "output", po::value<std::string>(), "JSONL with score, acc, pred added (default: stdout)")(
              "threads", po::value<int>()->default_value(0), "worker threads (0: all cores)");
        },
-       run_verify, ""},
+       run_verify},
       {"tokenize", "encode {\"text\"} or decode {\"ids\"} JSONL on stdin/stdout", false,
        [](po::options_description& d, po::positional_options_description&) {
          d.add_options()("tokenizer", po::value<std::string>(), "HF tokenizer.json")(
              "decode", po::bool_switch(), "ids -> text instead of text -> ids")(
              "skip-special-tokens", po::bool_switch(), "with --decode: leave special tokens out of the text");
        },
-       run_tokenize, ""},
+       run_tokenize},
       {"render", "the prompts of a JSONL file as the tokenizer gets them: model.chat_template applied, text and ids",
        true,
        [](po::options_description& d, po::positional_options_description&) {
          d.add_options()("input", po::value<std::string>(), "prompts JSONL (verl chat or text prompts, or problem; '-': stdin)")(
              "output", po::value<std::string>(), "JSONL with data_source, index, prompt_text, prompt_ids (default: stdout)");
        },
-       run_render, ""},
+       run_render},
       {"import-hf", "convert an HF model directory into a dapo checkpoint", false,
        [](po::options_description& d, po::positional_options_description&) {
          d.add_options()("hf-dir", po::value<std::string>(), "directory with config.json and *.safetensors")(
              "output", po::value<std::string>(), "checkpoint .h5 to write");
        },
-       run_import_hf, ""},
+       run_import_hf},
       {"export-hf", "write a dapo checkpoint as an HF model directory", false,
        [](po::options_description& d, po::positional_options_description&) {
          d.add_options()("checkpoint", po::value<std::string>(), "checkpoint .h5")(
@@ -63,7 +63,7 @@ const std::vector<Command>& commands() {
              "directory for config.json and model.safetensors: a new or empty one (a non-empty one is refused)")(
              "dtype", po::value<std::string>()->default_value("f32"), "dtype of the safetensors: f32 or bf16");
        },
-       run_export_hf, ""},
+       run_export_hf},
       {"demo-data", "write the demo task's train/val/sft JSONL (seeded arithmetic word problems)", false,
        [](po::options_description& d, po::positional_options_description&) {
          d.add_options()("out", po::value<std::string>(), "directory for train.jsonl, val.jsonl, sft.jsonl")(
@@ -78,7 +78,7 @@ const std::vector<Command>& commands() {
              "format", po::value<std::string>()->default_value("compact"),
              "compact (the problem alone) or dapo (DAPO-Math-17k's instruction around it)");
        },
-       run_demo_data, ""},
+       run_demo_data},
       {"inspect", "summarise an HDF5 rollout dump, or show samples of it", false,
        [](po::options_description& d, po::positional_options_description& p) {
          d.add_options()("dump", po::value<std::string>(), "rollout dump .h5 (positional)")(
@@ -86,7 +86,7 @@ const std::vector<Command>& commands() {
              "jsonl", po::bool_switch(), "instead, write every response as one JSON object per line");
          p.add("dump", 1);
        },
-       run_inspect, ""},
+       run_inspect},
       {"info", "show the build, the rank grid and the resolved configuration (under mpirun)", true,
        [](po::options_description& d, po::positional_options_description&) {
          d.add_options()("save", po::value<std::string>(), "also write the resolved configuration to this INI file")(
@@ -95,7 +95,7 @@ const std::vector<Command>& commands() {
              "ranks", po::value<int64_t>(), "with --memory: plan for this many GPUs (dp = ranks / parallel.tp) "
              "instead of this launch's");
        },
-       run_info, ""},
+       run_info},
   };
   return table;
 }

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <fstream>
 #include <optional>
 
 #include "dapo/core/arena.h"
@@ -50,9 +51,18 @@ StepRows carve_step_rows(Carver& c, int64_t max_seqs, int64_t V) {
   return r;
 }
 
+// The memory this process may use: the machine's, or less under a cgroup
+// limit (Slurm confines jobs with cgroups; cgroup v2's memory.max, v1's
+// memory.limit_in_bytes; "max" or a huge v1 value: no limit).
 size_t host_memory_bytes() {
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-  return pages > 0 && page > 0 ? size_t(pages) * size_t(page) : size_t(4) << 30;
+  size_t bytes = pages > 0 && page > 0 ? size_t(pages) * size_t(page) : size_t(4) << 30;
+  for (const char* path : {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
+    std::ifstream in(path);
+    unsigned long long limit = 0;
+    if (in >> limit && limit > 0 && limit < bytes) bytes = size_t(limit);
+  }
+  return bytes;
 }
 
 // The step's metadata for forward_cached, rebuilt on the host every step,
@@ -338,6 +348,15 @@ RolloutBatch GenerationEngine::generate(std::span<const PromptInput> prompts, co
   const bool launch_ahead = options_.launch_ahead.value_or(on_gpu);
   const int64_t reserved = graphs ? 1 : 0;
   size_t budget = options_.kv_cache_bytes;
+  if (budget > 0) {
+    // A budget this process cannot have fails in the allocator, far from the key.
+    const size_t have = on_gpu ? device_memory_free() : host_memory_bytes();
+    if (budget > have)
+      throw UserError(cat("rollout.kv_cache_gib = ", double(budget) / double(size_t(1) << 30), " GiB is more than ",
+                          on_gpu ? "this GPU's free memory" : "this process may use", " (",
+                          double(have) / double(size_t(1) << 30),
+                          " GiB); lower it, or set 0 to size the pool from the requests"));
+  }
   if (budget == 0) {
     const int64_t seqs = std::min<int64_t>(max_seqs, std::max<int64_t>(1, int64_t(prompts.size()) * sampling.n));
     const KvPoolSizes sizes = kv_pool_sizes(config, tp_size, seqs, max_len, bs, graphs, device);

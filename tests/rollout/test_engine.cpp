@@ -280,6 +280,17 @@ TEST_F(EngineTest, KvPoolComesFromTheBudget) {
               std::string::npos)
         << e.what();
   }
+  // A budget beyond what the process may use is refused by its key, before
+  // the allocator fails (1 PiB: more than any machine or cgroup gives).
+  GenerationEngine huge(*model, tp, ops::Ctx{}, opts(4, size_t(1) << 50, 8, 8));
+  try {
+    huge.generate(prompts_of({3}, 8), greedy(1, 4));
+    FAIL() << "no error";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("rollout.kv_cache_gib = 1.04858e+06 GiB is more than this process may use ("),
+              std::string::npos)
+        << e.what();
+  }
   // The automatic budget: enough for the requests, all in flight.
   run(prompts_of({5, 5, 5}, 9), sampled(2, 8), opts(4, 0, 256, 4096));
   EXPECT_EQ(last_stats.scheduler.preemptions, 0);
