@@ -76,7 +76,18 @@ TEST(UpdatePhase, FillsAdvantagesAndOldLogprobsAndStartsOnPolicy) {
 // Two mini-batches, two epochs (the second epoch is off-policy and clips),
 // one budget that packs everything into one micro-batch and one that cuts
 // every mini-batch into several: the same weights and metrics, up to the
-// float rounding of ops over differently packed batches (~1e-6 relative).
+// float rounding of ops over differently packed batches (~1e-6 relative,
+// and it depends on the BLAS kernels: OpenBLAS's SkylakeX ones round
+// otherwise than its Haswell ones).
+//
+// The weights' bound follows from Adam, which amplifies that rounding: a
+// step moves a weight by lr m/(sqrt(v) + eps), whose derivative in the
+// gradient is at most 1/eps where the gradient is near 0. A gradient
+// rounding of d (~1e-7: 1e-6 relative to gradients clipped to norm 0.5)
+// then moves a weight by up to lr d / eps = 0.05 x 1e-7 / 1e-3 = 5e-6 a
+// step, 2e-5 over the 4 steps. 1e-4 holds that with margin, and is still
+// 500x below one step's move (lr = 0.05): a wrong split (a token counted
+// twice, a mean over the wrong count) changes the weights far beyond it.
 TEST(UpdatePhase, MicroBatchSplitDoesNotChangeTheStep) {
   const parallel::Grid grid = parallel::make_grid(1);
   const model::Qwen2Config mc = test::tiny_config(false, 2);
@@ -99,11 +110,14 @@ TEST(UpdatePhase, MicroBatchSplitDoesNotChangeTheStep) {
     EXPECT_EQ(results[0].optimizer_steps, 4);
     EXPECT_GT(results[0].loss.clipped, 0) << "the second epoch should clip";
     EXPECT_EQ(results[0].loss.tokens, results[1].loss.tokens);
-    EXPECT_NEAR(results[0].loss.pg_loss, results[1].loss.pg_loss, 1e-5 * std::abs(results[0].loss.pg_loss));
-    EXPECT_NEAR(results[0].loss.kl_loss, results[1].loss.kl_loss, 1e-5 * results[0].loss.kl_loss);
-    EXPECT_NEAR(results[0].grad_norm_mean, results[1].grad_norm_mean, 1e-5 * results[0].grad_norm_mean);
+    // Metrics after the first step are taken at weights that differ as
+    // bounded below: 1e-4 relative (a mean over the wrong count is off by
+    // tens of percent).
+    EXPECT_NEAR(results[0].loss.pg_loss, results[1].loss.pg_loss, 1e-4 * std::abs(results[0].loss.pg_loss));
+    EXPECT_NEAR(results[0].loss.kl_loss, results[1].loss.kl_loss, 1e-4 * results[0].loss.kl_loss);
+    EXPECT_NEAR(results[0].grad_norm_mean, results[1].grad_norm_mean, 1e-4 * results[0].grad_norm_mean);
     ASSERT_EQ(weights[0].size(), weights[1].size());
-    for (size_t i = 0; i < weights[0].size(); ++i) ASSERT_NEAR(weights[0][i], weights[1][i], 1e-5) << "element " << i;
+    for (size_t i = 0; i < weights[0].size(); ++i) ASSERT_NEAR(weights[0][i], weights[1][i], 1e-4) << "element " << i;
   }
 }
 
