@@ -11,7 +11,7 @@
 // (generated + trained), and GPU memory: weights + gradients + optimizer
 // state, the KV pool, the update's activation and scratch arenas at their
 // peak, and the device's use while generating.
-// Compare with bench/peer_dapo_step.py (HF generate + a PyTorch update of
+// Compare with bench/peers/peer_dapo_step.py (HF generate + a PyTorch update of
 // the same load) run in the same device command.
 //   mpirun --bind-to none -np 4 bench_dapo_step_gpu 7b --tp 4 [--prompts 32 --n 8 --len 512 --steps 2] [--key=value ...]
 // (--train.activation_recompute=true|false: the demo recipe's default is off;

@@ -2,7 +2,7 @@
 // Two loads, each one JSON line (plus an op-by-op line with --profile):
 //  - fixed (default): `batch` prompts of `prompt` random ids, one response
 //    each of exactly `new` tokens (no EOS), sampling at T = 1: the shape of
-//    ../shared/peers/peer_generate.py, which the same device command runs.
+//    bench/peers/peer_generate.py, which the same device command runs.
 //    Reported against the HBM roofline: each decode step reads the rank's
 //    bf16 weights once (the LM head included, the embedding table not) and
 //    the KV cache of every running sequence; roofline tokens/s = tokens /

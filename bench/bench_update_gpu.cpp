@@ -4,11 +4,11 @@
 // the same UpdateRunner `dapo sft` and `dapo train` use (token-mean
 // cross-entropy, one micro-batch). Prints one JSON line per configuration:
 // seconds per step, tokens/s, model FLOP/s and MFU counted as
-// ../shared/peers/peer_train_step.py counts them (6 * params * tokens plus
+// bench/peers/peer_train_step.py counts them (6 * params * tokens plus
 // causal attention, against 989 TFLOP/s dense bf16), and memory; with
 // --profile, a second line with each op's share of the step's GPU time.
 // Run the peer in the same command for the comparison:
-//   bench_update_gpu 1.5b --recompute 1 ; python3 peer_train_step.py 1.5b
+//   bench_update_gpu 1.5b --recompute 1 ; python3 bench/peers/peer_train_step.py 1.5b
 #include <cstdio>
 #include <cstring>
 #include <random>

@@ -1,5 +1,5 @@
 // Random-weight Qwen2.5 shapes for the GPU benchmarks: the released
-// config.json files, as ../shared/peers/shapes.py has them.
+// config.json files, as bench/peers/shapes.py has them.
 #pragma once
 
 #include <cstdio>

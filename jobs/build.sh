@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Configures and builds dapo into build/ (the CUDA backend too when nvcc is
 # on PATH or at /usr/local/cuda). Extra arguments go to CMake's configure step,
-# e.g. -DDAPO_CUDA=OFF or -DCMAKE_CUDA_ARCHITECTURES=80.
+# e.g. -DDAPO_CUDA=OFF or -DCMAKE_CUDA_ARCHITECTURES=90 (sm_90 without wgmma; 90a is the default).
 # DAPO_BUILD_TARGETS (space-separated) builds only those targets, e.g.
 # DAPO_BUILD_TARGETS=dapo for the demo, which needs no test executables;
 # unset, everything is built (tests and benchmarks too).

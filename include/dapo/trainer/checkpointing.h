@@ -7,7 +7,7 @@
 // position, the step, and the resolved configuration. Everything else a
 // step depends on is a function of these, so N steps in one run and N/2 +
 // restart + N/2 end in bitwise identical weights and metrics on the CPU
-// backend (tests/apps/test_resume_cli.cpp).
+// backend (tests/trainer/test_resume.cpp).
 //
 // Files: checkpoint.dir/step_%08d.h5 (atomic: .partial, fsync, rename),
 // then checkpoint.dir/latest names it (atomic too); then, of the checkpoints

@@ -6,11 +6,11 @@
 # then old log-probs (a no-grad forward) and one pass of the update over the
 # same sequences in micro-batches, with gradient checkpointing and a fused
 # AdamW step per mini-batch. Random Qwen2.5-shaped bf16 weights (the shapes
-# of ../shared/peers/shapes.py, which must be importable: copy that folder
-# next to this script or set PYTHONPATH). Prompts are random ids of
+# of shapes.py beside this script, which python3 finds there from any
+# working directory). Prompts are random ids of
 # `--prompt-len` tokens (the dapo run's demo prompts are ~40 tokens).
 # Prints one JSON line: seconds per phase and tokens/s per GPU.
-#   python3 peer_dapo_step.py 1.5b [--prompts 32 --n 8 --len 512 --prompt-len 40 --micro 16]
+#   python3 bench/peers/peer_dapo_step.py 1.5b [--prompts 32 --n 8 --len 512 --prompt-len 40 --micro 16]
 import argparse, json, time
 
 import torch
