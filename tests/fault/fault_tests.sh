@@ -7,7 +7,8 @@
 # with SIGKILL mid-step, and a rank that stops responding (DAPO_FAULT_STALL,
 # caught by the watchdog), end the whole job non-zero within 60 s - no hang;
 # a checkpoint onto a disk that filled during the run says so and leaves
-# no .partial; a checkpoint folder without room for one checkpoint, or on a
+# no .partial, and so does a write refused in the middle of a save (exit 2,
+# no hang under mpirun); a checkpoint folder without room for one checkpoint, or on a
 # read-only file system, is refused before step 1 (as read-only, not as
 # full); a second run in a running run's folder is refused, naming it
 # (tmpfs mounts when allowed).
@@ -155,6 +156,23 @@ if mount -t tmpfs -o size=16m tmpfs "$full" 2>/dev/null; then
 else
   echo "full disk: skipped (cannot mount a tmpfs here)"
 fi
+
+# ---- 4b. A write refused in the middle of a save, under mpirun: exit 2, no .partial, no hang. ----
+# The file-size limit (no root needed) makes write() fail as a full disk
+# does, after the start's free-space check has passed: the rank whose
+# write fails ends the job (its peer waits inside parallel HDF5's own
+# collectives, which no message reaches). Over TCP: Open MPI's shared-memory
+# transport would need files above the limit.
+log=$work/fsize.log
+(trap '' XFSZ; ulimit -f 4096
+ timeout 120 mpirun -np 2 --oversubscribe --mca btl self,tcp "$dapo" "${args[@]}" --train.total_steps=2 \
+   --checkpoint.save_every=1 --log.dir="$work/z" --checkpoint.dir="$work/z/ck" >"$log" 2>&1)
+rc=$?
+[ $rc -eq 2 ] || fail "a save whose write is refused exited $rc, expected 2 ($(tail -3 "$log"))"
+grep -q "$work/z/ck/step_00000001.h5.partial: .* failed: .* bytes free for this user" "$log" ||
+  fail "no line naming the file, the dataset and the cause ($(grep -v '^\[20' "$log" | head -3))"
+! ls "$work/z/ck"/*.partial >/dev/null 2>&1 || fail "a .partial file was left in $work/z/ck"
+echo "refused write mid-save: exit code $rc, the file and the cause named"
 
 # ---- 5. Too little room for one checkpoint: refused before step 1. ----
 if mount -t tmpfs -o size=1m tmpfs "$full" 2>/dev/null; then
