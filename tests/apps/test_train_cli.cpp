@@ -103,7 +103,12 @@ TEST_F(TrainCli, ShortRunRaisesTheSampledAccuracy) {
       EXPECT_LE((*l)[key].get<double>(), 1.0);
     }
   const double before = lines.front()[acc].get<double>(), after = lines.back()[acc].get<double>();
-  EXPECT_GT(after - before, 0.10) << "validation accuracy " << before << " -> " << after;
+  // Measured over train.seed 1-4 and two OpenBLAS kernel families: gains of
+  // 0.10-0.15 (mean 0.125); one on AVX-512 kernels was 0.096. Without
+  // learning, two mean@4 estimates on these 200 problems differ by about
+  // 0.023 (one standard deviation): 0.06 is 2.6 of those above no learning
+  // and 3 standard deviations of the seeds' spread below the mean gain.
+  EXPECT_GT(after - before, 0.06) << "validation accuracy " << before << " -> " << after;
   EXPECT_NE(r.output.find("train: accuracy "), std::string::npos) << r.output;
   for (size_t s = 1; s < lines.size(); ++s) {
     EXPECT_EQ(lines[s]["step"], int(s));
