@@ -24,7 +24,7 @@
 // and a merge kernel, launched as a programmatic dependent so that its
 // launch overlaps the main grid's tail, combines them in partition order.
 // The split is chosen on the host from shapes, max_context_len and the
-// device's CTA slots only (make_plan), and every reduction has a fixed
+// device's CTA slots only (ops/plan/paged_attention_plan.h), and every reduction has a fixed
 // order: bit-identical reruns and a launch sequence a CUDA graph can
 // capture (the perf test runs it captured).
 //
@@ -52,6 +52,7 @@
 #include "pdl.cuh"
 #include "dapo/core/arena.h"
 #include "dapo/ops/kv_cache.h"
+#include "dapo/ops/plan/paged_attention_plan.h"
 
 namespace dapo::ops::cuda {
 namespace {
@@ -60,8 +61,8 @@ using namespace cuda_detail;
 namespace cg = cooperative_groups;
 using bf16_t = __nv_bfloat16;
 
-constexpr int kRows = 8;  // query rows (token, head) per tile: the MMA's N
-constexpr int kWarps = 4;
+constexpr int kRows = int(plan::kPagedRowsPerTile);  // query rows (token, head) per tile: the MMA's N
+constexpr int kWarps = int(plan::kPagedWarps);
 constexpr int kThreads = kWarps * 32;
 // CTAs per SM the register budget is cut for: D 64 at 4 (128 registers, 20
 // bytes spilled outside the key loop; on an H100 about 4% faster than 3 at
@@ -70,7 +71,6 @@ constexpr int kThreads = kWarps * 32;
 template <int D>
 constexpr int kMinBlocks = D == 64 ? 4 : 3;
 constexpr float kLog2e = 1.4426950408889634f;
-constexpr int64_t kMaxPartialBytes = int64_t(64) << 20;
 
 // Per head dim: how a thread's loads map onto the MMA fragments.
 template <int D>
@@ -92,6 +92,7 @@ struct Geo {
   static constexpr int VW = D / 16;  // words per key
   static constexpr int SLOTS = TK >= 32 ? TK / 32 : 1;  // keys whose slot one lane looks up per step
   static constexpr int unit = kWarps * TK;              // partition lengths are multiples of this
+  static_assert(unit == plan::paged_unit(D), "the host plan (ops/plan/paged_attention_plan.h) steps otherwise");
   __device__ static constexpr int vdim(int t, int g) { return (t / WP) * 8 * PW + g * PW + 2 * (t % WP); }
 };
 
@@ -743,14 +744,6 @@ __global__ void __launch_bounds__(kThreads) paged_attention_merge_kernel(const P
 
 // ---- host side -----------------------------------------------------------
 
-// A split made concrete: keys per CTA (a multiple of the CTA's step) and the
-// merge groups that hold keys.
-struct Plan {
-  int64_t part_len = 0, groups = 1, csize = 1, qsplit = 1, stages = 0;
-  bool pdl = true;
-  size_t scratch = 0;  // bytes of ctx.scratch the partials need (0: one group)
-};
-
 template <int D>
 const void* kernel_of() {
   return reinterpret_cast<const void*>(&paged_attention_kernel<D>);
@@ -784,121 +777,10 @@ int64_t resident_ctas(int64_t D, int64_t stages) {
   return int64_t(sm_count()) * std::max(per_sm, 1);
 }
 
-// The shared-memory stages the plan uses: decode with D 64 or 128.
-int64_t default_stages(int64_t N, int64_t B, int64_t D) { return N == B && (D == 64 || D == 128) ? 3 : 0; }
-
-int64_t unit_of(int64_t D) { return D == 16 ? Geo<16>::unit : D == 32 ? Geo<32>::unit : D == 64 ? Geo<64>::unit : Geo<128>::unit; }
-
-Plan plan_of(int64_t N, int64_t Hq, int64_t D, int64_t max_ctx, const detail::PagedSplit& sp) {
-  Plan p;
-  p.csize = sp.cluster;
-  p.qsplit = sp.qsplit;
-  p.pdl = sp.pdl;
-  p.stages = sp.stages;
-  const int64_t unit = unit_of(D), max_units = (max_ctx + unit - 1) / unit;
-  const int64_t ctas = std::min(std::max<int64_t>(sp.groups, 1) * p.csize, max_units);
-  p.part_len = (max_units + ctas - 1) / ctas * unit;
-  p.groups = (max_ctx + p.part_len * p.csize - 1) / (p.part_len * p.csize);
-  if (p.groups > 1) {
-    const size_t pr = size_t(N * Hq) * size_t(p.groups);
-    p.scratch = (pr * 2 + pr * size_t(D)) * sizeof(float) + 3 * Arena::kAlign;
-  }
-  return p;
-}
-
-// The split, by a small time model over candidate (groups, cluster) pairs:
-// waves of CTAs over the device's CTA slots, the CTAs of a wave sharing a
-// bandwidth that saturates with their number (one CTA alone is latency
-// bound: a few KB in flight per warp), a fixed cost per CTA, plus the
-// merge kernel's launch and partial traffic when there are several merge
-// groups, or the cluster's merge. Host values only (shapes,
-// max_context_len, the device's CTA slots): the same call gives the same
-// split, so reruns give the same bits and a CUDA graph can capture it.
-detail::PagedSplit make_plan(int64_t N, int64_t B, int64_t Hq, int64_t Hkv, int64_t D, int64_t max_ctx,
-                             int64_t resident) {
-  // Refitted for the shared-memory decode kernel (3 stages, 2 CTAs per SM)
-  // to forced-split sweeps on an H100 SXM (3.0 TB/s copy): the three
-  // Qwen2.5 shapes, batch 64-256 at 256-2048 positions and batch 8-128 at
-  // 4k-32k (PagedAttentionSplitSweepPerf); the pick is within 3.4% of the
-  // best swept split everywhere.
-  // The register kernel (prefill, D 16 and 32) keeps its earlier fit (same
-  // sweeps: 1.5e4 bytes/us alone, 3 us of merge).
-  const bool smem = default_stages(N, B, D) > 0;
-  constexpr double kBandwidth = 3.0e6;  // bytes per microsecond
-  const double kCtaRate = smem ? 2.0e4 : 1.5e4;  // bytes per microsecond one CTA reaches alone
-  constexpr double kCtaBytes = 1.28e5;  // a CTA's fixed cost, in streamed bytes
-  constexpr double kWaveUs = 1.0;
-  const double kMergeUs = smem ? 1.0 : 3.0;  // the merge kernel, besides its partial traffic
-  constexpr double kClusterUs = 0.5;    // per CTA of a cluster's merge in distributed shared memory
-  detail::PagedSplit best_split;
-  const int64_t group = Hq / Hkv, rows = N * Hq;
-  // Query tiles of one sequence over several CTAs: decode batches (one row
-  // tile per sequence when every sequence has one token) use one.
-  const int64_t tiles = (std::min(N, max_ctx) * group + kRows - 1) / kRows;
-  best_split.qsplit = N == B ? 1 : std::clamp<int64_t>(tiles, 1, 64);
-  best_split.stages = default_stages(N, B, D);
-  const int64_t items = B * Hkv * best_split.qsplit;
-  // The tail of a generation round, a few long sequences: with at most 4
-  // (sequence, KV head) items the time model below picks many plain CTAs
-  // and the merge kernel, where an H100 sweep (the tail part of
-  // PagedAttentionSplitSweepPerf: B 1-4 at 4k-20k positions, the three
-  // Qwen2.5 shapes) measured 4 clusters of 8 CTAs per item 1.07-2.0x faster
-  // (median 1.3x; 1.5B, one sequence at 8,192: 664 against 427 GB/s) and
-  // within 4% of the best swept split in every case with at most 4 items.
-  // From 5 to 16 items one cluster of 8 per item, merged in distributed
-  // shared memory with no merge kernel: in the decode graph (H100,
-  // bench_decode_step_gpu at 4,096 positions) the whole step ran 2.7-9.7%
-  // faster than with the time model's pick (1.5B batch 4: 2.100 ms against
-  // 2.159, batch 8: 2.260 against 2.362; 0.5B batch 4: 1.095 against
-  // 1.213), and slower at 32 items (1.5B batch 16, 2,048 positions: 2.483
-  // against 2.370) and with one item or two (1.5B batch 1: 2.015 against
-  // 1.992 with 4 x 8).
-  if (N == B && best_split.stages == 3 && max_ctx >= 4096 && items <= 16) {
-    best_split.groups = items <= 4 ? 4 : 1;
-    best_split.cluster = 8;
-    return best_split;
-  }
-  const double key_bytes = 4.0 * double(D);  // K and V of one key of one KV head
-  auto time_of = [&](const Plan& p) {
-    const int64_t ctas = items * p.groups * p.csize, full = ctas / resident, rest = ctas % resident;
-    const double cta_bytes = double(p.part_len) * key_bytes + kCtaBytes;
-    auto wave = [&](int64_t n) {
-      return double(n) * cta_bytes / (kBandwidth * -std::expm1(-double(n) * kCtaRate / kBandwidth)) + kWaveUs;
-    };
-    double time = double(full) * wave(resident);
-    if (rest > 0) time += wave(rest);
-    if (p.groups > 1) time += kMergeUs + 2.0 * double(p.scratch) / kBandwidth;
-    if (p.csize > 1) time += kClusterUs * double(p.csize);
-    return time;
-  };
-  // Candidate group counts: 1..16, then steps of 1/8, and those that fill
-  // 1..4 waves of CTA slots exactly; clusters of 1..8 CTAs for decode.
-  int64_t cand[96];
-  int nc = 0;
-  for (int64_t p = 1; p <= 16; ++p) cand[nc++] = p;
-  for (int64_t p = 18; nc < 88; p += p / 8) cand[nc++] = p;
-  for (int64_t w = 1; w <= 4; ++w) cand[nc++] = std::max<int64_t>(1, w * resident / items);
-  double best = 0.0;
-  int64_t best_ctas = 0;
-  for (const int64_t cs : {int64_t(1), int64_t(2), int64_t(4), int64_t(8)}) {
-    if (cs > 1 && N != B) break;  // prefill: plain CTAs
-    for (int c = 0; c < nc; ++c) {
-      detail::PagedSplit sp = best_split;
-      sp.groups = std::max<int64_t>(1, cand[c] / cs);
-      sp.cluster = cs;
-      const Plan p = plan_of(N, Hq, D, max_ctx, sp);
-      if (p.groups > 1 && size_t(rows) * size_t(p.groups) * size_t(D + 2) * 4 > size_t(kMaxPartialBytes)) continue;
-      const double time = time_of(p);
-      const int64_t ctas = p.groups * p.csize;
-      if (best_ctas == 0 || time < best || (time == best && ctas < best_ctas)) {
-        best = time;
-        best_ctas = ctas;
-        sp.groups = p.groups;
-        best_split = sp;
-      }
-    }
-  }
-  return best_split;
+// The host plan's default split on this device (its CTA slots for the
+// kernel the split will run).
+plan::PagedSplit default_split(int64_t N, int64_t B, int64_t Hq, int64_t Hkv, int64_t D, int64_t max_ctx) {
+  return plan::paged_choose_split(N, B, Hq, Hkv, D, max_ctx, resident_ctas(D, plan::paged_default_stages(N, B, D)));
 }
 
 template <int D>
@@ -1010,20 +892,17 @@ void run_paged(const Ctx& ctx, Tensor out, Tensor q, Tensor k_cache, Tensor v_ca
   a.max_ctx = int(max_context_len);
   a.scale_log2 = scale * kLog2e;
 
-  const detail::PagedSplit sp =
-      split != nullptr ? *split
-                       : make_plan(N, B, Hq, Hkv, D, max_context_len,
-                                   resident_ctas(D, default_stages(N, B, D)));
+  const plan::PagedSplit sp = split != nullptr ? *split : default_split(N, B, Hq, Hkv, D, max_context_len);
   DAPO_CHECK(sp.cluster == 1 || sp.cluster == 2 || sp.cluster == 4 || sp.cluster == 8,
              "paged_attention on CUDA: cluster of ", sp.cluster, " CTAs (1, 2, 4 or 8)");
   DAPO_CHECK(sp.qsplit >= 1 && sp.qsplit <= 64 && sp.groups >= 1, "paged_attention on CUDA: bad split");
-  const Plan plan = plan_of(N, Hq, D, max_context_len, sp);
-  DAPO_CHECK(plan.groups * plan.csize <= (int64_t(1) << 30) && Hkv * plan.qsplit <= 65535,
+  const plan::PagedPlan chosen = plan::paged_plan_of(N, Hq, D, max_context_len, sp);
+  DAPO_CHECK(chosen.groups * chosen.csize <= (int64_t(1) << 30) && Hkv * chosen.qsplit <= 65535,
              "paged_attention on CUDA: Hkv = ", Hkv, " too large");
-  a.part_len = int(plan.part_len);
-  a.num_parts = int(plan.groups);
-  a.csize = int(plan.csize);
-  a.qsplit = int(plan.qsplit);
+  a.part_len = int(chosen.part_len);
+  a.num_parts = int(chosen.groups);
+  a.csize = int(chosen.csize);
+  a.qsplit = int(chosen.qsplit);
 
   DAPO_CHECK(ctx.scratch != nullptr || a.num_parts == 1, "paged_attention needs ctx.scratch");
   std::optional<ArenaScope> scope;
@@ -1036,10 +915,10 @@ void run_paged(const Ctx& ctx, Tensor out, Tensor q, Tensor k_cache, Tensor v_ca
   }
   const cudaStream_t stream = stream_of(ctx);
   switch (D) {
-    case 16: launch_paged<16>(a, plan.pdl, plan.stages, stream); break;
-    case 32: launch_paged<32>(a, plan.pdl, plan.stages, stream); break;
-    case 64: launch_paged<64>(a, plan.pdl, plan.stages, stream); break;
-    default: launch_paged<128>(a, plan.pdl, plan.stages, stream); break;
+    case 16: launch_paged<16>(a, chosen.pdl, chosen.stages, stream); break;
+    case 32: launch_paged<32>(a, chosen.pdl, chosen.stages, stream); break;
+    case 64: launch_paged<64>(a, chosen.pdl, chosen.stages, stream); break;
+    default: launch_paged<128>(a, chosen.pdl, chosen.stages, stream); break;
   }
 }
 
@@ -1049,9 +928,7 @@ size_t paged_attention_scratch_bytes(int64_t N, int64_t B, int64_t Hq, int64_t H
                                      int64_t max_context_len) {
   if (N == 0 || Hq == 0) return 0;
   check_shapes_for_plan(N, B, Hq, Hkv, D, max_context_len);
-  const detail::PagedSplit sp =
-      make_plan(N, B, Hq, Hkv, D, max_context_len, resident_ctas(D, default_stages(N, B, D)));
-  return plan_of(N, Hq, D, max_context_len, sp).scratch;
+  return plan::paged_plan_of(N, Hq, D, max_context_len, default_split(N, B, Hq, Hkv, D, max_context_len)).scratch;
 }
 
 void paged_attention(const Ctx& ctx, Tensor out, Tensor q, Tensor k_cache, Tensor v_cache, Tensor block_table,
@@ -1063,7 +940,7 @@ namespace detail {
 
 PagedSplit paged_attention_split(int64_t N, int64_t B, int64_t Hq, int64_t Hkv, int64_t D, int64_t max_context_len) {
   check_shapes_for_plan(N, B, Hq, Hkv, D, max_context_len);
-  return make_plan(N, B, Hq, Hkv, D, max_context_len, resident_ctas(D, default_stages(N, B, D)));
+  return default_split(N, B, Hq, Hkv, D, max_context_len);
 }
 
 void paged_attention_with_split(const Ctx& ctx, Tensor out, Tensor q, Tensor k_cache, Tensor v_cache,

@@ -13,6 +13,7 @@
 #pragma once
 
 #include "dapo/ops/context.h"
+#include "dapo/ops/plan/paged_attention_plan.h"
 
 namespace dapo::ops {
 
@@ -102,22 +103,12 @@ size_t paged_attention_scratch_bytes(int64_t N, int64_t B, int64_t Hq, int64_t H
                                      int64_t max_context_len);
 
 namespace detail {
-// How a call is spread over CTAs: each (sequence, KV head, query split) gets
-// groups * cluster CTAs over equal stretches of max_context_len (rounded up
-// to the CTA's step; groups that would hold no key are dropped); the
-// `cluster` CTAs of a merge group are one thread-block cluster, and
-// groups > 1 are merged by the second kernel. paged_attention_split is the
-// plan cuda::paged_attention uses on the current device; tests and tuning
-// may force another with paged_attention_with_split (its partials also come
-// from ctx.scratch; bits depend on the split).
-struct PagedSplit {
-  int64_t groups = 1;
-  int64_t cluster = 1;  // 1, 2, 4 or 8
-  int64_t qsplit = 1;   // CTAs sharing a sequence's query row tiles (prefill), 1..64
-  bool pdl = true;      // launched as a programmatic dependent of the previous kernel
-  int64_t stages = 0;   // K/V steps in flight per warp through shared memory (2 or 3, D 64
-                        // or 128), or 0: the register-pipelined kernel
-};
+// How a call is spread over CTAs (ops/plan/paged_attention_plan.h, planned
+// on the host). paged_attention_split is the plan cuda::paged_attention
+// uses on the current device; tests and tuning may force another with
+// paged_attention_with_split (its partials also come from ctx.scratch;
+// bits depend on the split).
+using PagedSplit = plan::PagedSplit;
 PagedSplit paged_attention_split(int64_t N, int64_t B, int64_t Hq, int64_t Hkv, int64_t D, int64_t max_context_len);
 void paged_attention_with_split(const Ctx& ctx, Tensor out, Tensor q, Tensor k_cache, Tensor v_cache,
                                 Tensor block_table, Tensor context_lens, Tensor cu_seqlens_q,
