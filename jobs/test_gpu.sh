@@ -77,10 +77,10 @@ echo "== 3. dapo sft on the demo task: GPU against CPU"
 steps=40
 for backend in cpu cuda; do
   OMP_NUM_THREADS=4 "$dapo" sft --config inputs/demo_sft.ini --parallel.backend="$backend" \
-    --train.total_steps="$steps" --log.dir="$tmp/$backend" --checkpoint.dir="$tmp/$backend" > "$tmp/$backend.log" 2>&1 ||
+    --train.total_steps="$steps" --log.dir="$tmp/short_$backend" --checkpoint.dir="$tmp/short_$backend" > "$tmp/$backend.log" 2>&1 ||
     { cat "$tmp/$backend.log"; echo "test_gpu.sh: dapo sft on $backend failed"; exit 1; }
 done
-python3 - "$tmp/cpu/metrics.jsonl" "$tmp/cuda/metrics.jsonl" <<'PY'
+python3 - "$tmp/short_cpu/metrics.jsonl" "$tmp/short_cuda/metrics.jsonl" <<'PY'
 import json, sys
 cpu, gpu = ([json.loads(l)["train/loss"] for l in open(p)] for p in sys.argv[1:3])
 assert len(cpu) == len(gpu) > 0, (len(cpu), len(gpu))
