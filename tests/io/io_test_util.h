@@ -4,6 +4,9 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+
+#include <csignal>
 
 #include <cstdint>
 #include <cstdio>
@@ -25,6 +28,35 @@
 namespace dapo::test {
 
 namespace fs = std::filesystem;
+
+// While it lives, writes that would make a file larger than `bytes` fail
+// (write() returns EFBIG, SIGXFSZ ignored) as they would on a full disk;
+// the old limit and handler come back with its end. ok() is false when the
+// limit could not be set (a hard limit below it).
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(size_t bytes) {
+    if (getrlimit(RLIMIT_FSIZE, &old_) != 0) return;
+    if (old_.rlim_max != RLIM_INFINITY && old_.rlim_max < rlim_t(bytes)) return;
+    handler_ = std::signal(SIGXFSZ, SIG_IGN);
+    struct rlimit small = old_;
+    small.rlim_cur = rlim_t(bytes);
+    ok_ = setrlimit(RLIMIT_FSIZE, &small) == 0;
+  }
+  ~FileSizeLimit() {
+    if (!ok_) return;
+    setrlimit(RLIMIT_FSIZE, &old_);
+    std::signal(SIGXFSZ, handler_);
+  }
+  FileSizeLimit(const FileSizeLimit&) = delete;
+  FileSizeLimit& operator=(const FileSizeLimit&) = delete;
+  bool ok() const { return ok_; }
+
+ private:
+  struct rlimit old_ {};
+  void (*handler_)(int) = SIG_DFL;
+  bool ok_ = false;
+};
 
 // A fresh directory under the system temp dir, removed with its contents.
 class TempDir {

@@ -5,9 +5,6 @@
 
 #include <gtest/gtest.h>
 
-#include <sys/resource.h>
-
-#include <csignal>
 #include <map>
 #include <set>
 
@@ -164,18 +161,13 @@ TEST(Checkpoint, AWriteFailingMidSaveIsAnErrorAndLeavesThePreviousOne) {
   CheckpointInfo info = tiny_info(false);
   save_full(path, world, info);
   const std::string before = test::read_text(path);
-  const rlim_t limit = rlim_t(before.size() / 2);
-  struct rlimit old {};
-  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old), 0);
-  ASSERT_TRUE(old.rlim_max == RLIM_INFINITY || old.rlim_max > limit);
-  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);  // write() fails with EFBIG instead
-  struct rlimit small = old;
-  small.rlim_cur = limit;
-  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
   info.step = 18;
-  const std::string e = error_of([&] { save_full(path, world, info); });
-  setrlimit(RLIMIT_FSIZE, &old);
-  std::signal(SIGXFSZ, old_handler);
+  std::string e;
+  {
+    const test::FileSizeLimit limit(before.size() / 2);
+    ASSERT_TRUE(limit.ok());
+    e = error_of([&] { save_full(path, world, info); });
+  }
   EXPECT_NE(e.find(path + ".partial: "), std::string::npos) << e;
   EXPECT_NE(e.find(" failed: "), std::string::npos) << e;
   EXPECT_FALSE(fs::exists(path + ".partial"));

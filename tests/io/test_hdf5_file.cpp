@@ -5,9 +5,6 @@
 
 #include <gtest/gtest.h>
 
-#include <sys/resource.h>
-
-#include <csignal>
 #include <cstring>
 #include <numeric>
 
@@ -174,16 +171,12 @@ TEST(H5File, ARefusedWriteIsAUserErrorNamingTheDataset) {
   const int64_t n = int64_t(1) << 20;  // 4 MiB of floats, no checksum: written at write()
   f.create_dataset("/big", DType::f32, {n});
   const std::vector<float> data(size_t(n), 1.0f);
-  struct rlimit old {};
-  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old), 0);
-  ASSERT_TRUE(old.rlim_max == RLIM_INFINITY || old.rlim_max > rlim_t(1) << 20);
-  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
-  struct rlimit small = old;
-  small.rlim_cur = rlim_t(1) << 20;
-  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
-  const std::string e = error_of([&] { f.write("/big", Hyperslab::whole({n}), data.data()); });
-  setrlimit(RLIMIT_FSIZE, &old);
-  std::signal(SIGXFSZ, old_handler);
+  std::string e;
+  {
+    const test::FileSizeLimit limit(size_t(1) << 20);
+    ASSERT_TRUE(limit.ok());
+    e = error_of([&] { f.write("/big", Hyperslab::whole({n}), data.data()); });
+  }
   EXPECT_NE(e.find(dir.file("w.h5") + ": /big: writing failed: "), std::string::npos) << e;
   EXPECT_NE(e.find(" bytes free for this user"), std::string::npos) << e;
 }
