@@ -2,31 +2,13 @@
 // side ("f(3) = 7", "a+b = 7", "P(A) = 1/2"): judged by the other side when
 // that side is a value, and never a way to pass with a wrong or ambiguous
 // answer ("7 = 7", "3 = 7", "x = 5 or x = 7", "f(3)^2 = 49").
-#include <gtest/gtest.h>
-
-#include <vector>
-
-#include "dapo/reward/equivalence.h"
 #include "dapo/reward/verifier.h"
+#include "reward/equivalence_cases.h"
 
 namespace dapo::reward {
 namespace {
 
-struct Case {
-  const char* pred;
-  const char* truth;
-  bool equal;
-  const char* why;
-};
-
-void check(const std::vector<Case>& cases) {
-  for (const Case& c : cases) {
-    EXPECT_EQ(answers_equivalent(c.pred, c.truth), c.equal)
-        << "pred '" << c.pred << "' vs truth '" << c.truth << "': expected " << (c.equal ? "equal" : "different")
-        << " because " << c.why;
-    EXPECT_EQ(answers_equivalent(c.truth, c.pred), c.equal) << "swapped: '" << c.truth << "' vs '" << c.pred << "'";
-  }
-}
+using test::check;
 
 TEST(EquationAnswers, FunctionValues) {
   check({

@@ -4,29 +4,12 @@
 // and the guards against reward hacking.
 #include "dapo/reward/equivalence.h"
 
-#include <gtest/gtest.h>
-
-#include <vector>
+#include "reward/equivalence_cases.h"
 
 namespace dapo::reward {
 namespace {
 
-struct Case {
-  const char* pred;
-  const char* truth;
-  bool equal;
-  const char* why;
-};
-
-void check(const std::vector<Case>& cases) {
-  for (const Case& c : cases) {
-    EXPECT_EQ(answers_equivalent(c.pred, c.truth), c.equal)
-        << "pred '" << c.pred << "' vs truth '" << c.truth << "': expected " << (c.equal ? "equal" : "different")
-        << " because " << c.why;
-    // Equivalence is symmetric for every case of the table.
-    EXPECT_EQ(answers_equivalent(c.truth, c.pred), c.equal) << "swapped: '" << c.truth << "' vs '" << c.pred << "'";
-  }
-}
+using test::check;
 
 TEST(Equivalence, Integers) {
   check({
