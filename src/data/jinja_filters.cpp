@@ -203,10 +203,11 @@ Value f_first(Interp& in, const Value& v, CallArgs& a) {
   return items.front();
 }
 
-// Python's float(str): surrounding whitespace, underscores between digits,
-// inf/nan words.
-std::optional<double> parse_float(const std::string& text) {
-  std::u32string u = to_u32(text);
+// The text of a number as Python's float() and int() take it: surrounding
+// (Unicode) whitespace stripped; nullopt when a character left is not ASCII
+// (Python would accept other digit scripts, which no template writes).
+std::optional<std::string> number_text(const std::string& text) {
+  const std::u32string u = to_u32(text);
   size_t b = 0, e = u.size();
   while (b < e && py_isspace(u[b])) ++b;
   while (e > b && py_isspace(u[e - 1])) --e;
@@ -215,6 +216,15 @@ std::optional<double> parse_float(const std::string& text) {
     if (u[k] >= 0x80) return std::nullopt;
     s += char(u[k]);
   }
+  return s;
+}
+
+// Python's float(str): surrounding whitespace, underscores between digits,
+// inf/nan words.
+std::optional<double> parse_float(const std::string& text) {
+  const std::optional<std::string> t = number_text(text);
+  if (!t) return std::nullopt;
+  const std::string& s = *t;
   if (s.empty()) return std::nullopt;
   std::string lower;
   for (const char c : s) lower += char(std::tolower(static_cast<unsigned char>(c)));
@@ -251,15 +261,9 @@ std::optional<double> parse_float(const std::string& text) {
 
 // Python's int(str, base) for base 10 (and 2..36 with the usual prefixes for 0).
 std::optional<int64_t> parse_int(const std::string& text, int64_t base) {
-  std::u32string u = to_u32(text);
-  size_t b = 0, e = u.size();
-  while (b < e && py_isspace(u[b])) ++b;
-  while (e > b && py_isspace(u[e - 1])) --e;
-  std::string s;
-  for (size_t k = b; k < e; ++k) {
-    if (u[k] >= 0x80) return std::nullopt;
-    s += char(u[k]);
-  }
+  const std::optional<std::string> t = number_text(text);
+  if (!t) return std::nullopt;
+  const std::string& s = *t;
   bool neg = false;
   size_t k = 0;
   if (k < s.size() && (s[k] == '+' || s[k] == '-')) neg = s[k++] == '-';
