@@ -3,9 +3,7 @@
 
 #include <cstdlib>
 
-#ifdef DAPO_WITH_CUDA
-#include <cuda_runtime_api.h>
-#endif
+#include "dapo/core/device_runtime.h"
 
 namespace dapo {
 
@@ -17,14 +15,7 @@ void* memory_alloc(Device device, size_t bytes) {
     DAPO_CHECK(p != nullptr, "host allocation of ", bytes, " bytes failed");
     return p;
   }
-#ifdef DAPO_WITH_CUDA
-  void* p = nullptr;
-  const cudaError_t err = cudaMalloc(&p, bytes);
-  DAPO_CHECK(err == cudaSuccess, "cudaMalloc of ", bytes, " bytes: ", cudaGetErrorString(err));
-  return p;
-#else
-  DAPO_FAIL("device memory requested, but this build has no CUDA");
-#endif
+  return device_runtime::alloc(bytes);
 }
 
 void memory_free(Device device, void* p) {
@@ -33,67 +24,29 @@ void memory_free(Device device, void* p) {
     std::free(p);
     return;
   }
-#ifdef DAPO_WITH_CUDA
-  const cudaError_t err = cudaFree(p);
-  DAPO_CHECK(err == cudaSuccess, "cudaFree: ", cudaGetErrorString(err));
-#endif
+  device_runtime::free(p);
 }
 
 void* pinned_alloc(size_t bytes) {
   if (bytes == 0) return nullptr;
-#ifdef DAPO_WITH_CUDA
-  if (cuda_available()) {
-    void* p = nullptr;
-    const cudaError_t err = cudaHostAlloc(&p, bytes, cudaHostAllocDefault);
-    DAPO_CHECK(err == cudaSuccess, "cudaHostAlloc of ", bytes, " bytes: ", cudaGetErrorString(err));
-    return p;
-  }
-#endif
+  if (device_runtime::available()) return device_runtime::alloc_pinned(bytes);
   return memory_alloc(Device::cpu, bytes);
 }
 
 void pinned_free(void* p) {
   if (p == nullptr) return;
-#ifdef DAPO_WITH_CUDA
-  if (cuda_available()) {
-    const cudaError_t err = cudaFreeHost(p);
-    DAPO_CHECK(err == cudaSuccess, "cudaFreeHost: ", cudaGetErrorString(err));
+  if (device_runtime::available()) {
+    device_runtime::free_pinned(p);
     return;
   }
-#endif
   memory_free(Device::cpu, p);
 }
 
-bool cuda_available() {
-#ifdef DAPO_WITH_CUDA
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-#else
-  return false;
-#endif
-}
+bool cuda_available() { return device_runtime::available(); }
 
-size_t device_memory_free() {
-#ifdef DAPO_WITH_CUDA
-  size_t free = 0, total = 0;
-  const cudaError_t err = cudaMemGetInfo(&free, &total);
-  DAPO_CHECK(err == cudaSuccess, "cudaMemGetInfo: ", cudaGetErrorString(err));
-  return free;
-#else
-  return 0;
-#endif
-}
+size_t device_memory_free() { return device_runtime::memory_free(); }
 
-size_t device_memory_total() {
-#ifdef DAPO_WITH_CUDA
-  size_t free = 0, total = 0;
-  const cudaError_t err = cudaMemGetInfo(&free, &total);
-  DAPO_CHECK(err == cudaSuccess, "cudaMemGetInfo: ", cudaGetErrorString(err));
-  return total;
-#else
-  return 0;
-#endif
-}
+size_t device_memory_total() { return device_runtime::memory_total(); }
 
 Arena::Arena(size_t capacity_bytes, Device device, std::string name)
     : capacity_(capacity_bytes), device_(device), name_(std::move(name)) {

@@ -7,12 +7,10 @@
 #include <vector>
 
 #include "dapo/core/arena.h"
+#include "dapo/core/device_runtime.h"
 #include "dapo/core/rng.h"
 #include "dapo/parallel/comm.h"
 
-#ifdef DAPO_WITH_CUDA
-#include <cuda_runtime_api.h>
-#endif
 
 namespace dapo::model {
 namespace {
@@ -42,12 +40,6 @@ Kind kind_of(const ParamSpec& spec) {
   return spec.name.size() >= 5 && spec.name.compare(spec.name.size() - 5, 5, ".bias") == 0 ? Kind::bias
                                                                                             : Kind::norm;
 }
-
-#ifdef DAPO_WITH_CUDA
-void cuda_check(cudaError_t err, const char* what) {
-  DAPO_CHECK(err == cudaSuccess, what, ": ", cudaGetErrorString(err));
-}
-#endif
 
 // Host staging of device copies: bounded, so that loading a tensor of
 // several GB does not need a second copy of it in host memory.
@@ -171,18 +163,11 @@ void ParamStore::zero(void* p, size_t bytes) const {
     std::memset(p, 0, bytes);
     return;
   }
-#ifdef DAPO_WITH_CUDA
-  cuda_check(cudaMemsetAsync(p, 0, bytes, static_cast<cudaStream_t>(stream_)), "cudaMemsetAsync of a parameter buffer");
-#else
-  DAPO_FAIL("a device parameter buffer in a build without CUDA");
-#endif
+  device_runtime::memset_async(p, 0, bytes, stream_, "a parameter buffer");
 }
 
 void ParamStore::sync() const {
-#ifdef DAPO_WITH_CUDA
-  if (device_ != Device::cpu)
-    cuda_check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream_)), "cudaStreamSynchronize (parameters)");
-#endif
+  if (device_ != Device::cpu) device_runtime::synchronize(stream_, "parameters");
 }
 
 void ParamStore::copy_in(int64_t offset, const float* src, int64_t n) const {
@@ -191,11 +176,9 @@ void ParamStore::copy_in(int64_t offset, const float* src, int64_t n) const {
     std::memcpy(master_ + offset, src, size_t(n) * sizeof(float));
     return;
   }
-#ifdef DAPO_WITH_CUDA
   // The master in fp32 (where this rank holds it), and its bf16 compute
   // copy rounded here on the host, in bounded pieces; each piece is waited
   // for before its staging is reused.
-  cudaStream_t s = static_cast<cudaStream_t>(stream_);
   bf16* cdst = compute_ + offset;
   std::vector<bf16> stage(size_t(std::min(n, kStageElements)));
   for (int64_t i = 0; i < n; i += kStageElements) {
@@ -204,26 +187,18 @@ void ParamStore::copy_in(int64_t offset, const float* src, int64_t n) const {
     if (master_sharded())
       write_master_shard(offset + i, src + i, m);
     else
-      cuda_check(cudaMemcpyAsync(master_ + offset + i, src + i, size_t(m) * sizeof(float), cudaMemcpyHostToDevice, s),
-                 "cudaMemcpyAsync to the parameter buffer");
-    cuda_check(cudaMemcpyAsync(cdst + i, stage.data(), size_t(m) * sizeof(bf16), cudaMemcpyHostToDevice, s),
-               "cudaMemcpyAsync to the compute copy");
+      device_runtime::copy_async(master_ + offset + i, src + i, size_t(m) * sizeof(float),
+                                 device_runtime::CopyKind::host_to_device, stream_, "the parameter buffer");
+    device_runtime::copy_async(cdst + i, stage.data(), size_t(m) * sizeof(bf16), device_runtime::CopyKind::host_to_device,
+                               stream_, "the compute copy");
     sync();
   }
-#else
-  DAPO_FAIL("a device parameter buffer in a build without CUDA");
-#endif
 }
 
 void ParamStore::write_master_shard(int64_t offset, const float* src, int64_t n) const {
-#ifdef DAPO_WITH_CUDA
   for (const ShardRange& r : overlaps_of(shards_.mine(), offset, offset + n))
-    cuda_check(cudaMemcpyAsync(master_ + r.shard_offset, src + (r.begin - offset), size_t(r.end - r.begin) * sizeof(float),
-                               cudaMemcpyHostToDevice, static_cast<cudaStream_t>(stream_)),
-               "cudaMemcpyAsync to the master shard");
-#else
-  DAPO_FAIL("a sharded master in a build without CUDA");
-#endif
+    device_runtime::copy_async(master_ + r.shard_offset, src + (r.begin - offset), size_t(r.end - r.begin) * sizeof(float),
+                               device_runtime::CopyKind::host_to_device, stream_, "the master shard");
 }
 
 void ParamStore::copy_out(float* dst, const float* src, int64_t n) const {
@@ -232,14 +207,9 @@ void ParamStore::copy_out(float* dst, const float* src, int64_t n) const {
     std::memcpy(dst, src, size_t(n) * sizeof(float));
     return;
   }
-#ifdef DAPO_WITH_CUDA
-  cuda_check(cudaMemcpyAsync(dst, src, size_t(n) * sizeof(float), cudaMemcpyDeviceToHost,
-                             static_cast<cudaStream_t>(stream_)),
-             "cudaMemcpyAsync from the parameter buffer");
+  device_runtime::copy_async(dst, src, size_t(n) * sizeof(float), device_runtime::CopyKind::device_to_host, stream_,
+                             "the parameter buffer");
   sync();
-#else
-  DAPO_FAIL("a device parameter buffer in a build without CUDA");
-#endif
 }
 
 const ParamEntry& ParamStore::entry(const std::string& name) const {
@@ -271,16 +241,13 @@ void ParamStore::shard_master(ShardMap map) {
   DAPO_CHECK(covered == buffer_elements_, "shard_master: the map covers ", covered, " of ", buffer_elements_,
              " elements");
   const int64_t n = map.elements(map.rank());
-#ifdef DAPO_WITH_CUDA
   float* shard = static_cast<float*>(memory_alloc(device_, size_t(n) * sizeof(float)));
   for (const ShardRange& r : map.mine())
-    cuda_check(cudaMemcpyAsync(shard + r.shard_offset, master_ + r.begin, size_t(r.end - r.begin) * sizeof(float),
-                               cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(stream_)),
-               "cudaMemcpyAsync into the master shard");
+    device_runtime::copy_async(shard + r.shard_offset, master_ + r.begin, size_t(r.end - r.begin) * sizeof(float),
+                               device_runtime::CopyKind::device_to_device, stream_, "the master shard");
   sync();
   memory_free(device_, master_);
   master_ = shard;
-#endif
   shard_elements_ = n;
   shards_ = std::move(map);
   // The fp32 views would point at memory that is gone: shapes only.
@@ -433,20 +400,12 @@ void gather_shards(const ShardMap& map, int64_t lo, int64_t n, const std::vector
       if (device == Device::cpu) {
         std::memcpy(packed.data() + at, base + r.shard_offset, len);
       } else {
-#ifdef DAPO_WITH_CUDA
-        cuda_check(cudaMemcpyAsync(packed.data() + at, base + r.shard_offset, len, cudaMemcpyDeviceToHost,
-                                   static_cast<cudaStream_t>(stream)),
-                   "cudaMemcpyAsync from a shard");
-#else
-        DAPO_FAIL("a device shard in a build without CUDA");
-#endif
+        device_runtime::copy_async(packed.data() + at, base + r.shard_offset, len,
+                                   device_runtime::CopyKind::device_to_host, stream, "a shard");
       }
       at += len;
     }
-#ifdef DAPO_WITH_CUDA
-  if (device != Device::cpu)
-    cuda_check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), "cudaStreamSynchronize (shard gather)");
-#endif
+  if (device != Device::cpu) device_runtime::synchronize(stream, "shard gather");
   std::vector<std::vector<std::byte>> to_each(static_cast<size_t>(P));
   if (root >= 0)
     to_each[size_t(root)] = std::move(packed);

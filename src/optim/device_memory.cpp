@@ -1,27 +1,19 @@
-// Host <-> optimizer-buffer copies for host and CUDA memory (device_memory.h).
+// Host <-> optimizer-buffer copies for host and device memory (device_memory.h).
 #include "device_memory.h"
 
 #include <cstring>
 
+#include "dapo/core/device_runtime.h"
 #include "dapo/core/error.h"
-
-#ifdef DAPO_WITH_CUDA
-#include <cuda_runtime_api.h>
-#endif
 
 namespace dapo::optim::detail {
 namespace {
 
-#ifdef DAPO_WITH_CUDA
-void cuda_check(cudaError_t err, const char* what) {
-  DAPO_CHECK(err == cudaSuccess, what, ": ", cudaGetErrorString(err));
+// A copy the host waits for: its buffer is read or reused right after.
+void copy(void* stream, void* dst, const void* src, size_t bytes, device_runtime::CopyKind kind) {
+  device_runtime::copy_async(dst, src, bytes, kind, stream, "an optimizer buffer");
+  device_runtime::synchronize(stream, "after an optimizer copy");
 }
-void copy(void* s, void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
-  cudaStream_t stream = static_cast<cudaStream_t>(s);
-  cuda_check(cudaMemcpyAsync(dst, src, bytes, kind, stream), "cudaMemcpyAsync of an optimizer buffer");
-  cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize after an optimizer copy");
-}
-#endif
 
 }  // namespace
 
@@ -31,12 +23,7 @@ void fill_zero(Device device, void* stream, float* p, int64_t n) {
     std::memset(p, 0, size_t(n) * sizeof(float));
     return;
   }
-#ifdef DAPO_WITH_CUDA
-  cuda_check(cudaMemsetAsync(p, 0, size_t(n) * sizeof(float), static_cast<cudaStream_t>(stream)),
-             "cudaMemsetAsync of an optimizer buffer");
-#else
-  DAPO_FAIL("a device optimizer buffer in a build without CUDA");
-#endif
+  device_runtime::memset_async(p, 0, size_t(n) * sizeof(float), stream, "an optimizer buffer");
 }
 
 void copy_to_host(void* stream, Device device, float* host, const float* buffer, int64_t n) {
@@ -45,11 +32,7 @@ void copy_to_host(void* stream, Device device, float* host, const float* buffer,
     std::memcpy(host, buffer, size_t(n) * sizeof(float));
     return;
   }
-#ifdef DAPO_WITH_CUDA
-  copy(stream, host, buffer, size_t(n) * sizeof(float), cudaMemcpyDeviceToHost);
-#else
-  DAPO_FAIL("a device optimizer buffer in a build without CUDA");
-#endif
+  copy(stream, host, buffer, size_t(n) * sizeof(float), device_runtime::CopyKind::device_to_host);
 }
 
 void copy_from_host(void* stream, Device device, float* buffer, const float* host, int64_t n) {
@@ -58,11 +41,7 @@ void copy_from_host(void* stream, Device device, float* buffer, const float* hos
     std::memcpy(buffer, host, size_t(n) * sizeof(float));
     return;
   }
-#ifdef DAPO_WITH_CUDA
-  copy(stream, buffer, host, size_t(n) * sizeof(float), cudaMemcpyHostToDevice);
-#else
-  DAPO_FAIL("a device optimizer buffer in a build without CUDA");
-#endif
+  copy(stream, buffer, host, size_t(n) * sizeof(float), device_runtime::CopyKind::host_to_device);
 }
 
 }  // namespace dapo::optim::detail
