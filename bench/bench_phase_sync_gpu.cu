@@ -34,7 +34,7 @@
 #include <vector>
 
 #include "common.cuh"
-#include "pdl.cuh"
+#include "ptx/pdl.cuh"
 
 using dapo::ops::cuda_detail::launch_pdl;
 using dapo::ops::cuda_detail::pdl_launch_dependents;

@@ -33,14 +33,12 @@
 
 namespace dapo::ops::cuda {
 // Per-device caches owned by CudaDevice and reached through Ctx (no global
-// state): cuBLASLt descriptors and heuristics per GEMM shape (matmul.cu's
-// file gemm_plan_cache.cu), attention graphs per shape (attention_plan_cache.cu).
+// state): cuBLASLt descriptors and heuristics per GEMM shape
+// (gemm/gemm_plan_cache.cu). Attention needs none: its splits are planned
+// on the host per call (ops/plan/paged_attention_plan.h).
 struct GemmPlanCache;
 GemmPlanCache* gemm_plan_cache_create();
 void gemm_plan_cache_destroy(GemmPlanCache* cache);
-struct AttentionPlanCache;
-AttentionPlanCache* attention_plan_cache_create();
-void attention_plan_cache_destroy(AttentionPlanCache* cache);
 }  // namespace dapo::ops::cuda
 
 namespace dapo::ops::cuda_detail {

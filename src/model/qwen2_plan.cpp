@@ -145,7 +145,7 @@ size_t Qwen2Model::Plan::scratch_bytes(int64_t T, int64_t max_len, int64_t gathe
     const size_t sort = size_t(T) * 4 * sizeof(int32_t) + size_t(T) * 16 + (size_t(1) << 20);
     const size_t partials = size_t(1024) * size_t(std::max(dims_.C, dims_.il)) * f;
     need = std::max({need, sort, partials}) + (size_t(16) << 20);
-    // paged_attention's split-KV partials (cuda/paged_attention.cu caps them at
+    // paged_attention's split-KV partials (cuda/attention/paged_attention.cu caps them at
     // 64 MiB) when the cached forward runs (gathered_rows > 0).
     if (gathered_rows > 0) need += size_t(64) << 20;
   }

@@ -1,8 +1,8 @@
 // Causal grouped-query attention over packed variable-length sequences, for
 // training and prefill (the generation engine's decode path is
 // paged_attention in kv_cache.h). The CUDA backend runs its own
-// FlashAttention-2-style tensor-core kernels (cuda/attention_forward.cu,
-// cuda/attention_backward.cu) with the same arguments.
+// FlashAttention-2-style tensor-core kernels (cuda/attention/attention_forward.cu,
+// cuda/attention/attention_backward.cu) with the same arguments.
 //
 // Layout: the tokens of all B sequences are concatenated without padding,
 // cu_seqlens (B+1) i32 holds the cumulative offsets (cu_seqlens[0] = 0,

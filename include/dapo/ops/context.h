@@ -26,7 +26,6 @@ struct Ctx {
   DeviceFlags* flags = nullptr;   // device memory: input problems found by kernels (device_flags.h)
   void* cudnn = nullptr;          // cudnnHandle_t bound to `stream`
   void* gemm_plans = nullptr;     // cuda::GemmPlanCache*: cuBLASLt descriptors + heuristics per shape
-  void* attention_plans = nullptr;  // cuda::AttentionPlanCache*: attention graphs/plans per shape
   OpProfiler* profiler = nullptr; // benchmarks: per-op GPU time (op_profiler.h); nullptr otherwise
 };
 

@@ -1,7 +1,7 @@
 // CudaDevice: the GPU one rank drives - its stream, cuBLASLt handle and
 // workspace - and the Ctx that sends ops to it. Handles are opaque here so
 // that host code builds without CUDA headers; the definitions are in
-// cuda/cuda_device.cu and exist only in CUDA builds (DAPO_WITH_CUDA).
+// cuda/runtime/cuda_device.cu and exist only in CUDA builds (DAPO_WITH_CUDA).
 #pragma once
 
 #include <string>
@@ -70,7 +70,6 @@ class CudaDevice {
   DeviceFlags* flags_ = nullptr;   // device memory
   void* cudnn_ = nullptr;          // cudnnHandle_t
   void* gemm_plans_ = nullptr;     // cuda::GemmPlanCache*
-  void* attention_plans_ = nullptr;  // cuda::AttentionPlanCache*
 };
 
 }  // namespace dapo::ops

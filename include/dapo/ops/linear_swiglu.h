@@ -86,7 +86,7 @@ void linear_swiglu_fused(const Ctx& ctx, Tensor h, Tensor in, Tensor w_gate, Ten
 
 // The prefill's fused path (sm_90a builds): a persistent kernel of 128 input
 // rows x 128 h columns (256 weight rows) a tile, for many rows, where the
-// products are bound by the tensor cores (cuda/linear_swiglu_wide.cu). The
+// products are bound by the tensor cores (cuda/gemm/linear_swiglu_wide.cu). The
 // op takes it where linear_swiglu_wide_preferred says so (under a folded
 // norm the rows are normed in place first).
 bool linear_swiglu_wide_preferred(int64_t M, int64_t K, int64_t I);

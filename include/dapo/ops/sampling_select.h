@@ -193,7 +193,7 @@ DAPO_HOST_DEVICE inline void finish_level(Select& s, int l, int pick, int64_t eq
   s.state = kNeedTie;
 }
 
-// The host's descent (the CPU backend); cuda/sampling.cu has the warp's.
+// The host's descent (the CPU backend); cuda/sampling/sampling.cu has the warp's.
 inline void descend(Select& s, const int64_t* count, const int64_t* units, int l, float top_p) {
   if (s.state != kDescending) return;
   const int nb = level_bins(l), per = nb / 32;

@@ -2,7 +2,7 @@
 // planned on the host from plain values: the shapes, max_context_len and
 // how many CTAs the device holds at once. Plan on the host, run on the
 // device (as flashinfer separates them): the kernel file
-// (cuda/paged_attention.cu) asks the device for its CTA slots and launches
+// (cuda/attention/paged_attention.cu) asks the device for its CTA slots and launches
 // what these functions decide, and the decisions are tested without a GPU
 // (tests/ops/test_paged_attention_plan.cpp).
 //
@@ -15,7 +15,7 @@
 
 namespace dapo::ops::plan {
 
-// Kernel constants the plan depends on; cuda/paged_attention.cu
+// Kernel constants the plan depends on; cuda/attention/paged_attention.cu
 // static_asserts that its kernels match them.
 inline constexpr int64_t kPagedRowsPerTile = 8;  // query rows (token, head) per tile: the MMA's N
 inline constexpr int64_t kPagedWarps = 4;

@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "common.cuh"
-#include "pdl.cuh"
+#include "ptx/pdl.cuh"
 #include "dapo/ops/step_io.h"
 
 namespace dapo::ops::cuda {

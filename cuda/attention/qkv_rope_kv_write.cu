@@ -7,7 +7,7 @@
 #include "dapo/ops/norm_fold.h"
 #include "dapo/ops/qkv_rope_kv_write.h"
 #include "dapo/ops/rope_kv_write.h"
-#include "rope_common.cuh"
+#include "attention/rope_common.cuh"
 
 namespace dapo::ops::cuda {
 

@@ -17,7 +17,7 @@
 
 #include "common.cuh"
 #include "dapo/ops/attention.h"
-#include "mma_ptx.cuh"
+#include "ptx/mma_ptx.cuh"
 
 namespace dapo::ops::cuda_detail::attn {
 

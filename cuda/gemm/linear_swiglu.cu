@@ -26,13 +26,13 @@
 #include "dapo/ops/linear_multi.h"
 #include "dapo/ops/linear_swiglu.h"
 #include "dapo/ops/swiglu.h"
-#include "mma_ptx.cuh"
-#include "norm_fold.cuh"
-#include "pdl.cuh"
-#include "swiglu_math.cuh"
-#include "tma_map.h"
-#include "tma_ptx.cuh"
-#include "wgmma_n_ptx.cuh"
+#include "ptx/mma_ptx.cuh"
+#include "norm/norm_fold.cuh"
+#include "ptx/pdl.cuh"
+#include "gemm/swiglu_math.cuh"
+#include "runtime/tma_map.h"
+#include "ptx/tma_ptx.cuh"
+#include "ptx/wgmma_n_ptx.cuh"
 
 namespace dapo::ops::cuda {
 namespace {

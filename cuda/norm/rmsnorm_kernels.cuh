@@ -16,8 +16,8 @@
 #include <type_traits>
 
 #include "common.cuh"
-#include "pack.cuh"
-#include "pdl.cuh"
+#include "ptx/pack.cuh"
+#include "ptx/pdl.cuh"
 
 namespace dapo::ops::cuda_detail::norm {
 

@@ -6,7 +6,7 @@
 #include <map>
 #include <utility>
 
-#include "gemm_plan_cache.cuh"
+#include "gemm/gemm_plan_cache.cuh"
 
 namespace dapo::ops::cuda {
 

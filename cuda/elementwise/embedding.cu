@@ -18,7 +18,7 @@
 
 #include "common.cuh"
 #include "dapo/ops/embedding.h"
-#include "pack.cuh"
+#include "ptx/pack.cuh"
 
 namespace dapo::ops::cuda {
 namespace {

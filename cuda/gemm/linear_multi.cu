@@ -26,13 +26,13 @@
 #include "dapo/ops/linear_multi.h"
 #include "dapo/ops/matmul.h"
 #include "dapo/ops/norm_fold.h"
-#include "mma_ptx.cuh"
-#include "norm_fold.cuh"
-#include "pdl.cuh"
-#include "rope_common.cuh"
-#include "tma_map.h"
-#include "tma_ptx.cuh"
-#include "wgmma_ptx.cuh"
+#include "ptx/mma_ptx.cuh"
+#include "norm/norm_fold.cuh"
+#include "ptx/pdl.cuh"
+#include "attention/rope_common.cuh"
+#include "runtime/tma_map.h"
+#include "ptx/tma_ptx.cuh"
+#include "ptx/wgmma_ptx.cuh"
 
 namespace dapo::ops::cuda {
 namespace {

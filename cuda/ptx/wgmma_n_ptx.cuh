@@ -11,7 +11,7 @@
 
 #include <cstdint>
 
-#include "wgmma_ptx.cuh"
+#include "ptx/wgmma_ptx.cuh"
 
 namespace dapo::ops::cuda_detail {
 

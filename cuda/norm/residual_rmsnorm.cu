@@ -2,7 +2,7 @@
 // the forward, dsum read-add-written once in the backward; kernels shared
 // with rmsnorm.cu (rmsnorm_kernels.cuh).
 #include "dapo/ops/residual_rmsnorm.h"
-#include "rmsnorm_kernels.cuh"
+#include "norm/rmsnorm_kernels.cuh"
 
 namespace dapo::ops::cuda {
 namespace {

@@ -33,7 +33,7 @@
 #include <type_traits>
 
 #include "common.cuh"
-#include "pdl.cuh"
+#include "ptx/pdl.cuh"
 #include "dapo/core/rng.h"
 #include "dapo/ops/sampling.h"
 #include "dapo/ops/sampling_select.h"

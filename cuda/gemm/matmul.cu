@@ -12,7 +12,7 @@
 
 #include "dapo/ops/linear_multi.h"
 #include "dapo/ops/matmul.h"
-#include "gemm_plan_cache.cuh"
+#include "gemm/gemm_plan_cache.cuh"
 
 namespace dapo::ops::cuda {
 namespace {

@@ -48,8 +48,8 @@
 #include <cooperative_groups.h>
 
 #include "common.cuh"
-#include "mma_ptx.cuh"
-#include "pdl.cuh"
+#include "ptx/mma_ptx.cuh"
+#include "ptx/pdl.cuh"
 #include "dapo/core/arena.h"
 #include "dapo/ops/kv_cache.h"
 #include "dapo/ops/plan/paged_attention_plan.h"

@@ -1,10 +1,10 @@
 // CUDA paged KV cache slot writes (kv_cache_write); the attention that reads
-// the cache is cuda/paged_attention.cu.
+// the cache is cuda/attention/paged_attention.cu.
 #include <algorithm>
 
 #include "common.cuh"
 #include "dapo/ops/kv_cache.h"
-#include "pack.cuh"
+#include "ptx/pack.cuh"
 
 namespace dapo::ops::cuda {
 namespace {

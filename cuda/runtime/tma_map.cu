@@ -1,5 +1,5 @@
 // Tensor maps for the TMA kernels (tma_map.h).
-#include "tma_map.h"
+#include "runtime/tma_map.h"
 
 #include <cudaTypedefs.h>
 

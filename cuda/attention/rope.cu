@@ -15,7 +15,7 @@
 // fused decode op rope_kv_write.cu.
 #include "common.cuh"
 #include "dapo/ops/rope.h"
-#include "rope_common.cuh"
+#include "attention/rope_common.cuh"
 
 namespace dapo::ops::cuda {
 namespace {

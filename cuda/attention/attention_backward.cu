@@ -14,7 +14,7 @@
 // price of determinism). The dK/dV role works in the transposed frame (keys
 // as rows: S^T = K Q^T, dP^T = V dO^T) so that P^T and dS^T come out of the
 // accumulators already as the A operands of the products into dV and dK.
-#include "attention_common.cuh"
+#include "attention/attention_common.cuh"
 
 namespace dapo::ops::cuda {
 namespace {

@@ -7,8 +7,8 @@
 #include "dapo/ops/linear_swiglu.h"
 #include "dapo/ops/matmul.h"
 #include "dapo/ops/norm_fold.h"
-#include "norm_fold.cuh"
-#include "pdl.cuh"
+#include "norm/norm_fold.cuh"
+#include "ptx/pdl.cuh"
 
 namespace dapo::ops::cuda {
 namespace {

@@ -39,12 +39,12 @@
 #include "dapo/core/arena.h"
 #include "dapo/core/rng.h"
 #include "dapo/ops/lm_head_sample.h"
-#include "mma_ptx.cuh"
-#include "norm_fold.cuh"
-#include "pdl.cuh"
-#include "tma_map.h"
-#include "tma_ptx.cuh"
-#include "wgmma_ptx.cuh"
+#include "ptx/mma_ptx.cuh"
+#include "norm/norm_fold.cuh"
+#include "ptx/pdl.cuh"
+#include "runtime/tma_map.h"
+#include "ptx/tma_ptx.cuh"
+#include "ptx/wgmma_ptx.cuh"
 
 namespace dapo::ops::cuda {
 namespace {

@@ -2,7 +2,7 @@
 // storage; the kernels live in rmsnorm_kernels.cuh, shared with the fused
 // residual_rmsnorm.
 #include "dapo/ops/rmsnorm.h"
-#include "rmsnorm_kernels.cuh"
+#include "norm/rmsnorm_kernels.cuh"
 
 namespace dapo::ops::cuda {
 namespace {

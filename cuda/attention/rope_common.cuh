@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <initializer_list>
 
-#include "pack.cuh"
+#include "ptx/pack.cuh"
 
 namespace dapo::ops::cuda_detail {
 

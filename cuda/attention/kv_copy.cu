@@ -3,7 +3,7 @@
 // accesses where the block's bytes and the pools' pointers allow.
 #include "common.cuh"
 #include "dapo/ops/kv_copy.h"
-#include "pack.cuh"
+#include "ptx/pack.cuh"
 
 namespace dapo::ops::cuda {
 namespace {

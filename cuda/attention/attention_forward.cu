@@ -6,7 +6,7 @@
 // accumulators) and the softmax online in fp32 (exp2, scale folded in).
 // Key blocks run in ascending order, so block 0 - whose key 0 every query
 // sees - sets a finite running max before any fully masked row appears.
-#include "attention_common.cuh"
+#include "attention/attention_common.cuh"
 
 namespace dapo::ops::cuda_detail::attn {
 

@@ -39,14 +39,12 @@ CudaDevice::CudaDevice(int index, size_t workspace_bytes) : index_(index), works
   const cudnnStatus_t st2 = cudnnSetStream(dnn, stream);
   DAPO_CHECK(st2 == CUDNN_STATUS_SUCCESS, "cudnnSetStream: ", cudnnGetErrorString(st2));
   gemm_plans_ = cuda::gemm_plan_cache_create();
-  attention_plans_ = cuda::attention_plan_cache_create();
   synchronize();
 }
 
 CudaDevice::~CudaDevice() {
   // Errors here are ignored on purpose: a destructor during error unwinding
   // must not abort a job that is already reporting its real failure.
-  if (attention_plans_) cuda::attention_plan_cache_destroy(static_cast<cuda::AttentionPlanCache*>(attention_plans_));
   if (gemm_plans_) cuda::gemm_plan_cache_destroy(static_cast<cuda::GemmPlanCache*>(gemm_plans_));
   if (cudnn_) cudnnDestroy(static_cast<cudnnHandle_t>(cudnn_));
   if (flags_) cudaFree(flags_);
@@ -70,7 +68,6 @@ Ctx CudaDevice::ctx(Arena* scratch) const {
   c.flags = flags_;
   c.cudnn = cudnn_;
   c.gemm_plans = gemm_plans_;
-  c.attention_plans = attention_plans_;
   return c;
 }
 

@@ -11,8 +11,8 @@
 // of 128 tokens at the 0.5B shape is ~18k threads with K = 2.
 #include "common.cuh"
 #include "dapo/ops/rope_kv_write.h"
-#include "pdl.cuh"
-#include "rope_common.cuh"
+#include "ptx/pdl.cuh"
+#include "attention/rope_common.cuh"
 
 namespace dapo::ops::cuda {
 namespace {

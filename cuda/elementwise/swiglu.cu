@@ -3,9 +3,9 @@
 // shared memory.
 #include "common.cuh"
 #include "dapo/ops/swiglu.h"
-#include "pack.cuh"
-#include "pdl.cuh"
-#include "swiglu_math.cuh"
+#include "ptx/pack.cuh"
+#include "ptx/pdl.cuh"
+#include "gemm/swiglu_math.cuh"
 
 namespace dapo::ops::cuda {
 namespace {
