@@ -203,7 +203,9 @@ std::string write_failure(int64_t rc, int err) {
 }
 }  // namespace detail
 
-H5File::~H5File() {
+H5File::~H5File() { release(); }
+
+void H5File::release() {
   if (refused_)
     abandon();
   else
@@ -218,7 +220,7 @@ H5File::~H5File() {
 // caller removes the file anyway), then the metadata is flushed; only if
 // the flush succeeds is it closed. Otherwise it stays open, to be closed
 // once, at shutdown. One rank only: with more, a refused write ends the job
-// (agree_on_write).
+// (check_write).
 void H5File::abandon() {
   if (id_ < 0) return;
   // A failure (the file gone already) leaves the decision to the flush.
@@ -240,10 +242,7 @@ H5File::H5File(H5File&& o) noexcept
 
 H5File& H5File::operator=(H5File&& o) noexcept {
   if (this != &o) {
-    if (refused_)
-      abandon();
-    else
-      close_quietly(id_);
+    release();
     id_ = std::exchange(o.id_, -1);
     path_ = std::move(o.path_);
     writable_ = o.writable_;
@@ -260,16 +259,16 @@ void H5File::close() {
     return;
   }
   // Flushed first, so that a full disk fails the flush (after which the
-  // file is left open, see close_quietly) rather than the close itself.
+  // file is abandoned, see abandon) rather than the close itself.
   errno = 0;
   herr_t rc = H5Fflush(hid_t(id_), H5F_SCOPE_LOCAL);
-  agree_on_write(detail::write_failure(rc, errno), cat(path_, ": writing the file's metadata"));
+  check_write(detail::write_failure(rc, errno), cat(path_, ": writing the file's metadata"));
   errno = 0;
   rc = H5Fclose(hid_t(std::exchange(id_, -1)));
-  agree_on_write(detail::write_failure(rc, errno), cat(path_, ": closing the file"));
+  check_write(detail::write_failure(rc, errno), cat(path_, ": closing the file"));
 }
 
-void H5File::agree_on_write(const std::string& cause, const std::string& what) {
+void H5File::check_write(const std::string& cause, const std::string& what) {
   std::string error;
   if (!cause.empty()) {
     // MPI-IO rarely passes errno on: the free space tells a full disk from
@@ -454,7 +453,7 @@ std::string create_typed(hid_t file, const std::string& path, hid_t ftype, size_
 void H5File::create_dataset(const std::string& path, DType dtype, const std::vector<int64_t>& shape,
                             const DatasetOptions& options) {
   DAPO_CHECK(writable_, path_, " is not open for writing");
-  agree_on_write(create_typed(id_, path, file_type(dtype), dtype_size(dtype), shape, options),
+  check_write(create_typed(id_, path, file_type(dtype), dtype_size(dtype), shape, options),
                  cat(where(path), ": creating"));
 }
 
@@ -557,7 +556,7 @@ void H5File::write_raw(const std::string& dataset, const Hyperslab& slab, DType 
   DAPO_CHECK(data != nullptr || slab.selects_nothing(), where(dataset), ": no data to write");
   errno = 0;
   const herr_t rc = H5Dwrite(d, memory_type(dtype), mspace, fspace, dxpl, data ? data : &dummy);
-  agree_on_write(detail::write_failure(rc, errno), cat(where(dataset), ": writing"));
+  check_write(detail::write_failure(rc, errno), cat(where(dataset), ": writing"));
 }
 
 void H5File::read_raw(const std::string& dataset, const Hyperslab& slab, DType dtype, void* out) const {
@@ -633,24 +632,24 @@ void read_typed(hid_t file, const std::string& where, const std::string& dataset
 void H5File::create_bytes_dataset(const std::string& path, const std::vector<int64_t>& shape,
                                   const DatasetOptions& options) {
   DAPO_CHECK(writable_, path_, " is not open for writing");
-  agree_on_write(create_typed(id_, path, H5T_STD_U8LE, 1, shape, options), cat(where(path), ": creating"));
+  check_write(create_typed(id_, path, H5T_STD_U8LE, 1, shape, options), cat(where(path), ": creating"));
 }
 
 void H5File::create_f64_dataset(const std::string& path, const std::vector<int64_t>& shape,
                                 const DatasetOptions& options) {
   DAPO_CHECK(writable_, path_, " is not open for writing");
-  agree_on_write(create_typed(id_, path, H5T_IEEE_F64LE, 8, shape, options), cat(where(path), ": creating"));
+  check_write(create_typed(id_, path, H5T_IEEE_F64LE, 8, shape, options), cat(where(path), ": creating"));
 }
 
 void H5File::write_bytes(const std::string& dataset, const Hyperslab& slab, const uint8_t* data) {
   DAPO_CHECK(writable_, path_, " is not open for writing");
-  agree_on_write(write_typed(id_, where(dataset), dataset, slab, H5T_NATIVE_UINT8, H5T_INTEGER, data),
+  check_write(write_typed(id_, where(dataset), dataset, slab, H5T_NATIVE_UINT8, H5T_INTEGER, data),
                  cat(where(dataset), ": writing"));
 }
 
 void H5File::write_f64(const std::string& dataset, const Hyperslab& slab, const double* data) {
   DAPO_CHECK(writable_, path_, " is not open for writing");
-  agree_on_write(write_typed(id_, where(dataset), dataset, slab, H5T_NATIVE_DOUBLE, H5T_FLOAT, data),
+  check_write(write_typed(id_, where(dataset), dataset, slab, H5T_NATIVE_DOUBLE, H5T_FLOAT, data),
                  cat(where(dataset), ": writing"));
 }
 

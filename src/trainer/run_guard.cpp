@@ -266,7 +266,9 @@ std::string run_identity(const std::string& ini) {
   return out;
 }
 
-std::string log_owner_refusal(const Config& config, const std::string& log_dir) {
+// Why log.dir's metrics.jsonl is not this run's to continue or replace
+// (empty: it is, or there is none); `resuming`: see check_log_dir_owner.
+std::string log_owner_refusal(const Config& config, const std::string& log_dir, bool resuming) {
   const fs::path metrics = fs::path(log_dir) / "metrics.jsonl";
   std::error_code ec;
   const uintmax_t bytes = fs::file_size(metrics, ec);
@@ -285,9 +287,11 @@ std::string log_owner_refusal(const Config& config, const std::string& log_dir) 
     if (why.empty()) {
       if (run_identity(ini) == run_identity(config_to_ini(config))) return {};  // this very run, started again
       const std::string theirs = checkpoint_dir_of(ini);
+      const bool same_checkpoints = !theirs.empty() && canonical_dir(theirs) == canonical_dir(config.checkpoint.dir);
+      // A resumed run continues the log of the run whose checkpoints it loads.
+      if (resuming && same_checkpoints) return {};
       why = "its config.ini is another configuration";
-      if (!theirs.empty() && canonical_dir(theirs) != canonical_dir(config.checkpoint.dir))
-        why += cat(", with checkpoint.dir = ", printable(theirs));
+      if (!theirs.empty() && !same_checkpoints) why += cat(", with checkpoint.dir = ", printable(theirs));
     }
   }
   return cat(config.origin_of("log.dir"), ": log.dir: ", log_dir, " holds another run's metrics.jsonl (",
@@ -299,22 +303,7 @@ std::string log_owner_refusal(const Config& config, const std::string& log_dir) 
 
 void check_log_dir_owner(const Config& config, const parallel::Grid& grid, bool resuming) {
   std::string error;
-  if (grid.world_rank() == 0) {
-    const fs::path ini_path = fs::path(config.log.dir) / "config.ini";
-    // A resumed run continues the log of the run whose checkpoints it
-    // loads: the config.ini there names the same checkpoint.dir.
-    bool continued = false;
-    if (resuming) {
-      try {
-        const std::string ini = read_text_file(ini_path.string(), "the log's config.ini", size_t(1) << 16);
-        const std::string theirs = checkpoint_dir_of(ini);
-        continued = !theirs.empty() && canonical_dir(theirs) == canonical_dir(config.checkpoint.dir);
-      } catch (const UserError&) {
-        continued = false;  // reported below as what it is
-      }
-    }
-    if (!continued) error = log_owner_refusal(config, config.log.dir);
-  }
+  if (grid.world_rank() == 0) error = log_owner_refusal(config, config.log.dir, resuming);
   io::agree_on_error(grid.world, error);
 }
 

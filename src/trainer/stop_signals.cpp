@@ -33,19 +33,15 @@ std::atomic<int> g_left_ignored{-1};
 // signal that went nowhere. One line, by world rank 0 (or a process whose
 // rank is not known yet), with write(): async-signal-safe.
 void acknowledge(int sig) {
-  const int rank = process_rank();
-  if (rank > 0) return;
-  const char* text = nullptr;
-  switch (sig) {
-    case SIGUSR1: text = "dapo: received SIGUSR1: stopping after the current step, with a checkpoint (exit 4)\n"; break;
-    case SIGTERM: text = "dapo: received SIGTERM: stopping after the current step, with a checkpoint (exit 4)\n"; break;
-    case SIGINT: text = "dapo: received SIGINT: stopping after the current step, with a checkpoint (exit 4)\n"; break;
-    case SIGHUP: text = "dapo: received SIGHUP: stopping after the current step, with a checkpoint (exit 4)\n"; break;
-    default: return;
-  }
+  if (process_rank() > 0) return;
+  // Composed on the stack (stop_signal_name returns literals), written at
+  // once so that the line is not cut by other output.
+  char line[128];
   size_t n = 0;
-  while (text[n] != '\0') ++n;
-  const ssize_t written = ::write(STDERR_FILENO, text, n);
+  for (const char* part :
+       {"dapo: received ", stop_signal_name(sig), ": stopping after the current step, with a checkpoint (exit 4)\n"})
+    for (; *part != '\0' && n < sizeof line; ++part) line[n++] = *part;
+  const ssize_t written = ::write(STDERR_FILENO, line, n);
   (void)written;  // nothing to do about a closed stderr inside a handler
 }
 

@@ -167,8 +167,10 @@ class H5File {
   std::string where(const std::string& object) const;  // "file: object"
   // A write or close's failure `cause` (empty: none): a UserError "<what>
   // failed: <cause>" on one rank, the end of the job with more (see Errors).
-  void agree_on_write(const std::string& cause, const std::string& what);
-  // Closes a file whose writes were refused, if that is safe (see the .cpp).
+  void check_write(const std::string& cause, const std::string& what);
+  // Closes the file, ignoring a failure; one whose writes were refused by
+  // abandon(), which closes it only if that is safe (see the .cpp).
+  void release();
   void abandon();
 
   int64_t id_ = -1;  // hid_t (64-bit since HDF5 1.10)
