@@ -36,9 +36,9 @@
 #include "common.cuh"
 #include "ptx/pdl.cuh"
 
-using dapo::ops::cuda_detail::launch_pdl;
-using dapo::ops::cuda_detail::pdl_launch_dependents;
-using dapo::ops::cuda_detail::pdl_wait;
+using dapo::ops::cuda::detail::launch_pdl;
+using dapo::ops::cuda::detail::pdl_launch_dependents;
+using dapo::ops::cuda::detail::pdl_wait;
 
 namespace {
 

@@ -157,7 +157,7 @@ class KernelTrace {
         break;
       }
     }
-    for (const std::string prefix : {"void ", "dapo::ops::cuda_detail::", "dapo::ops::cuda::"})
+    for (const std::string prefix : {"void ", "dapo::ops::cuda::detail::", "dapo::ops::cuda::"})
       for (size_t at; (at = s.find(prefix)) != std::string::npos;) s.erase(at, prefix.size());
     return s;
   }

@@ -41,7 +41,7 @@ GemmPlanCache* gemm_plan_cache_create();
 void gemm_plan_cache_destroy(GemmPlanCache* cache);
 }  // namespace dapo::ops::cuda
 
-namespace dapo::ops::cuda_detail {
+namespace dapo::ops::cuda::detail {
 
 inline cudaStream_t stream_of(const Ctx& ctx) { return static_cast<cudaStream_t>(ctx.stream); }
 
@@ -102,4 +102,4 @@ __device__ __forceinline__ void flag_non_finite(DeviceFlags* f, FlagSite site, i
   if (atomicCAS(&f->non_finite_site, 0, int32_t(site)) == 0) f->non_finite_row = row;
 }
 
-}  // namespace dapo::ops::cuda_detail
+}  // namespace dapo::ops::cuda::detail

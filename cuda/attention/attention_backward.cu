@@ -15,12 +15,13 @@
 // as rows: S^T = K Q^T, dP^T = V dO^T) so that P^T and dS^T come out of the
 // accumulators already as the A operands of the products into dV and dK.
 #include "attention/attention_common.cuh"
+#include "cuda/cuda_ops.h"
 
 namespace dapo::ops::cuda {
 namespace {
 
-using namespace cuda_detail;
-using namespace cuda_detail::attn;
+using namespace cuda::detail;
+using namespace cuda::detail::attn;
 
 struct BwdParams {
   const bf16_t* q;      // (T, Hq, D)
@@ -46,6 +47,9 @@ template <int D>
 constexpr int prep_lanes() {
   return D >= 64 ? 8 : D / 8;
 }
+// Threads of a prep CTA: whole warps, as the shuffle sum's full mask needs.
+constexpr int kPrepThreads = 256;
+static_assert(kPrepThreads % 32 == 0, "the prep kernel's shuffles take whole warps");
 template <int D>
 __global__ void attention_backward_prep_kernel(float* delta, float* lse2, const bf16_t* out, const bf16_t* dout,
                                                const float* lse, int64_t rows, int64_t T, int Hq) {
@@ -88,23 +92,23 @@ __global__ void attention_backward_prep_kernel(float* delta, float* lse2, const 
 // re-reading them from shared memory.
 template <int D_, int BM_, int BN_, int NW_, bool FRAGS_>
 struct DqCfg {
-  static constexpr int D = D_, BM = BM_, BN = BN_, NW = NW_, MT = BM_ / (16 * NW_);
+  static constexpr int D = D_, BM = BM_, BN = BN_, NW = NW_, NT = kCtaThreads<NW_>, MT = BM_ / (16 * NW_);
   static constexpr bool FRAGS = FRAGS_;
   static constexpr int kSmem = (2 * BM + 4 * BN) * D * 2;
   static_assert(BM % (16 * NW) == 0 && BN % 16 == 0, "tile sizes");
 };
 template <int D_, int BN_, int BM_, int NW_, bool FRAGS_>
 struct KvCfg {
-  static constexpr int D = D_, BN = BN_, BM = BM_, NW = NW_, MT = BN_ / (16 * NW_);
+  static constexpr int D = D_, BN = BN_, BM = BM_, NW = NW_, NT = kCtaThreads<NW_>, MT = BN_ / (16 * NW_);
   static constexpr bool FRAGS = FRAGS_;
   static constexpr int kSmem = (2 * BN + 4 * BM) * D * 2 + 4 * BM * 4;
-  static_assert(BN % (16 * NW) == 0 && BM % 16 == 0 && 2 * BM <= NW * 32, "tile sizes");
+  static_assert(BN % (16 * NW) == 0 && BM % 16 == 0 && 2 * BM <= NT, "tile sizes");
 };
 
 // dQ of query block p.dq_tiles[ti] of head h.
 template <class C>
 __device__ __forceinline__ void dq_block(const BwdParams& p, int h, int ti, unsigned char* smem) {
-  constexpr int D = C::D, BM = C::BM, BN = C::BN, NT = C::NW * 32, MT = C::MT;
+  constexpr int D = C::D, BM = C::BM, BN = C::BN, NT = C::NT, MT = C::MT;
   constexpr int NB = BN / 8, KC = D / 16, DB = D / 8;
   constexpr bool FR = C::FRAGS;
   constexpr uint32_t kTileBytes = BM * D * 2, kKvTileBytes = BN * D * 2;
@@ -273,7 +277,7 @@ __device__ __forceinline__ void dq_block(const BwdParams& p, int h, int ti, unsi
 // (query block, head of the group), heads inner.
 template <class C>
 __device__ __forceinline__ void dkdv_block(const BwdParams& p, int g, int ti, unsigned char* smem) {
-  constexpr int D = C::D, BN = C::BN, BM = C::BM, NT = C::NW * 32, MT = C::MT;
+  constexpr int D = C::D, BN = C::BN, BM = C::BM, NT = C::NT, MT = C::MT;
   constexpr int NQ = BM / 8, KC = D / 16, DB = D / 8;
   constexpr bool FR = C::FRAGS;
   constexpr uint32_t kKvTileBytes = BN * D * 2, kTileBytes = BM * D * 2;
@@ -464,8 +468,8 @@ __device__ __forceinline__ void dkdv_block(const BwdParams& p, int g, int ti, un
 // every query of its group's heads - and with one kernel each their tail
 // left SMs idle; here dQ work fills them (4 x 4096 tokens: 3.3 -> 2.5 ms).
 template <class Q, class K, int MIN_BLOCKS>
-__global__ void __launch_bounds__(Q::NW * 32, MIN_BLOCKS) attention_backward_kernel(const BwdParams p, int n_kv_ctas) {
-  static_assert(Q::NW == K::NW, "one block size for both roles");
+__global__ void __launch_bounds__(Q::NT, MIN_BLOCKS) attention_backward_kernel(const BwdParams p, int n_kv_ctas) {
+  static_assert(Q::NT == K::NT, "one block size for both roles");
   extern __shared__ __align__(128) unsigned char smem[];
   const int b = int(blockIdx.x);
   if (b < n_kv_ctas)
@@ -481,7 +485,7 @@ cudaError_t launch_backward(const BwdParams& p, int n_dq, int n_kv, cudaStream_t
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   if (err != cudaSuccess) return err;
   const int n_kv_ctas = n_kv * p.Hkv;
-  kernel<<<unsigned(n_kv_ctas + n_dq * p.Hq), Q::NW * 32, kSmem, stream>>>(p, n_kv_ctas);
+  kernel<<<unsigned(n_kv_ctas + n_dq * p.Hq), Q::NT, kSmem, stream>>>(p, n_kv_ctas);
   return cudaGetLastError();
 }
 
@@ -507,23 +511,19 @@ constexpr int kDqBlock = DqCfg64::BM, kKvBlock = KvCfg64::BN;
 template <int D>
 void launch_prep(float* delta, float* lse2, const bf16_t* out, const bf16_t* dout, const float* lse, int64_t rows,
                  int64_t T, int Hq, cudaStream_t stream) {
-  const unsigned blocks = unsigned((rows * prep_lanes<D>() + 255) / 256);
-  attention_backward_prep_kernel<D><<<blocks, 256, 0, stream>>>(delta, lse2, out, dout, lse, rows, T, Hq);
+  const unsigned blocks = unsigned((rows * prep_lanes<D>() + kPrepThreads - 1) / kPrepThreads);
+  attention_backward_prep_kernel<D><<<blocks, kPrepThreads, 0, stream>>>(delta, lse2, out, dout, lse, rows, T, Hq);
 }
 
 }  // namespace
 
 void attention_backward(const Ctx& ctx, Tensor dq, Tensor dk, Tensor dv, Tensor dout, Tensor q, Tensor k, Tensor v,
                         Tensor out, Tensor lse, Tensor cu_seqlens, int64_t max_seqlen, float scale) {
-  const Dims d = check_common(ctx, "attention_backward", q, k, v, cu_seqlens, max_seqlen);
-  check_bf16(ctx, dq, "dq", {d.T, d.Hq, d.D});
-  check_bf16(ctx, dk, "dk", {d.T, d.Hkv, d.D});
-  check_bf16(ctx, dv, "dv", {d.T, d.Hkv, d.D});
-  check_bf16(ctx, dout, "dout", {d.T, d.Hq, d.D});
-  check_bf16(ctx, out, "out", {d.T, d.Hq, d.D});
-  check_device(ctx, lse, "lse");
-  DAPO_CHECK(lse.dtype == DType::f32 && detail::shape_is(lse, {d.Hq, d.T}), "attention_backward: lse ",
-             lse.shape_string(), " ", dtype_name(lse.dtype), ", expected (", d.Hq, ", ", d.T, ") f32");
+  // The contract is checked by ops::attention_backward; here the kernels' limits.
+  const char* op = "attention_backward";
+  const Dims d = check_kernel_limits(op, q, k, cu_seqlens);
+  check_aligned(op, {{&dq, "dq"}, {&dk, "dk"}, {&dv, "dv"}, {&dout, "dout"}, {&q, "q"}, {&k, "k"}, {&v, "v"},
+                     {&out, "out"}});
   if (d.T == 0 || d.Hq == 0) return;
   DAPO_CHECK(ctx.scratch != nullptr, "attention_backward needs ctx.scratch");
 

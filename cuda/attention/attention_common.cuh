@@ -2,7 +2,7 @@
 // building blocks of the FlashAttention-2-style kernels (mma.sync m16n8k16
 // bf16 -> fp32, ldmatrix, cp.async into swizzled shared-memory tiles), the
 // table that maps CTAs to (sequence, block) of a packed batch, and the
-// argument checks both directions share.
+// kernel limits both directions check.
 //
 // Fragment layouts (PTX ISA, mma.m16n8k16 with .bf16): lane = 4 * gr + tg.
 //   A (16x16, row-major): a0 = (gr, 2tg..+1), a1 = (gr+8, 2tg..), a2 = (gr, 8+2tg..), a3 = (gr+8, 8+2tg..)
@@ -14,25 +14,32 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
+#include <utility>
 
 #include "common.cuh"
 #include "dapo/ops/attention.h"
 #include "ptx/mma_ptx.cuh"
 
-namespace dapo::ops::cuda_detail::attn {
+namespace dapo::ops::cuda::detail::attn {
 
 using bf16_t = __nv_bfloat16;
 
 constexpr float kLog2e = 1.4426950408889634f;
 
-using cuda_detail::cp_async_16;
-using cuda_detail::cp_async_4;
-using cuda_detail::cp_async_commit;
-using cuda_detail::cp_async_wait;
-using cuda_detail::ldsm_x4;
-using cuda_detail::ldsm_x4_t;
-using cuda_detail::mma_bf16;
-using cuda_detail::smem_u32;
+// Threads of a CTA of NW warps: one count for the launch, the kernel's
+// __launch_bounds__ and its tile loops (NT), in both directions.
+template <int NW>
+constexpr int kCtaThreads = NW * 32;
+
+using cuda::detail::cp_async_16;
+using cuda::detail::cp_async_4;
+using cuda::detail::cp_async_commit;
+using cuda::detail::cp_async_wait;
+using cuda::detail::ldsm_x4;
+using cuda::detail::ldsm_x4_t;
+using cuda::detail::mma_bf16;
+using cuda::detail::smem_u32;
 
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // .x (lo) is the low half: the lower column
@@ -151,47 +158,29 @@ cudaError_t launch_build_tile_table(int2* tiles, const int32_t* cu, int B, int T
 // Sizes the table: sum_b ceil(len_b / block) <= T / block + B.
 inline int tile_table_entries(int64_t T, int64_t B, int block) { return int(T / block + B); }
 
-// Shapes of a checked call.
+// Shapes of a call (its contract checked by ops::attention_forward / _backward).
 struct Dims {
   int64_t T, Hq, Hkv, D, B, group;
 };
 
-inline void check_bf16(const Ctx& ctx, const Tensor& t, const char* name, std::initializer_list<int64_t> dims) {
-  check_device(ctx, t, name);
-  DAPO_CHECK(t.dtype == DType::bf16, name, " is ", dtype_name(t.dtype), ", expected bf16 on CUDA");
-  DAPO_CHECK(detail::shape_is(t, dims), name, " has shape ", t.shape_string(), ", expected ",
-             detail::dims_string(dims));
-  // Rows are read and written as 16-byte chunks.
-  DAPO_CHECK(reinterpret_cast<uintptr_t>(t.data) % 16 == 0, name, " is not 16-byte aligned");
-}
-
-// Checks what both directions share and returns the sizes: q (T, Hq, D),
-// k and v (T, Hkv, D) bf16, cu_seqlens (B+1) i32, D in {16, 32, 64, 128}.
-inline Dims check_common(const Ctx& ctx, const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
-                         const Tensor& cu_seqlens, int64_t max_seqlen) {
-  DAPO_CHECK(q.ndim == 3 && k.ndim == 3, op, ": q ", q.shape_string(), " and k ", k.shape_string(),
-             " must be (T, H, D)");
-  Dims d{};
-  d.T = q.shape[0];
-  d.Hq = q.shape[1];
-  d.D = q.shape[2];
-  d.Hkv = k.shape[1];
-  DAPO_CHECK(d.Hkv > 0 && d.Hq % d.Hkv == 0, op, ": Hq = ", d.Hq, " is not a multiple of Hkv = ", d.Hkv);
-  d.group = d.Hq / d.Hkv;
+// The kernels' own limits, shared by both directions: bf16 tensors (q's
+// dtype is every tensor's but lse's), D in {16, 32, 64, 128}, a work table
+// within the grid; returns the sizes.
+inline Dims check_kernel_limits(const char* op, const Tensor& q, const Tensor& k, const Tensor& cu_seqlens) {
+  const Dims d{q.shape[0], q.shape[1], k.shape[1], q.shape[2], cu_seqlens.shape[0] - 1, q.shape[1] / k.shape[1]};
+  DAPO_CHECK(q.dtype == DType::bf16, op, " on CUDA: q is ", dtype_name(q.dtype), ", expected bf16");
   DAPO_CHECK(d.D == 16 || d.D == 32 || d.D == 64 || d.D == 128, op, ": head dim ", d.D,
              " on CUDA (kernels exist for 16, 32, 64 and 128)");
-  check_bf16(ctx, q, "q", {d.T, d.Hq, d.D});
-  check_bf16(ctx, k, "k", {d.T, d.Hkv, d.D});
-  check_bf16(ctx, v, "v", {d.T, d.Hkv, d.D});
-  check_device(ctx, cu_seqlens, "cu_seqlens");
-  DAPO_CHECK(cu_seqlens.dtype == DType::i32 && cu_seqlens.ndim == 1 && cu_seqlens.shape[0] >= 1, op,
-             ": cu_seqlens ", cu_seqlens.shape_string(), " ", dtype_name(cu_seqlens.dtype), " must be (B+1) i32");
-  d.B = cu_seqlens.shape[0] - 1;
-  DAPO_CHECK(max_seqlen >= 0, op, ": max_seqlen = ", max_seqlen);
   // The grid's y dimension is the work table (tile_table_entries, blocks of >= 64 rows).
   DAPO_CHECK(d.T / 64 + d.B <= 65535 && d.T * d.Hq < (int64_t(1) << 31), op, ": T = ", d.T, ", B = ", d.B,
              " is beyond the kernels' grid");
   return d;
 }
 
-}  // namespace dapo::ops::cuda_detail::attn
+// Rows are read and written as 16-byte chunks.
+inline void check_aligned(const char* op, std::initializer_list<std::pair<const Tensor*, const char*>> tensors) {
+  for (const auto& [t, name] : tensors)
+    DAPO_CHECK(reinterpret_cast<uintptr_t>(t->data) % 16 == 0, op, " on CUDA: ", name, " is not 16-byte aligned");
+}
+
+}  // namespace dapo::ops::cuda::detail::attn

@@ -7,8 +7,9 @@
 // Key blocks run in ascending order, so block 0 - whose key 0 every query
 // sees - sets a finite running max before any fully masked row appears.
 #include "attention/attention_common.cuh"
+#include "cuda/cuda_ops.h"
 
-namespace dapo::ops::cuda_detail::attn {
+namespace dapo::ops::cuda::detail::attn {
 
 // Sequences up to this many have their block counts staged in shared
 // memory: every thread scans all of them, and from global memory that scan
@@ -17,6 +18,10 @@ constexpr int kTileTableStaged = 4096;
 
 // The longest sequence of a call that counts as short (the D = 64 tiles below).
 constexpr int64_t kShortSeqlen = 512;
+
+// Threads of the one CTA that builds a work table; they stride over the
+// sequences and the table's entries.
+constexpr int kTileTableThreads = 512;
 
 __global__ void build_tile_table_kernel(int2* tiles, const int32_t* cu, int B, int T, int block, int n_entries,
                                         bool last_first) {
@@ -55,17 +60,17 @@ __global__ void build_tile_table_kernel(int2* tiles, const int32_t* cu, int B, i
 
 cudaError_t launch_build_tile_table(int2* tiles, const int32_t* cu, int B, int T, int block, int n_entries,
                                     bool last_first, cudaStream_t stream) {
-  build_tile_table_kernel<<<1, 512, 0, stream>>>(tiles, cu, B, T, block, n_entries, last_first);
+  build_tile_table_kernel<<<1, kTileTableThreads, 0, stream>>>(tiles, cu, B, T, block, n_entries, last_first);
   return cudaGetLastError();
 }
 
-}  // namespace dapo::ops::cuda_detail::attn
+}  // namespace dapo::ops::cuda::detail::attn
 
 namespace dapo::ops::cuda {
 namespace {
 
-using namespace cuda_detail;
-using namespace cuda_detail::attn;
+using namespace cuda::detail;
+using namespace cuda::detail::attn;
 
 struct FwdParams {
   const bf16_t* q;      // (T, Hq, D)
@@ -84,8 +89,8 @@ struct FwdParams {
 // MT = BM / (16 NW) m-tiles. With one m-tile Q's fragments stay in registers
 // for the whole loop; with more they are re-read from shared memory.
 template <int D, int BM, int BN, int NW, int MIN_BLOCKS>
-__global__ void __launch_bounds__(NW * 32, MIN_BLOCKS) attention_forward_kernel(const FwdParams p) {
-  constexpr int NT = NW * 32, MT = BM / (16 * NW), NB = BN / 8, KC = D / 16, DB = D / 8;
+__global__ void __launch_bounds__(kCtaThreads<NW>, MIN_BLOCKS) attention_forward_kernel(const FwdParams p) {
+  constexpr int NT = kCtaThreads<NW>, MT = BM / (16 * NW), NB = BN / 8, KC = D / 16, DB = D / 8;
   constexpr bool kQInRegs = MT == 1;
   static_assert(BM % (16 * NW) == 0 && BN % 16 == 0, "tile sizes");
   constexpr uint32_t kKvTileBytes = BN * D * 2;
@@ -268,7 +273,7 @@ cudaError_t launch_forward(const FwdParams& p, int n_tiles, cudaStream_t stream)
   auto kernel = attention_forward_kernel<D, BM, BN, NW, MIN_BLOCKS>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   if (err != cudaSuccess) return err;
-  kernel<<<dim3(unsigned(p.Hq), unsigned(n_tiles)), NW * 32, kSmem, stream>>>(p);
+  kernel<<<dim3(unsigned(p.Hq), unsigned(n_tiles)), kCtaThreads<NW>, kSmem, stream>>>(p);
   return cudaGetLastError();
 }
 
@@ -277,11 +282,10 @@ cudaError_t launch_forward(const FwdParams& p, int n_tiles, cudaStream_t stream)
 
 void attention_forward(const Ctx& ctx, Tensor out, Tensor lse, Tensor q, Tensor k, Tensor v, Tensor cu_seqlens,
                        int64_t max_seqlen, float scale) {
-  const Dims d = check_common(ctx, "attention_forward", q, k, v, cu_seqlens, max_seqlen);
-  check_bf16(ctx, out, "out", {d.T, d.Hq, d.D});
-  check_device(ctx, lse, "lse");
-  DAPO_CHECK(lse.dtype == DType::f32 && detail::shape_is(lse, {d.Hq, d.T}), "attention_forward: lse ",
-             lse.shape_string(), " ", dtype_name(lse.dtype), ", expected (", d.Hq, ", ", d.T, ") f32");
+  // The contract is checked by ops::attention_forward; here the kernels' limits.
+  const char* op = "attention_forward";
+  const Dims d = check_kernel_limits(op, q, k, cu_seqlens);
+  check_aligned(op, {{&out, "out"}, {&q, "q"}, {&k, "k"}, {&v, "v"}});
   if (d.T == 0 || d.Hq == 0) return;
   DAPO_CHECK(ctx.scratch != nullptr, "attention_forward needs ctx.scratch");
 

@@ -4,11 +4,15 @@
 #include "common.cuh"
 #include "dapo/ops/kv_copy.h"
 #include "ptx/pack.cuh"
+#include "cuda/cuda_ops.h"
 
 namespace dapo::ops::cuda {
 namespace {
 
-using namespace cuda_detail;
+using namespace cuda::detail;
+
+// Threads of a copy's CTA; they stride over the block's words.
+constexpr int kCopyThreads = 256;
 
 // blockIdx.x: the copy (grid-stride), blockIdx.y: 0 = k pool, 1 = v pool.
 // `words` elements of type W per block (W a 16-byte pack or a single byte).
@@ -31,19 +35,10 @@ struct alignas(16) Word16 {
 
 }  // namespace
 
+// The contract (shapes, dtypes, aliasing) is checked by ops::kv_block_copy;
+// the kernel copies bytes, so f32 and bf16 pools alike.
 void kv_block_copy(const Ctx& ctx, Tensor k_cache, Tensor v_cache, Tensor src_blocks, Tensor dst_blocks) {
-  DAPO_CHECK(k_cache.dtype == DType::bf16 || k_cache.dtype == DType::f32, "kv_block_copy: cache dtype ",
-             dtype_name(k_cache.dtype));
-  DAPO_CHECK(k_cache.ndim == 4, "kv_block_copy: k_cache ", k_cache.shape_string(),
-             " must be (num_blocks, block_size, Hkv, D)");
-  DAPO_CHECK(v_cache.dtype == k_cache.dtype && v_cache.same_shape(k_cache), "kv_block_copy: v_cache ",
-             v_cache.shape_string(), " vs k_cache ", k_cache.shape_string());
-  DAPO_CHECK_DTYPE(src_blocks, DType::i32);
-  DAPO_CHECK_DTYPE(dst_blocks, DType::i32);
-  DAPO_CHECK(src_blocks.ndim == 1, "kv_block_copy: src_blocks ", src_blocks.shape_string(), " must be (M)");
   const int64_t M = src_blocks.shape[0];
-  DAPO_CHECK_SHAPE(dst_blocks, {M});
-  for (const Tensor* t : {&k_cache, &v_cache, &src_blocks, &dst_blocks}) check_device(ctx, *t, "kv_block_copy tensor");
   const int64_t num_blocks = k_cache.shape[0];
   const int64_t block_bytes = k_cache.nbytes() / (num_blocks > 0 ? num_blocks : 1);
   if (M == 0 || block_bytes == 0) return;
@@ -52,11 +47,11 @@ void kv_block_copy(const Ctx& ctx, Tensor k_cache, Tensor v_cache, Tensor src_bl
   const auto* src = src_blocks.ptr<int32_t>();
   const auto* dst = dst_blocks.ptr<int32_t>();
   if (block_bytes % 16 == 0 && aligned16(k_cache.data) && aligned16(v_cache.data))
-    kv_block_copy_kernel<Word16><<<grid, 256, 0, stream_of(ctx)>>>(static_cast<Word16*>(k_cache.data),
-                                                                   static_cast<Word16*>(v_cache.data), src, dst, M,
-                                                                   block_bytes / 16, num_blocks);
+    kv_block_copy_kernel<Word16><<<grid, kCopyThreads, 0, stream_of(ctx)>>>(
+        static_cast<Word16*>(k_cache.data), static_cast<Word16*>(v_cache.data), src, dst, M, block_bytes / 16,
+        num_blocks);
   else
-    kv_block_copy_kernel<unsigned char><<<grid, 256, 0, stream_of(ctx)>>>(
+    kv_block_copy_kernel<unsigned char><<<grid, kCopyThreads, 0, stream_of(ctx)>>>(
         static_cast<unsigned char*>(k_cache.data), static_cast<unsigned char*>(v_cache.data), src, dst, M,
         block_bytes, num_blocks);
   DAPO_CUDA_CHECK_LAUNCH();

@@ -53,11 +53,14 @@
 #include "dapo/core/arena.h"
 #include "dapo/ops/kv_cache.h"
 #include "dapo/ops/plan/paged_attention_plan.h"
+#include "cuda/cuda_ops.h"
+#include "src/ops/dispatch.h"
+#include "src/ops/backend_shared.h"
 
 namespace dapo::ops::cuda {
 namespace {
 
-using namespace cuda_detail;
+using namespace cuda::detail;
 namespace cg = cooperative_groups;
 using bf16_t = __nv_bfloat16;
 
@@ -832,35 +835,17 @@ void check_shapes_for_plan(int64_t N, int64_t B, int64_t Hq, int64_t Hkv, int64_
   DAPO_CHECK(B > 0 && B <= 65535, "paged_attention on CUDA: B = ", B, " sequences (at most 65535)");
 }
 
+// The kernels' limits, checked whatever the caller: bf16, D in {16, 32, 64,
+// 128}, the plan's and the grid's sizes, 32-bit flat slots, 16-byte rows.
+// The contract itself is checked by ops::paged_attention (or, for a forced
+// split, by paged_attention_with_split).
 void run_paged(const Ctx& ctx, Tensor out, Tensor q, Tensor k_cache, Tensor v_cache, Tensor block_table,
                Tensor context_lens, Tensor cu_seqlens_q, int64_t max_context_len, float scale,
                const detail::PagedSplit* split) {
-  DAPO_CHECK_DTYPE(k_cache, DType::bf16);
-  DAPO_CHECK_DTYPE(v_cache, DType::bf16);
-  DAPO_CHECK(k_cache.ndim == 4, "paged_attention: k_cache ", k_cache.shape_string(),
-             " must be (num_blocks, block_size, Hkv, D)");
-  DAPO_CHECK(v_cache.same_shape(k_cache), "paged_attention: v_cache ", v_cache.shape_string(), " vs k_cache ",
-             k_cache.shape_string());
-  DAPO_CHECK(k_cache.shape[1] > 0 && k_cache.shape[2] > 0, "paged_attention: empty cache geometry ",
-             k_cache.shape_string());
-  DAPO_CHECK_DTYPE(out, DType::bf16);
-  DAPO_CHECK_DTYPE(q, DType::bf16);
-  DAPO_CHECK_DTYPE(block_table, DType::i32);
-  DAPO_CHECK_DTYPE(context_lens, DType::i32);
-  DAPO_CHECK_DTYPE(cu_seqlens_q, DType::i32);
-  DAPO_CHECK(q.ndim == 3, "paged_attention: q ", q.shape_string(), " must be (N, Hq, D)");
+  DAPO_CHECK(q.dtype == DType::bf16, "paged_attention on CUDA: q is ", dtype_name(q.dtype), ", expected bf16");
   const int64_t N = q.shape[0], Hq = q.shape[1], num_blocks = k_cache.shape[0], block_size = k_cache.shape[1];
   const int64_t Hkv = k_cache.shape[2], D = k_cache.shape[3];
-  DAPO_CHECK(q.shape[2] == D, "paged_attention: q ", q.shape_string(), " vs cache head dim ", D);
-  DAPO_CHECK(Hq % Hkv == 0, "paged_attention: Hq = ", Hq, " is not a multiple of Hkv = ", Hkv);
-  DAPO_CHECK_SHAPE(out, {N, Hq, D});
-  DAPO_CHECK(block_table.ndim == 2, "paged_attention: block_table ", block_table.shape_string(),
-             " must be (B, max_blocks)");
   const int64_t B = block_table.shape[0], max_blocks = block_table.shape[1];
-  DAPO_CHECK_SHAPE(context_lens, {B});
-  DAPO_CHECK_SHAPE(cu_seqlens_q, {B + 1});
-  for (const Tensor* t : {&k_cache, &v_cache, &out, &q, &block_table, &context_lens, &cu_seqlens_q})
-    check_device(ctx, *t, "paged_attention tensor");
   DAPO_CHECK(D == 16 || D == 32 || D == 64 || D == 128, "paged_attention on CUDA: head dim ", D,
              " (supported: 16, 32, 64, 128)");
   if (N == 0 || Hq == 0) return;
@@ -946,6 +931,13 @@ PagedSplit paged_attention_split(int64_t N, int64_t B, int64_t Hq, int64_t Hkv, 
 void paged_attention_with_split(const Ctx& ctx, Tensor out, Tensor q, Tensor k_cache, Tensor v_cache,
                                 Tensor block_table, Tensor context_lens, Tensor cu_seqlens_q,
                                 int64_t max_context_len, float scale, const PagedSplit& split) {
+  // Tests and tuning reach this past ops::paged_attention: its checks here.
+  DAPO_CHECK(ctx.backend == Backend::cuda, "paged_attention_with_split needs a CUDA context");
+  ops::detail::check_devices(ctx, "paged_attention_with_split",
+                             "out, q, k_cache, v_cache, block_table, context_lens, cu_seqlens_q", out, q, k_cache,
+                             v_cache, block_table, context_lens, cu_seqlens_q);
+  ops::detail::check_paged_attention(out, q, k_cache, v_cache, block_table, context_lens, cu_seqlens_q,
+                                     max_context_len, scale);
   run_paged(ctx, out, q, k_cache, v_cache, block_table, context_lens, cu_seqlens_q, max_context_len, scale, &split);
 }
 

@@ -6,8 +6,10 @@
 #include "common.cuh"
 #include "dapo/ops/norm_fold.h"
 #include "dapo/ops/qkv_rope_kv_write.h"
-#include "dapo/ops/rope_kv_write.h"
+#include "dapo/ops/rope.h"
 #include "attention/rope_common.cuh"
+#include "cuda/cuda_ops.h"
+#include "src/ops/backend_shared.h"
 
 namespace dapo::ops::cuda {
 
@@ -17,14 +19,12 @@ void qkv_rope_kv_write(const Ctx& ctx, Tensor in, std::span<const LinearSegment>
   const int64_t T = in.ndim == 2 ? in.shape[0] : 0, K = in.ndim == 2 ? in.shape[1] : 0, D = k_cache.shape[3];
   const bool skinny = T > 0 && detail::linear_multi_skinny_supported(in, qkv) &&
                       detail::linear_multi_skinny_preferred(T, K, qkv);
-  bool fused = skinny && D % 8 == 0 &&
-               D / 2 <= cuda_detail::kRopeMaxHalf && k_cache.dtype == DType::bf16 && v_cache.dtype == DType::bf16 &&
-               v_cache.same_shape(k_cache) && positions.dtype == DType::i32 && slot_mapping.dtype == DType::i32;
+  // The contract is checked by ops::qkv_rope_kv_write (the caches, positions
+  // and slots as rope_kv_write's); here what the fused epilogue can take.
+  bool fused = skinny && D % 8 == 0 && D / 2 <= cuda::detail::kRopeMaxHalf;
   for (const LinearSegment& s : qkv)
     fused = fused && s.out.dtype == DType::bf16 && reinterpret_cast<uintptr_t>(s.out.data) % 8 == 0;
   if (fused) {
-    detail::check_rope_kv_write(ctx, "qkv_rope_kv_write", h.q, h.k, k_cache, v_cache, h.v, positions, slot_mapping,
-                                theta);
     const detail::SkinnyPlan plan = detail::skinny_rope_plan(T, K, qkv, D);
     if (plan.config >= 0)
       return detail::linear_forward_multi_skinny_rope(ctx, in, qkv, k_cache, v_cache, positions, slot_mapping, theta,

@@ -14,10 +14,13 @@
 
 #include "ptx/pack.cuh"
 
-namespace dapo::ops::cuda_detail {
+namespace dapo::ops::cuda::detail {
 
 constexpr int kRopeMaxHalf = 256;  // D <= 512
 constexpr int kRopeHeadsInFlight = 4;
+// Threads of a CTA of rope.cu's and rope_kv_write.cu's kernels, which loop
+// grid-stride over their work.
+constexpr int kRopeThreads = 256;
 
 struct RopeInvFreq {
   float v[kRopeMaxHalf];
@@ -107,4 +110,4 @@ inline uintptr_t common_alignment(std::initializer_list<const void*> ptrs) {
   return bits & (~bits + 1);
 }
 
-}  // namespace dapo::ops::cuda_detail
+}  // namespace dapo::ops::cuda::detail

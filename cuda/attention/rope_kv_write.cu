@@ -1,8 +1,8 @@
-// CUDA fused decode-step prologue (rope_kv_write.h): RoPE on q and k in place
-// and the rotated k plus v into the paged cache, in one launch. The rotation
-// is rope.cu's device code (rope_common.cuh: the same host inv_freq, angle,
-// sincosf and explicit roundings), so q, k and the cache come out with the
-// bits of rope_forward twice then kv_cache_write.
+// CUDA fused decode-step prologue (rope_kv_write, rope.h): RoPE on q and k
+// in place and the rotated k plus v into the paged cache, in one launch. The
+// rotation is rope.cu's device code (rope_common.cuh: the same host
+// inv_freq, angle, sincosf and explicit roundings), so q, k and the cache
+// come out with the bits of rope_forward twice then kv_cache_write.
 //
 // One grid-stride index space in two parts: first the rope threads, per
 // token (q head chunks, then k head chunks) x (pair groups of K), exactly
@@ -10,14 +10,15 @@
 // token's cache slot; then the v copy, K elements per thread. A decode step
 // of 128 tokens at the 0.5B shape is ~18k threads with K = 2.
 #include "common.cuh"
-#include "dapo/ops/rope_kv_write.h"
+#include "dapo/ops/rope.h"
 #include "ptx/pdl.cuh"
 #include "attention/rope_common.cuh"
+#include "cuda/cuda_ops.h"
 
 namespace dapo::ops::cuda {
 namespace {
 
-using namespace cuda_detail;
+using namespace cuda::detail;
 using bf16_t = __nv_bfloat16;
 
 template <int K>
@@ -69,51 +70,19 @@ void launch(const Ctx& ctx, bf16_t* q, bf16_t* k, bf16_t* kc, bf16_t* vc, const 
             const int32_t* slots, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, int64_t num_slots,
             const RopeInvFreq& inv_freq) {
   const int64_t total = T * (rope_chunks(Hq) + rope_chunks(Hkv)) * (D / 2 / K) + T * (Hkv * D / K);
-  DAPO_CUDA_CHECK(launch_pdl(rope_kv_write_kernel<K>, grid_for(total, 256), 256, 0, stream_of(ctx), q, k, kc, vc, v,
-                             positions, slots, T, int(Hq), int(Hkv), int(D), num_slots, inv_freq));
+  DAPO_CUDA_CHECK(launch_pdl(rope_kv_write_kernel<K>, grid_for(total, kRopeThreads), kRopeThreads, 0, stream_of(ctx),
+                             q, k, kc, vc, v, positions, slots, T, int(Hq), int(Hkv), int(D), num_slots, inv_freq));
 }
 
 }  // namespace
 
-namespace detail {
-
-void check_rope_kv_write(const Ctx& ctx, const char* op, const Tensor& q, const Tensor& k, const Tensor& k_cache,
-                         const Tensor& v_cache, const Tensor& v, const Tensor& positions, const Tensor& slot_mapping,
-                         float theta) {
-  const Tensor* all[] = {&q, &k, &k_cache, &v_cache, &v, &positions, &slot_mapping};
-  const char* names[] = {"q", "k", "k_cache", "v_cache", "v", "positions", "slot_mapping"};
-  for (int a = 0; a < 7; ++a) {
-    check_device(ctx, *all[a], names[a]);
-    for (int b = a + 1; b < 7; ++b)
-      DAPO_CHECK(!overlaps(*all[a], *all[b]), op, ": ", names[a], " overlaps ", names[b]);
-  }
-  for (const Tensor* t : {&q, &k, &k_cache, &v_cache, &v}) DAPO_CHECK_DTYPE(*t, DType::bf16);
-  DAPO_CHECK_DTYPE(positions, DType::i32);
-  DAPO_CHECK_DTYPE(slot_mapping, DType::i32);
-  DAPO_CHECK(k_cache.ndim == 4, op, ": k_cache ", k_cache.shape_string(),
-             " must be (num_blocks, block_size, Hkv, D)");
-  DAPO_CHECK(v_cache.same_shape(k_cache), op, ": v_cache ", v_cache.shape_string(), " vs k_cache ",
-             k_cache.shape_string());
-  DAPO_CHECK(k_cache.shape[1] > 0 && k_cache.shape[2] > 0, op, ": empty cache geometry ",
-             k_cache.shape_string());
-  DAPO_CHECK(q.ndim == 3, op, ": q ", q.shape_string(), " must be (T, Hq, D)");
-  const int64_t T = q.shape[0], D = q.shape[2], Hkv = k_cache.shape[2];
-  DAPO_CHECK(D % 2 == 0, op, ": head dimension ", D, " must be even");
-  DAPO_CHECK(D / 2 <= kRopeMaxHalf, op, ": head dimension ", D, " above ", 2 * kRopeMaxHalf);
-  DAPO_CHECK(k_cache.shape[3] == D, op, ": k_cache ", k_cache.shape_string(), " vs q ", q.shape_string());
-  DAPO_CHECK_SHAPE(k, {T, Hkv, D});
-  DAPO_CHECK_SHAPE(v, {T, Hkv, D});
-  DAPO_CHECK_SHAPE(positions, {T});
-  DAPO_CHECK_SHAPE(slot_mapping, {T});
-  DAPO_CHECK(theta > 0.0f, op, ": theta ", theta, " must be positive");
-}
-
-}  // namespace detail
-
 void rope_kv_write(const Ctx& ctx, Tensor q, Tensor k, Tensor k_cache, Tensor v_cache, Tensor v, Tensor positions,
                    Tensor slot_mapping, float theta) {
-  detail::check_rope_kv_write(ctx, "rope_kv_write", q, k, k_cache, v_cache, v, positions, slot_mapping, theta);
+  // The contract (dtypes, shapes, aliasing, theta) is checked by ops::rope_kv_write
+  // (or ops::qkv_rope_kv_write); here the kernel's limits.
   const int64_t T = q.shape[0], Hq = q.shape[1], D = q.shape[2], Hkv = k_cache.shape[2];
+  DAPO_CHECK(q.dtype == DType::bf16, "rope_kv_write on CUDA: q is ", dtype_name(q.dtype), ", expected bf16");
+  DAPO_CHECK(D / 2 <= kRopeMaxHalf, "rope_kv_write on CUDA: head dimension ", D, " above ", 2 * kRopeMaxHalf);
   if (T == 0 || D == 0) return;
   const RopeInvFreq inv_freq = rope_inv_freq(theta, D);
   auto* qp = static_cast<bf16_t*>(q.data);

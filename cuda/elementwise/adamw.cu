@@ -8,12 +8,14 @@
 
 #include "common.cuh"
 #include "dapo/ops/adamw.h"
+#include "cuda/cuda_ops.h"
+#include "src/ops/backend_shared.h"
 
 namespace dapo::ops::cuda {
 namespace {
 
-using namespace cuda_detail;
-using detail::AdamWScalars;
+using namespace cuda::detail;
+using ops::detail::AdamWScalars;
 
 constexpr int kThreads = 256;
 
@@ -66,9 +68,6 @@ bool aligned(const void* p, uintptr_t bytes) { return (reinterpret_cast<uintptr_
 
 void adamw_step(const Ctx& ctx, Tensor param, Tensor grad, Tensor exp_avg, Tensor exp_avg_sq, Tensor param_bf16,
                 const AdamWParams& p) {
-  detail::check_adamw(param, grad, exp_avg, exp_avg_sq, param_bf16, p);
-  for (const Tensor* t : {&param, &grad, &exp_avg, &exp_avg_sq, &param_bf16})
-    if (t->defined()) check_device(ctx, *t, "adamw tensor");
   const int64_t n = param.numel();
   if (n == 0) return;
   float* w = param.ptr<float>();
@@ -80,7 +79,7 @@ void adamw_step(const Ctx& ctx, Tensor param, Tensor grad, Tensor exp_avg, Tenso
   const int64_t n4 = vec ? n / 4 : 0;
   // Enough resident threads to cover memory latency; each loops grid-stride.
   const unsigned grid = grid_for(std::max<int64_t>(1, vec ? n4 : n), kThreads);
-  adamw_kernel<<<grid, kThreads, 0, stream_of(ctx)>>>(w, g, m, v, wb, n, n4, detail::adamw_scalars(p));
+  adamw_kernel<<<grid, kThreads, 0, stream_of(ctx)>>>(w, g, m, v, wb, n, n4, ops::detail::adamw_scalars(p));
   DAPO_CUDA_CHECK_LAUNCH();
 }
 

@@ -19,15 +19,17 @@
 #include "common.cuh"
 #include "dapo/ops/embedding.h"
 #include "ptx/pack.cuh"
+#include "cuda/cuda_ops.h"
 
 namespace dapo::ops::cuda {
 namespace {
 
-using namespace cuda_detail;
+using namespace cuda::detail;
 
 constexpr int kWarpsPerBlock = 8;  // forward: one warp per row
 constexpr int kSortChunk = 64;     // backward: sorted positions per CTA
 constexpr int kTileThreads = 64;   // backward: threads per CTA, K columns each
+constexpr int kKeyThreads = 256;   // backward's sort keys: a grid-stride loop over the ids
 constexpr int kRowsInFlight = 8;   // backward: rows loaded before they are added
 
 // U: the copy unit (16 bytes, or one element's bits).
@@ -195,20 +197,9 @@ void launch_forward(const Ctx& ctx, void* out, const int32_t* ids, const void* w
 
 }  // namespace
 
+// The contract (dtypes, shapes, aliasing, vocab_start) is checked by ops::embedding_forward.
 void embedding_forward(const Ctx& ctx, Tensor out, Tensor ids, Tensor weight, int64_t vocab_start) {
-  check_device(ctx, out, "out");
-  check_device(ctx, ids, "ids");
-  check_device(ctx, weight, "weight");
-  DAPO_CHECK(weight.dtype == DType::f32 || weight.dtype == DType::bf16, "embedding_forward: weight is ",
-             dtype_name(weight.dtype));
-  DAPO_CHECK_DTYPE(out, weight.dtype);
-  DAPO_CHECK_DTYPE(ids, DType::i32);
-  DAPO_CHECK(ids.ndim == 1 && weight.ndim == 2, "embedding_forward: ids ", ids.shape_string(),
-             " must be 1-D and weight ", weight.shape_string(), " 2-D");
   const int64_t N = ids.shape[0], V = weight.shape[0], C = weight.shape[1];
-  DAPO_CHECK_SHAPE(out, {N, C});
-  DAPO_CHECK(vocab_start >= 0, "vocab_start ", vocab_start, " must be >= 0");
-  DAPO_CHECK(!overlaps(out, weight) && !overlaps(out, ids), "embedding_forward: out overlaps an input");
   if (N == 0 || C == 0) return;
   const int64_t row_bytes = C * int64_t(dtype_size(weight.dtype));
   if (row_bytes % 16 == 0 && aligned16(out.data) && aligned16(weight.data))
@@ -220,21 +211,10 @@ void embedding_forward(const Ctx& ctx, Tensor out, Tensor ids, Tensor weight, in
 }
 
 void embedding_backward(const Ctx& ctx, Tensor dweight, Tensor dout, Tensor ids, int64_t vocab_start) {
-  check_device(ctx, dweight, "dweight");
-  check_device(ctx, dout, "dout");
-  check_device(ctx, ids, "ids");
-  DAPO_CHECK_DTYPE(dweight, DType::f32);
-  DAPO_CHECK(dout.dtype == DType::f32 || dout.dtype == DType::bf16, "embedding_backward: dout is ",
-             dtype_name(dout.dtype));
-  DAPO_CHECK_DTYPE(ids, DType::i32);
-  DAPO_CHECK(ids.ndim == 1 && dweight.ndim == 2, "embedding_backward: ids ", ids.shape_string(),
-             " must be 1-D and dweight ", dweight.shape_string(), " 2-D");
   const int64_t N = ids.shape[0], V = dweight.shape[0], C = dweight.shape[1];
-  DAPO_CHECK_SHAPE(dout, {N, C});
-  DAPO_CHECK(vocab_start >= 0, "vocab_start ", vocab_start, " must be >= 0");
+  // The sort keys are 32-bit.
   DAPO_CHECK(N < (int64_t(1) << 31) && V < (int64_t(1) << 31), "embedding_backward: ", N, " ids, ", V,
              " rows: too many");
-  DAPO_CHECK(!overlaps(dweight, dout) && !overlaps(dweight, ids), "embedding_backward: dweight overlaps an input");
   if (N == 0 || C == 0 || V == 0) return;
   DAPO_CHECK(ctx.scratch != nullptr, "embedding_backward on CUDA needs ctx.scratch");
   ArenaScope scope(*ctx.scratch);
@@ -247,7 +227,7 @@ void embedding_backward(const Ctx& ctx, Tensor dweight, Tensor dout, Tensor ids,
   int end_bit = 1;
   while (end_bit < 32 && (uint64_t(sentinel) >> end_bit) != 0) ++end_bit;
 
-  keys_kernel<<<grid_for(N, 256), 256, 0, stream_of(ctx)>>>(keys_in, rows_in, ids.ptr<int32_t>(), N, V, vocab_start,
+  keys_kernel<<<grid_for(N, kKeyThreads), kKeyThreads, 0, stream_of(ctx)>>>(keys_in, rows_in, ids.ptr<int32_t>(), N, V, vocab_start,
                                                            ctx.flags);
   DAPO_CUDA_CHECK_LAUNCH();
   size_t temp_bytes = 0;

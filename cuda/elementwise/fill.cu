@@ -6,11 +6,13 @@
 
 #include "common.cuh"
 #include "dapo/ops/fill.h"
+#include "cuda/cuda_ops.h"
+#include "src/ops/backend_shared.h"
 
 namespace dapo::ops::cuda {
 namespace {
 
-using namespace cuda_detail;
+using namespace cuda::detail;
 
 constexpr int kThreads = 256;
 
@@ -51,11 +53,9 @@ void launch_fill(const Ctx& ctx, void* data, int64_t n, uint64_t pattern) {
 }  // namespace
 
 void fill(const Ctx& ctx, Tensor t, double value) {
-  check_device(ctx, t, "fill tensor");
-  const uint64_t pattern = detail::fill_pattern(t.dtype, value);
   const int64_t n = t.numel();
   if (n == 0) return;
-  DAPO_CHECK(t.data != nullptr, "fill: the tensor has no data");
+  const uint64_t pattern = ops::detail::fill_pattern(t.dtype, value);
   const size_t size = dtype_size(t.dtype);
   DAPO_CHECK((reinterpret_cast<uintptr_t>(t.data) & (size - 1)) == 0, "fill: tensor data not aligned to its dtype");
   bool bytes_equal = true;

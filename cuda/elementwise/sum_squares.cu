@@ -8,11 +8,12 @@
 
 #include "common.cuh"
 #include "dapo/ops/sum_squares.h"
+#include "cuda/cuda_ops.h"
 
 namespace dapo::ops::cuda {
 namespace {
 
-using namespace cuda_detail;
+using namespace cuda::detail;
 
 constexpr int kThreads = 512;
 constexpr int kWarps = kThreads / 32;
@@ -91,12 +92,8 @@ __global__ void __launch_bounds__(kThreads) finish_kernel(float* __restrict__ ou
 
 }  // namespace
 
+// The contract (out (1) f32, x f32) is checked by ops::sum_squares.
 void sum_squares(const Ctx& ctx, Tensor out, Tensor x) {
-  check_device(ctx, out, "sum_squares out");
-  check_device(ctx, x, "sum_squares x");
-  DAPO_CHECK_SHAPE(out, {1});
-  DAPO_CHECK_DTYPE(out, DType::f32);
-  DAPO_CHECK_DTYPE(x, DType::f32);
   const int64_t n = x.numel();
   if (n == 0) {
     DAPO_CUDA_CHECK(cudaMemsetAsync(out.data, 0, sizeof(float), stream_of(ctx)));

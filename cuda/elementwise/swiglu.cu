@@ -6,11 +6,16 @@
 #include "ptx/pack.cuh"
 #include "ptx/pdl.cuh"
 #include "gemm/swiglu_math.cuh"
+#include "cuda/cuda_ops.h"
 
 namespace dapo::ops::cuda {
 namespace {
 
-using namespace cuda_detail;
+using namespace cuda::detail;
+
+// Threads per CTA of both kernels: a grid-stride loop, so any count works; 256 keeps
+// enough warps in flight per SM for a memory-bound pass.
+constexpr int kThreads = 256;
 
 // K elements per access: 16-byte packs (8 bf16, 4 f32) when every pointer is
 // 16-byte aligned, else K = 1. Elements past the last whole pack (n % K)
@@ -79,8 +84,8 @@ cudaError_t launch_swiglu_forward(T* out, const T* gate, const T* up, int64_t n,
   if (n == 0) return cudaSuccess;
   constexpr int K = kWidePack<T>;
   if (all_aligned16({out, gate, up}))
-    return launch_pdl(swiglu_forward_kernel<T, K>, grid_for(n / K + 1, 256), 256, 0, stream, out, gate, up, n);
-  return launch_pdl(swiglu_forward_kernel<T, 1>, grid_for(n, 256), 256, 0, stream, out, gate, up, n);
+    return launch_pdl(swiglu_forward_kernel<T, K>, grid_for(n / K + 1, kThreads), kThreads, 0, stream, out, gate, up, n);
+  return launch_pdl(swiglu_forward_kernel<T, 1>, grid_for(n, kThreads), kThreads, 0, stream, out, gate, up, n);
 }
 
 template <class T>
@@ -89,26 +94,16 @@ cudaError_t launch_swiglu_backward(T* dgate, T* dup, const T* dout, const T* gat
   if (n == 0) return cudaSuccess;
   constexpr int K = kWidePack<T>;
   if (all_aligned16({dgate, dup, dout, gate, up}))
-    swiglu_backward_kernel<T, K><<<grid_for(n / K + 1, 256), 256, 0, stream>>>(dgate, dup, dout, gate, up, n);
+    swiglu_backward_kernel<T, K><<<grid_for(n / K + 1, kThreads), kThreads, 0, stream>>>(dgate, dup, dout, gate, up, n);
   else
-    swiglu_backward_kernel<T, 1><<<grid_for(n, 256), 256, 0, stream>>>(dgate, dup, dout, gate, up, n);
+    swiglu_backward_kernel<T, 1><<<grid_for(n, kThreads), kThreads, 0, stream>>>(dgate, dup, dout, gate, up, n);
   return cudaGetLastError();
-}
-
-void check_args(const Ctx& ctx, std::initializer_list<const Tensor*> ts) {
-  const Tensor& first = **ts.begin();
-  DAPO_CHECK(first.dtype == DType::f32 || first.dtype == DType::bf16, "swiglu on ", dtype_name(first.dtype));
-  for (const Tensor* t : ts) {
-    check_device(ctx, *t, "swiglu tensor");
-    DAPO_CHECK(t->same_shape(first) && t->dtype == first.dtype, "swiglu shapes/dtypes ", t->shape_string(), " ",
-               first.shape_string());
-  }
 }
 
 }  // namespace
 
+// Shapes and dtypes (all one, f32 or bf16) are checked by ops::swiglu_forward / swiglu_backward.
 void swiglu_forward(const Ctx& ctx, Tensor out, Tensor gate, Tensor up) {
-  check_args(ctx, {&out, &gate, &up});
   const int64_t n = out.numel();
   if (out.dtype == DType::f32)
     DAPO_CUDA_CHECK(launch_swiglu_forward(out.ptr<float>(), gate.ptr<float>(), up.ptr<float>(), n, stream_of(ctx)));
@@ -119,7 +114,6 @@ void swiglu_forward(const Ctx& ctx, Tensor out, Tensor gate, Tensor up) {
 }
 
 void swiglu_backward(const Ctx& ctx, Tensor dgate, Tensor dup, Tensor dout, Tensor gate, Tensor up) {
-  check_args(ctx, {&dgate, &dup, &dout, &gate, &up});
   const int64_t n = dout.numel();
   if (dout.dtype == DType::f32)
     DAPO_CUDA_CHECK(launch_swiglu_backward(dgate.ptr<float>(), dup.ptr<float>(), dout.ptr<float>(),

@@ -17,7 +17,9 @@
 // no second kernel, no atomics: the bits depend on the plan only, which is a
 // function of the shape and the GPU's SM count.
 #include <algorithm>
+#include <array>
 #include <cstdint>
+#include <span>
 
 #include <cooperative_groups.h>
 #include <cuda.h>
@@ -26,6 +28,7 @@
 #include "dapo/ops/linear_multi.h"
 #include "dapo/ops/matmul.h"
 #include "dapo/ops/norm_fold.h"
+#include "dapo/ops/plan/skinny_gemm_plan.h"
 #include "ptx/mma_ptx.cuh"
 #include "norm/norm_fold.cuh"
 #include "ptx/pdl.cuh"
@@ -33,18 +36,19 @@
 #include "runtime/tma_map.h"
 #include "ptx/tma_ptx.cuh"
 #include "ptx/wgmma_ptx.cuh"
+#include "cuda/cuda_ops.h"
 
 namespace dapo::ops::cuda {
 namespace {
 
-using namespace cuda_detail;
+using namespace cuda::detail;
 using bf16_t = __nv_bfloat16;
 
 namespace cg = cooperative_groups;
 
-constexpr int kBK = 64;            // k per pipeline stage: 128 bytes per row
-constexpr int kMaxSplits = 8;      // the portable cluster size
-constexpr int kMinKBlocksPerSplit = 2;
+// The tiles, splits and their rules: ops/plan/skinny_gemm_plan.h.
+constexpr int kBK = plan::kSkinnyBK;                // k per pipeline stage: 128 bytes per row
+constexpr int kMaxSplits = plan::kSkinnyMaxSplits;  // the portable cluster size
 
 // ---- device helpers ------------------------------------------------------------
 
@@ -200,24 +204,26 @@ __device__ __forceinline__ void store_out(const SegmentArgs& s, int64_t row, int
 // the WN / 4 consumer warpgroups wait on it, multiply (wgmma), and free the
 // stage on a second barrier: loads run up to STAGES k-blocks ahead of the
 // products, gated by nothing but free stages.
+// The sizes and the shared-memory layout come from plan::SkinnyTile, which
+// the host's plans read too.
 template <int MT_, int NT_, int WN_, int WM_, int STAGES_, bool WGMMA_ = false, bool TMA_ = false>
 struct Tile {
+  static constexpr plan::SkinnyTile kShape{MT_, NT_, WN_, WM_, STAGES_, WGMMA_, TMA_};
   static constexpr int MT = MT_, NT = NT_, WN = WN_, WM = WM_, STAGES = STAGES_;
   static constexpr bool kWgmma = WGMMA_, kTma = TMA_;
-  static constexpr int kConsumerThreads = 32 * WN * WM;
-  static constexpr int kThreads = kConsumerThreads + (kTma ? 128 : 0);
-  static constexpr int BN = 16 * MT * WN;  // weight rows per CTA
-  static constexpr int BM = 8 * NT * WM;   // input rows per CTA
-  static constexpr int kStageBytes = (BN + BM) * kBK * 2;
-  static constexpr int kLd = BN + 4;       // floats per row of the staged output tile
-  static constexpr int kPipeSmem = STAGES * kStageBytes > BM * kLd * 4 ? STAGES * kStageBytes : BM * kLd * 4;
+  static constexpr int kConsumerThreads = kShape.consumer_threads();
+  static constexpr int kThreads = kShape.threads();
+  static constexpr int BN = kShape.bn();  // weight rows per CTA
+  static constexpr int BM = kShape.bm();  // input rows per CTA
+  static constexpr int kStageBytes = kShape.stage_bytes();
+  static constexpr int kLd = kShape.out_ld();  // floats per row of the staged output tile
   // TMA: the full and empty mbarriers of each stage after the pipeline (the
   // output tile reuses the stages, never the barriers).
-  static constexpr int kBarrierOffset = (kPipeSmem + 1023) / 1024 * 1024;
+  static constexpr int kBarrierOffset = kShape.barrier_offset();
   // Each input row's rstd under a folded norm (SkinnyArgs::rn), past
   // everything else: the output tile reuses the stages, never this.
-  static constexpr int kRstdOffset = ((kTma ? kBarrierOffset + 16 * STAGES : kPipeSmem) + 15) / 16 * 16;
-  static constexpr int kSmem = kRstdOffset + BM * 4;
+  static constexpr int kRstdOffset = kShape.rstd_offset();
+  static constexpr int kSmem = kShape.smem_bytes();
   // Two CTAs of 256 threads per SM when their shared memory allows: the
   // register cap that keeps them resident together (128 a thread).
   static constexpr int kMinBlocks = !kTma && kThreads == 256 && kSmem <= 112 * 1024 ? 2 : 1;
@@ -225,6 +231,10 @@ struct Tile {
   static_assert(!kWgmma || (MT == 1 && WM == 1 && WN % 4 == 0 && (BM == 64 || BM == 128 || BM == 256)),
                 "a wgmma tile is warpgroups of 64 weight rows x 64, 128 or 256 input rows");
   static_assert(!kTma || (kWgmma && BN <= 256 && BM <= 256), "TMA tiles are wgmma tiles of boxes up to 256 rows");
+  // The kernels rely on these two (thread kConsumerThreads loads the boxes).
+  static_assert(kThreads == kConsumerThreads + (kTma ? plan::kSkinnyProducerThreads : 0),
+                "a TMA tile's producer warpgroup follows its consumers");
+  static_assert(!kTma || kRstdOffset >= kBarrierOffset + 16 * STAGES, "the rows' rstd lie past the barriers");
 };
 
 template <int ROWS, int THREADS>
@@ -679,7 +689,8 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
       // The other producer warps: the rows' rstd under a folded norm while
       // the products run (the epilogue reads them after the barrier below).
       float* rstd_s = reinterpret_cast<float*>(smem + C::kRstdOffset);
-      for (int t = tid - C::kConsumerThreads - 32; t < toks; t += 96)
+      constexpr int kRstdThreads = plan::kSkinnyProducerThreads - 32;  // all but the loading warp
+      for (int t = tid - C::kConsumerThreads - 32; t < toks; t += kRstdThreads)
         rstd_s[t] = row_rstd(a.rn, m0 + t);
     }
   } else {
@@ -719,101 +730,36 @@ const void* kernel_of() {
 
 // ---- configurations --------------------------------------------------------------
 
-// The table the plans index (SkinnyPlan::config). Few input rows need little
-// arithmetic, so their CTAs are small and deep (many k-blocks of weights in
-// flight per SM); many rows need the larger warp tiles.
-//                     MT NT WN WM STAGES   BN x BM,   threads, shared memory
-using Cfg0 = Tile<1, 1, 4, 1, 8>;  // 64 x 8,    128, 72 KB
-using Cfg1 = Tile<1, 2, 4, 1, 8>;  // 64 x 16,   128, 80 KB
-using Cfg2 = Tile<1, 4, 4, 1, 8>;  // 64 x 32,   128, 96 KB
-using Cfg3 = Tile<1, 8, 4, 1, 6>;  // 64 x 64,   128, 96 KB
-using Cfg4 = Tile<2, 4, 2, 1, 8>;  // 64 x 32,   64,  96 KB
-using Cfg5 = Tile<2, 1, 4, 1, 6>;  // 128 x 8,   128, 102 KB
-using Cfg6 = Tile<2, 8, 2, 2, 4>;  // 64 x 128,  128, 96 KB
-using Cfg7 = Tile<2, 8, 4, 2, 4>;  // 128 x 128, 256, 128 KB
-using Cfg8 = Tile<2, 8, 4, 4, 4>;  // 128 x 256, 512, 192 KB
-using Cfg9 = Tile<2, 8, 2, 4, 4>;  // 64 x 256,  256, 160 KB
-// Two CTAs of 8 warps per SM for 65 to 256 rows: one CTA's barriers and
-// epilogue overlap the other's loads and products (the sweep also tried
-// 128 x 32, 128 x 64 of 4 warps, 64 x 128, 64 x 256 and 128 x 256 tiles of
-// 2-3 stages: none was needed).
-using Cfg10 = Tile<2, 8, 4, 2, 3>;  // 128 x 128, 256, 96 KB
-using Cfg11 = Tile<2, 4, 4, 2, 4>;  // 128 x 64,  256, 96 KB
+// One kernel per entry of plan::kSkinnyTiles, the table the plans index
+// (SkinnyPlan::config); the wgmma and TMA tiles only in an sm_90a build.
 #if defined(DAPO_CUDA_WGMMA)
-// wgmma (sm_90a): warpgroups of 64 weight rows x 64-256 input rows.
-using Cfg12 = Tile<1, 8, 4, 1, 6, true>;    // 64 x 64,   128, 96 KB
-using Cfg13 = Tile<1, 16, 4, 1, 4, true>;   // 64 x 128,  128, 96 KB
-using Cfg14 = Tile<1, 16, 8, 1, 3, true>;   // 128 x 128, 256, 96 KB
-using Cfg15 = Tile<1, 16, 8, 1, 5, true>;   // 128 x 128, 256, 160 KB
-using Cfg16 = Tile<1, 32, 8, 1, 3, true>;   // 128 x 256, 256, 144 KB
-// Wider weight tiles: every CTA reads its input rows from L2 once per
-// k-block, so 256 weight rows per tile read the input a quarter as often
-// as 64.
-using Cfg17 = Tile<1, 16, 16, 1, 3, true>;  // 256 x 128, 512, 144 KB
-using Cfg18 = Tile<1, 8, 16, 1, 4, true>;   // 256 x 64,  512, 160 KB
-using Cfg19 = Tile<1, 16, 12, 1, 4, true>;  // 192 x 128, 384, 160 KB
-// Whole heads of 128 for the RoPE epilogue where the plan has 64-row tiles.
-using Cfg20 = Tile<1, 8, 8, 1, 4, true>;    // 128 x 64,  256, 96 KB
-// TMA producer + wgmma consumers (threads: consumers + a producer warpgroup).
-using Cfg21 = Tile<1, 16, 8, 1, 5, true, true>;   // 128 x 128, 256 + 128, 160 KB
-using Cfg22 = Tile<1, 16, 16, 1, 4, true, true>;  // 256 x 128, 512 + 128, 192 KB
-using Cfg23 = Tile<1, 8, 8, 1, 6, true, true>;    // 128 x 64,  256 + 128, 144 KB
-using Cfg24 = Tile<1, 16, 4, 1, 8, true, true>;   // 64 x 128,  128 + 128, 192 KB
-using Cfg25 = Tile<1, 8, 4, 1, 10, true, true>;   // 64 x 64,   128 + 128, 160 KB
-constexpr int kConfigs = 26;
-constexpr int kTma128x64 = 23, kTma64x128 = 24, kTma64x64 = 25, kTma128x128 = 21;
 constexpr bool kWgmmaBuilt = true;
 #else
-constexpr int kConfigs = 12;
-constexpr int kTma128x64 = -1, kTma64x128 = -1, kTma64x64 = -1, kTma128x128 = -1;
 constexpr bool kWgmmaBuilt = false;
 #endif
+constexpr int kConfigs = plan::skinny_tile_count(kWgmmaBuilt);
 
-template <class F>
+template <int ID>
+struct ConfigOf {
+  static constexpr plan::SkinnyTile t = plan::kSkinnyTiles[ID];
+  using type = Tile<t.mt, t.nt, t.wn, t.wm, t.stages, t.wgmma, t.tma>;
+};
+
+// f(the Tile of configuration id).
+template <int ID = 0, class F>
 void with_config(int id, F&& f) {
-  switch (id) {
-    case 0: return f(Cfg0{});
-    case 1: return f(Cfg1{});
-    case 2: return f(Cfg2{});
-    case 3: return f(Cfg3{});
-    case 4: return f(Cfg4{});
-    case 5: return f(Cfg5{});
-    case 6: return f(Cfg6{});
-    case 7: return f(Cfg7{});
-    case 8: return f(Cfg8{});
-    case 9: return f(Cfg9{});
-    case 10: return f(Cfg10{});
-    case 11: return f(Cfg11{});
-#if defined(DAPO_CUDA_WGMMA)
-    case 12: return f(Cfg12{});
-    case 13: return f(Cfg13{});
-    case 14: return f(Cfg14{});
-    case 15: return f(Cfg15{});
-    case 16: return f(Cfg16{});
-    case 17: return f(Cfg17{});
-    case 18: return f(Cfg18{});
-    case 19: return f(Cfg19{});
-    case 20: return f(Cfg20{});
-    case 21: return f(Cfg21{});
-    case 22: return f(Cfg22{});
-    case 23: return f(Cfg23{});
-    case 24: return f(Cfg24{});
-    case 25: return f(Cfg25{});
-#endif
-    default: DAPO_FAIL("skinny GEMM: no configuration ", id);
+  if constexpr (ID < kConfigs) {
+    if (id == ID) return f(typename ConfigOf<ID>::type{});
+    return with_config<ID + 1>(id, f);
+  } else {
+    DAPO_FAIL("skinny GEMM: no configuration ", id);
   }
 }
 
-struct ConfigInfo {
-  int bn, bm, threads, smem;
-};
-ConfigInfo config_info(int id) {
-  ConfigInfo c{};
-  with_config(id, [&](auto t) {
-    using C = decltype(t);
-    c = {C::BN, C::BM, C::kThreads, C::kSmem};
-  });
-  return c;
+// The tile of a configuration this build has.
+const plan::SkinnyTile& tile_of(int id) {
+  DAPO_CHECK(id >= 0 && id < kConfigs, "skinny GEMM: no configuration ", id);
+  return plan::kSkinnyTiles[size_t(id)];
 }
 
 // CTAs of configuration `id` one SM holds at once (also raises the kernel's
@@ -858,63 +804,39 @@ int64_t resident_clusters(int id, int splits) {
   return int64_t(sm_count() / 16) * ((16 * ctas_per_sm(id)) / splits);
 }
 
-int64_t weight_tiles(std::span<const LinearSegment> segs, int bn) {
-  int64_t t = 0;
-  for (const LinearSegment& s : segs) t += ceil_div(s.weight.shape[0], bn);
-  return t;
-}
 int64_t total_cols(std::span<const LinearSegment> segs) {
   int64_t n = 0;
   for (const LinearSegment& s : segs) n += s.weight.shape[0];
   return n;
 }
 
-// k-blocks per split for `splits` requested splits; the splits actually run
-// are ceil(k_blocks / that), so that none is empty.
-int64_t k_blocks_per_split(int64_t k_blocks, int64_t splits) {
-  return ceil_div(k_blocks, std::clamp<int64_t>(splits, 1, k_blocks));
+// The weight rows of each segment, as the plans take them.
+struct SegmentRows {
+  std::array<int64_t, kMaxLinearSegments> n{};
+  size_t count = 0;
+  std::span<const int64_t> span() const { return {n.data(), count}; }
+};
+SegmentRows segment_rows(std::span<const LinearSegment> segs) {
+  DAPO_CHECK(segs.size() <= size_t(kMaxLinearSegments), "linear_forward_multi: ", segs.size(),
+             " segments, expected 1 to ", kMaxLinearSegments);
+  SegmentRows r;
+  for (const LinearSegment& s : segs) r.n[r.count++] = s.weight.shape[0];
+  return r;
 }
 
 // ---- host checks -------------------------------------------------------------------
 
-void check_tensor(const Ctx& ctx, const Tensor& t, const char* name) {
-  check_device(ctx, t, name);
-  DAPO_CHECK(t.data != nullptr || t.numel() == 0, name, " ", t.shape_string(), " has no data");
-  DAPO_CHECK(t.dtype == DType::bf16 || t.dtype == DType::f32, name, " is ", dtype_name(t.dtype),
-             ", expected bf16 or f32");
-}
-
-void check_args(const Ctx& ctx, const Tensor& in, std::span<const LinearSegment> segs) {
-  DAPO_CHECK(!segs.empty() && segs.size() <= size_t(kMaxLinearSegments), "linear_forward_multi: ", segs.size(),
-             " segments, expected 1 to ", kMaxLinearSegments);
-  check_tensor(ctx, in, "in");
-  DAPO_CHECK(in.ndim == 2, "linear_forward_multi: in ", in.shape_string(), " must be 2-D");
-  const int64_t M = in.shape[0], K = in.shape[1];
-  for (size_t i = 0; i < segs.size(); ++i) {
-    const LinearSegment& s = segs[i];
-    check_tensor(ctx, s.out, "out");
-    check_tensor(ctx, s.weight, "weight");
-    DAPO_CHECK(s.weight.dtype == in.dtype, "linear_forward_multi: in is ", dtype_name(in.dtype), ", segment ", i,
-               "'s weight is ", dtype_name(s.weight.dtype));
-    DAPO_CHECK(in.dtype == DType::bf16 || s.out.dtype == DType::f32, "linear_forward_multi: f32 operands into a ",
-               dtype_name(s.out.dtype), " output; CUDA takes bf16 x bf16 -> bf16 or f32, and f32 x f32 -> f32");
-    DAPO_CHECK(s.weight.ndim == 2, "linear_forward_multi: segment ", i, "'s weight ", s.weight.shape_string(),
-               " must be 2-D");
-    const int64_t N = s.weight.shape[0];
-    DAPO_CHECK_SHAPE(s.weight, {N, K});
-    DAPO_CHECK_SHAPE(s.out, {M, N});
-    if (s.bias.defined()) {
-      check_tensor(ctx, s.bias, "bias");
-      DAPO_CHECK_SHAPE(s.bias, {N});
-    }
-    DAPO_CHECK(!overlaps(s.out, in), "linear_forward_multi: segment ", i, "'s out overlaps in");
-    for (size_t j = 0; j < segs.size(); ++j) {
-      DAPO_CHECK(!overlaps(s.out, segs[j].weight) && !overlaps(s.out, segs[j].bias), "linear_forward_multi: segment ",
-                 i, "'s out overlaps segment ", j, "'s weight or bias");
-      DAPO_CHECK(j == i || !overlaps(s.out, segs[j].out), "linear_forward_multi: the outputs of segments ", i,
-                 " and ", j, " overlap");
-    }
+// The checks of the entry points below that tests, tuning and other ops
+// call past ops::linear_forward_multi: where the tensors live, then the
+// op's contract (src/ops/linear_multi.cpp).
+void check_entry(const Ctx& ctx, const Tensor& in, std::span<const LinearSegment> segs) {
+  check_device(ctx, in, "in");
+  for (const LinearSegment& s : segs) {
+    check_device(ctx, s.out, "out");
+    check_device(ctx, s.weight, "weight");
+    if (s.bias.defined()) check_device(ctx, s.bias, "bias");
   }
+  ops::detail::check_linear_forward_multi("linear_forward_multi", in, segs);
 }
 
 // The cuBLASLt path over checked arguments: a strided batch for each run of
@@ -934,115 +856,6 @@ int cublaslt_groups(const Ctx& ctx, const Tensor& in, std::span<const LinearSegm
   return groups;
 }
 
-// The most K splits a plan considers: splits of 2 or more k-blocks, at
-// most 6 but for long K (8: down_proj).
-int64_t most_splits(int64_t k_blocks) {
-  return std::min<int64_t>(k_blocks >= 64 ? kMaxSplits : 6, k_blocks / kMinKBlocksPerSplit);
-}
-
-// Whether M rows take the wgmma tiles (an sm_90a build, from 33 rows).
-bool uses_wgmma(int64_t M) { return kWgmmaBuilt && M > 32; }
-
-// The plan's L2 hints for a chosen config and split.
-void set_prefetch(detail::SkinnyPlan& p, int64_t M, int64_t tiles, int64_t k_blocks) {
-  // One stream per CTA over many k-blocks: asking L2 for 256-byte blocks
-  // helps there (the LM head: 3-5%), nowhere else measurably.
-  p.l2_prefetch = p.splits == 1 && M <= 64;
-  // The early L2 prefetch pays where the whole grid starts at once and each
-  // CTA has few k-blocks (0.5B o or q/k/v: 3.2 us against 3.5); with 10 or
-  // more it cost 5% (0.5B down, 1 row: 6.7 us against 6.2).
-  const bool one_wave = tiles <= resident_clusters(p.config, p.splits);
-  p.lookahead = one_wave && k_blocks_per_split(k_blocks, p.splits) <= 8 ? 4 : 0;
-}
-
-// From 33 rows on an sm_90a build: a wgmma tile of 64 weight rows x 64 input
-// rows, or x 128 from 65 rows on more than 20 MB of weights (7B q/k/v at 128
-// rows: 19.5 us against 26.8), and the most K splits (up to 6, 8 for long
-// K) whose CTAs stay within 1.7 per SM: in the sweep more splits cost more
-// in the cluster's merge than they gained (1.5B q/k/v, 128 rows: 7.7 us at
-// 2 splits, 8.3 at 3, 11.9 at 4). On the shapes it routes this lands within
-// 13% of the best swept plan (7B tp-2 q/k/v at 128 rows), within 3% on most.
-detail::SkinnyPlan wgmma_plan(int64_t M, int64_t K, std::span<const LinearSegment> segs) {
-  detail::SkinnyPlan p;
-  const int64_t rows = total_cols(segs);
-  const double bytes = 2.0 * double(rows) * double(K);
-  p.config = M <= 64 || bytes <= 20e6 ? 12 : 13;
-  const ConfigInfo c = config_info(p.config);
-  const int64_t tiles = weight_tiles(segs, c.bn) * ceil_div(M, c.bm);
-  const int64_t k_blocks = ceil_div(K, kBK);
-  const int64_t most = most_splits(k_blocks);
-  const double cap = 1.7 * double(sm_count());
-  int64_t s = 1;
-  for (int64_t want = 2; want <= most; ++want) {
-    const int64_t splits = ceil_div(k_blocks, k_blocks_per_split(k_blocks, want));
-    if (double(tiles * splits) > cap) break;
-    s = splits;
-  }
-  p.splits = int(s);
-  set_prefetch(p, M, tiles, k_blocks);
-  return p;
-}
-
-// TMA tiles (sm_90a) for q/k/v (3+ segments) and long-K single products
-// of 512 rows or more (down_proj; not a lone k_proj, where cuBLASLt wins at
-// 65-128 rows) from 33 rows: 64 input rows a tile, or 128 from 65 rows where
-// the q/k/v weights pass 8 MB and always for down_proj; 64 or 128 weight
-// rows, whichever (with the most K splits up to 4 whose clusters the GPU
-// holds at once) runs the most CTAs, 64 on a tie. The H100 sweep at 128
-// rows (PlanSweepPerf, best plan us against cuBLASLt) picked these tiles
-// and splits on every shape: 0.5B q/k/v 5.05 / 8.09, down 7.77 / 8.34;
-// 1.5B q/k/v 6.47 / 10.51, down 14.36 / 15.20; 7B q/k/v 17.5 / 20.3, down
-// 54.2 / 59.0.
-bool tma_shape(int64_t K, std::span<const LinearSegment> segs) {
-  const int64_t rows = total_cols(segs);
-  return kWgmmaBuilt && (segs.size() >= 3 || (segs.size() == 1 && K >= 4 * rows && rows >= 512));
-}
-
-detail::SkinnyPlan tma_plan(int64_t M, int64_t K, std::span<const LinearSegment> segs) {
-  const double bytes = 2.0 * double(total_cols(segs)) * double(K);
-  const bool tall = M > 64 && (segs.size() == 1 || bytes > 8e6);
-  const int64_t k_blocks = ceil_div(K, kBK);
-  const int64_t most = std::min<int64_t>(4, most_splits(k_blocks));
-  detail::SkinnyPlan best;
-  int64_t best_ctas = 0;
-  for (const int config : {tall ? kTma64x128 : kTma64x64, tall ? kTma128x128 : kTma128x64}) {
-    const ConfigInfo c = config_info(config);
-    const int64_t tiles = weight_tiles(segs, c.bn) * ceil_div(M, c.bm);
-    int64_t s = 1;
-    for (int64_t want = 2; want <= most; ++want) {
-      const int64_t splits = ceil_div(k_blocks, k_blocks_per_split(k_blocks, want));
-      if (tiles > resident_clusters(config, int(splits))) break;
-      s = splits;
-    }
-    if (tiles * s > best_ctas) {
-      best_ctas = tiles * s;
-      best.config = config;
-      best.splits = int(s);
-    }
-  }
-  best.l2_prefetch = false;
-  best.lookahead = 0;
-  return best;
-}
-
-// linear_residual_fold's plan: from 65 to 128 rows, TMA tiles of 64 x 64
-// with 4 K splits where those CTAs run in one wave, else skinny_plan's. In
-// the H100 0.5B decode step (128 rows) against skinny_plan's: o_proj 64 x 64
-// wgmma tiles -> TMA 64 x 64 x 4 splits, the step 1.325 -> 1.305 ms; down
-// TMA 64 x 128 -> 64 x 64, 1.325 -> 1.314 (the other tiles and split counts
-// swept were slower: 64 x 128, 128 x 64, 128 x 128 tiles, 2, 7 or 8 splits).
-// At the 1.5B shapes those CTAs do not fit in one wave (o: 2.86 ms against
-// 2.80 with skinny_plan's).
-detail::SkinnyPlan fold_plan(int64_t M, int64_t K, std::span<const LinearSegment> segs) {
-  if (detail::linear_residual_fold_one_wave(M, K, segs[0].weight.shape[0])) {
-    detail::SkinnyPlan p;
-    p.config = kTma64x64;
-    p.splits = 4;
-    return p;
-  }
-  return detail::skinny_plan(M, K, segs);
-}
-
 // One launch of the kernel over checked arguments with plan p and epilogue
 // E; under RopeEpilogue, segments 0, 1, 2 are q, k, v of
 // qkv_rope_kv_write's epilogue.
@@ -1052,7 +865,7 @@ void run_skinny(const Ctx& ctx, const Tensor& in, std::span<const LinearSegment>
   const int64_t M = in.shape[0], K = in.shape[1];
   DAPO_CHECK(p.config >= 0 && p.config < kConfigs && p.splits >= 1 && p.splits <= kMaxSplits, "skinny plan: config ",
              p.config, " splits ", p.splits);
-  const ConfigInfo c = config_info(p.config);
+  const plan::SkinnyTile& c = tile_of(p.config);
 
   SkinnyArgs a{};
   int64_t tiles = 0;
@@ -1071,11 +884,11 @@ void run_skinny(const Ctx& ctx, const Tensor& in, std::span<const LinearSegment>
     const uintptr_t align = g.out_f32 ? 16 : 8;
     g.vec_out = N % 4 == 0 && reinterpret_cast<uintptr_t>(s.out.data) % align == 0;
     g.fuse = !E::kRope ? kFuseNone : n_seg == 1 ? kFuseRotate : n_seg == 2 ? kFuseRotateCache : kFuseCache;
-    tiles += ceil_div(N, c.bn);
+    tiles += ceil_div(N, c.bn());
   }
   if (n_seg == 0) return;
-  const int64_t k_blocks = ceil_div(K, kBK), per_split = k_blocks_per_split(k_blocks, p.splits);
-  const int64_t splits = ceil_div(k_blocks, per_split), m_tiles = ceil_div(M, c.bm);
+  const int64_t k_blocks = ceil_div(K, kBK), per_split = plan::skinny_k_blocks_per_split(k_blocks, p.splits);
+  const int64_t splits = ceil_div(k_blocks, per_split), m_tiles = ceil_div(M, c.bm());
   const int64_t grid = tiles * splits * m_tiles;
   DAPO_CHECK(grid <= INT32_MAX, "linear_forward_multi: a grid of ", grid, " CTAs");
   a.in = static_cast<const bf16_t*>(in.data);
@@ -1132,12 +945,20 @@ void run_skinny(const Ctx& ctx, const Tensor& in, std::span<const LinearSegment>
 
 namespace detail {
 
+plan::SkinnyGpu skinny_gpu() {
+  plan::SkinnyGpu g;
+  g.sm_count = sm_count();
+  g.wgmma = kWgmmaBuilt;
+  g.resident_clusters = resident_clusters;  // asked of the runtime when a rule needs it
+  return g;
+}
+
 int skinny_config_count() { return kConfigs; }
 
 void skinny_config_tile(int config, int& rows_n, int& rows_m) {
-  const ConfigInfo c = config_info(config);
-  rows_n = c.bn;
-  rows_m = c.bm;
+  const plan::SkinnyTile& c = tile_of(config);
+  rows_n = c.bn();
+  rows_m = c.bm();
 }
 
 bool linear_multi_skinny_supported(const Tensor& in, std::span<const LinearSegment> segs) {
@@ -1154,88 +975,17 @@ bool linear_multi_skinny_supported(const Tensor& in, std::span<const LinearSegme
   return total_cols(segs) < (int64_t(1) << 30);
 }
 
-// Measured on an H100 SXM, 30-50 calls in a CUDA graph, weights rotating
-// through 960 MB (cold L2): PlanSweepPerf and DecodeProjectionsPerf of
-// tests/gpu/test_linear_multi_gpu.cpp, Qwen2.5 0.5B, 1.5B, 7B and 7B tp-2
-// shards. cuBLASLt's wgmma kernels read large matrices at 2.0-2.6 TB/s from
-// 32 rows up and out-compute mma.sync from 64 rows (at 256 rows the skinny
-// kernel tops out near 330 TFLOPS, half their speed). The kernel wins on
-// launches saved (q/k/v fused: one launch against three), few rows, and
-// small or long-K matrices at up to 32 rows.
-// - q/k/v fused (3+ segments): M <= 64, M <= 128 up to 20 MB, M <= 256 up
-//   to 8 MB (0.5B, 128 rows: 6.1 us against 11.9; 7B, 64 rows: 21.0
-//   against 27.0; 7B, 128 rows: 29.7 against 27.7, so cuBLASLt).
-// - M <= 8: all but single matrices of 10 to 200 MB (1.5B down: 15.4
-//   against 13.7 us; 7B o: 13.4 against 11.2; 7B down: 57.5 against 52.5;
-//   the LM heads stay: 0.5B 94 against 98.5) and gate or up alone (0.5B:
-//   6.2 against 5.4).
-// - M <= 32: two fused segments up to 24 MB (0.5B gate+up: 10.3 against
-//   11.0 us), and long-K products of 0.5 to 16 MB (0.5B down: 7.3 against
-//   7.9).
-// With the wgmma configurations (an sm_90a build), from 33 rows up, the
-// same H100 sweep at 64, 128 and 256 rows (DAPO_SKINNY_SWEEP_M): they beat
-// the mma.sync tiles everywhere and cuBLASLt on q/k/v fused (0.5B, 128
-// rows: 5.5 us against 8.3; 1.5B: 7.6 against 11.0; 7B: 18.3 against 20.4;
-// 7B tp-2: 12.0 against 16.0; up to 128 rows, and at 256 rows on up to 4 MB:
-// 0.5B 6.4 against 8.8, where the 1.5B and 7B q/k/v split badly), and at up
-// to 64 rows on long-K products and LM heads (0.5B down: 7.2 against 8.3;
-// 7B down: 51.8 against 54.7; 0.5B LM head: 112.6 against 118.1). The TMA
-// tiles (tma_plan) took q/k/v and down over from them and moved down's
-// bound to 128 rows (down, 128 rows: 0.5B 7.9 against 8.3, 1.5B 14.4
-// against 15.2, 7B 54.0 against 59.1; at 256 rows cuBLASLt: 0.5B 9.7
-// against 10.0). cuBLASLt keeps gate/up (0.5B, 128 rows: 9.0 against 12.0
-// for the best TMA plan), o, a lone k_proj from 65 rows, down from 129 rows
-// and the LM head from 65 rows.
 bool linear_multi_skinny_preferred(int64_t M, int64_t K, std::span<const LinearSegment> segs) {
-  if (M < 1 || M > 256) return false;
-  const int64_t rows = total_cols(segs);
-  const double bytes = 2.0 * double(rows) * double(K);
-  if (uses_wgmma(M))
-    return (segs.size() >= 3 && (M <= 128 || bytes <= 4e6)) ||
-           (segs.size() == 1 &&
-            ((M <= 64 && (K >= 4 * rows || rows >= 65536)) || (M <= 128 && tma_shape(K, segs))));
-  if (segs.size() >= 3 && (M <= 64 || bytes <= (M <= 128 ? 20e6 : 8e6))) return true;
-  if (M <= 8)
-    return !(segs.size() == 1 && ((bytes > 10e6 && bytes <= 200e6) || (rows >= 4096 && bytes <= 64e6)));
-  if (M > 32) return false;
-  return (segs.size() == 2 && bytes <= 24e6) || (K >= 4 * rows && bytes >= 0.5e6 && bytes <= 16e6);
+  return plan::skinny_preferred(M, K, segment_rows(segs).span(), kWgmmaBuilt);
 }
 
 SkinnyPlan skinny_plan(int64_t M, int64_t K, std::span<const LinearSegment> segs) {
-  if (uses_wgmma(M)) return tma_shape(K, segs) ? tma_plan(M, K, segs) : wgmma_plan(M, K, segs);
-  SkinnyPlan p;
-  // Tiles of 64 weight rows x (M rounded up, at most 64) rows; for more rows
-  // 128 x 128 tiles with two CTAs an SM (two m-tiles at 256 rows), or, on
-  // small matrices, 64 x 64 (up to 128 rows) and 128 x 64 tiles. From the
-  // H100 sweep (PlanSweepPerf): 128-row tiles also beat these on large
-  // matrices at 32-64 rows, but cuBLASLt beats both there.
-  const int64_t rows = total_cols(segs);
-  const bool small = rows <= 2048 && rows * K <= (int64_t(8) << 20);
-  p.config = M <= 8 ? 0 : M <= 16 ? 1 : M <= 32 ? 2 : M <= 64 || (small && M <= 128) ? 3 : small ? 11 : 10;
-  const ConfigInfo c = config_info(p.config);
-  const int64_t tiles = weight_tiles(segs, c.bn) * ceil_div(M, c.bm);
-  const int64_t k_blocks = ceil_div(K, kBK);
-  // The most K splits whose clusters all fit on the GPU at once, with a
-  // tenth to spare: a second wave of clusters costs more than the split
-  // saves (an H100 ran 0.5B q/k/v at 128 rows in 10.7 us with 7 splits,
-  // whose 36 clusters did not all fit, and 6.1 us with 5); 5 and 7 happen
-  // when a split count does not divide the k-blocks evenly.
-  const int64_t most = most_splits(k_blocks);
-  int64_t s = 1;
-  for (const int64_t want : {2, 3, 4, 6, 8}) {
-    if (want > most) break;
-    const int64_t splits = ceil_div(k_blocks, k_blocks_per_split(k_blocks, want));
-    if (double(tiles) > 0.9 * double(resident_clusters(p.config, int(splits)))) break;
-    s = splits;
-  }
-  p.splits = int(s);
-  set_prefetch(p, M, tiles, k_blocks);
-  return p;
+  return plan::skinny_plan(M, K, segment_rows(segs).span(), skinny_gpu());
 }
 
 void linear_forward_multi_skinny(const Ctx& ctx, Tensor in, std::span<const LinearSegment> segments,
                                  const SkinnyPlan* plan, const RowNorm* rn) {
-  check_args(ctx, in, segments);
+  check_entry(ctx, in, segments);
   DAPO_CHECK(linear_multi_skinny_supported(in, segments), "linear_forward_multi: the skinny kernel cannot take in ",
              in.shape_string(), " (", dtype_name(in.dtype), ")");
   const int64_t M = in.shape[0], K = in.shape[1];
@@ -1244,34 +994,19 @@ void linear_forward_multi_skinny(const Ctx& ctx, Tensor in, std::span<const Line
 }
 
 SkinnyPlan skinny_rope_plan(int64_t M, int64_t K, std::span<const LinearSegment> segments, int64_t head_dim) {
-  SkinnyPlan p = skinny_plan(M, K, segments);
-  // A tile of 128 weight rows for one of 64, the same K splits: each
-  // output's sum runs over the same k-blocks in the same order, so the bits
-  // are the plan's. Not below 33 rows: there the twin's halved CTA count
-  // cost more than the launch it saves (H100, 1.5B decode step at 4
-  // sequences: 2.199 ms against 2.165 with the two ops).
-  auto twin = [](int config) {
-    if (!kWgmmaBuilt) return -1;
-    if (config == 12) return 20;
-    if (config == 13) return 14;
-    if (config == kTma64x64) return kTma128x64;
-    if (config == kTma64x128) return kTma128x128;
-    return -1;
-  };
-  if (config_info(p.config).bn % head_dim != 0) p.config = twin(p.config);
-  if (p.config < 0 || config_info(p.config).bn % head_dim != 0) p.config = -1;
-  return p;
+  return plan::skinny_rope_plan(M, K, segment_rows(segments).span(), head_dim, skinny_gpu());
 }
 
 void linear_forward_multi_skinny_rope(const Ctx& ctx, Tensor in, std::span<const LinearSegment> qkv, Tensor k_cache,
                                       Tensor v_cache, Tensor positions, Tensor slot_mapping, float theta,
                                       const SkinnyPlan& plan, const RowNorm* rn) {
-  check_args(ctx, in, qkv);
+  check_entry(ctx, in, qkv);
   DAPO_CHECK(qkv.size() == 3 && linear_multi_skinny_supported(in, qkv),
              "linear_forward_multi_skinny_rope: the skinny kernel cannot take in ", in.shape_string());
   const int64_t M = in.shape[0], D = k_cache.shape[3];
-  DAPO_CHECK(plan.config >= 0 && plan.config < kConfigs && config_info(plan.config).bn % D == 0,
-             "linear_forward_multi_skinny_rope: tiles of ", plan.config >= 0 ? config_info(plan.config).bn : 0,
+  const bool whole_heads = plan.config >= 0 && plan.config < kConfigs && tile_of(plan.config).bn() % D == 0;
+  DAPO_CHECK(whole_heads, "linear_forward_multi_skinny_rope: tiles of ",
+             plan.config >= 0 && plan.config < kConfigs ? tile_of(plan.config).bn() : 0,
              " weight rows do not hold whole heads of ", D);
   for (const LinearSegment& s : qkv)
     DAPO_CHECK(s.out.dtype == DType::bf16 && s.weight.shape[0] > 0 && s.weight.shape[0] % D == 0 &&
@@ -1292,10 +1027,7 @@ void linear_forward_multi_skinny_rope(const Ctx& ctx, Tensor in, std::span<const
 }
 
 bool linear_residual_fold_one_wave(int64_t M, int64_t K, int64_t N) {
-  if (!kWgmmaBuilt || M <= 64 || M > 128) return false;
-  const int64_t k_blocks = ceil_div(K, kBK);
-  const int64_t splits = ceil_div(k_blocks, k_blocks_per_split(k_blocks, 4));
-  return splits == 4 && ceil_div(N, 64) * ceil_div(M, 64) * splits <= sm_count();
+  return plan::residual_fold_one_wave(M, K, N, skinny_gpu());
 }
 
 bool linear_residual_fold_supported(const Tensor& y, const Tensor& in, const Tensor& weight) {
@@ -1308,7 +1040,7 @@ bool linear_residual_fold_supported(const Tensor& y, const Tensor& in, const Ten
 void linear_residual_fold_skinny(const Ctx& ctx, Tensor sum, Tensor y, Tensor ssq, Tensor in, Tensor weight,
                                  Tensor res, Tensor norm_weight, const SkinnyPlan* plan) {
   const LinearSegment seg[] = {{y, weight, Tensor{}}};
-  check_args(ctx, in, seg);
+  check_entry(ctx, in, seg);
   DAPO_CHECK(linear_residual_fold_supported(y, in, weight), "linear_residual_fold: the skinny kernel cannot take in ",
              in.shape_string(), " and y ", y.shape_string());
   for (const auto& [t, name] : {std::pair{&sum, "sum"}, {&res, "res"}, {&norm_weight, "norm_weight"}}) {
@@ -1317,28 +1049,33 @@ void linear_residual_fold_skinny(const Ctx& ctx, Tensor sum, Tensor y, Tensor ss
                name, " must be 8-byte aligned bf16");
   }
   check_device(ctx, ssq, "ssq");
-  const int64_t M = in.shape[0], K = in.shape[1];
-  if (M == 0 || weight.shape[0] == 0) return;
+  const int64_t M = in.shape[0], K = in.shape[1], N = weight.shape[0];
+  if (M == 0 || N == 0) return;
   FoldEpilogue e{};
   e.res = static_cast<const bf16_t*>(res.data);
   e.sum = static_cast<bf16_t*>(sum.data);
   e.norm_weight = static_cast<const bf16_t*>(norm_weight.data);
   e.ssq = ssq.ptr<float>();
-  e.parts = int32_t(norm_fold_parts(weight.shape[0]));
-  run_skinny(ctx, in, seg, plan != nullptr ? *plan : fold_plan(M, K, seg), e, nullptr);
+  e.parts = int32_t(norm_fold_parts(N));
+  run_skinny(ctx, in, seg, plan != nullptr ? *plan : ops::plan::residual_fold_plan(M, K, N, skinny_gpu()), e, nullptr);
 }
 
 int linear_forward_multi_cublaslt(const Ctx& ctx, Tensor in, std::span<const LinearSegment> segments) {
-  check_args(ctx, in, segments);
+  check_entry(ctx, in, segments);
   return cublaslt_groups(ctx, in, segments);
 }
 
 }  // namespace detail
 
+// The contract is checked by ops::linear_forward_multi; the kernel's own
+// limits (dtypes, K % 8, alignment) decide between it and cuBLASLt.
 void linear_forward_multi(const Ctx& ctx, Tensor in, std::span<const LinearSegment> segments) {
-  check_args(ctx, in, segments);
   const int64_t M = in.shape[0], K = in.shape[1];
-  if (M == 0) return;
+  // No rows, or no weight rows in any segment: no product (the planner has
+  // no tile for a product of no columns).
+  const bool no_columns = std::all_of(segments.begin(), segments.end(),
+                                      [](const LinearSegment& s) { return s.weight.shape[0] == 0; });
+  if (M == 0 || no_columns) return;
   if (detail::linear_multi_skinny_supported(in, segments) && detail::linear_multi_skinny_preferred(M, K, segments))
     return detail::linear_forward_multi_skinny(ctx, in, segments, nullptr);
   cublaslt_groups(ctx, in, segments);

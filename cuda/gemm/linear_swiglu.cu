@@ -20,11 +20,12 @@
 // ring of stages (full/empty mbarriers, as linear_multi.cu's TMA kernel);
 // the consumers free a stage one k-block behind its products.
 #include <algorithm>
-#include <array>
+#include <utility>
 
 #include "common.cuh"
 #include "dapo/ops/linear_multi.h"
 #include "dapo/ops/linear_swiglu.h"
+#include "dapo/ops/plan/swiglu_plan.h"
 #include "dapo/ops/swiglu.h"
 #include "ptx/mma_ptx.cuh"
 #include "norm/norm_fold.cuh"
@@ -32,15 +33,17 @@
 #include "gemm/swiglu_math.cuh"
 #include "runtime/tma_map.h"
 #include "ptx/tma_ptx.cuh"
-#include "ptx/wgmma_n_ptx.cuh"
+#include "ptx/wgmma_ptx.cuh"
+#include "cuda/cuda_ops.h"
+#include "src/ops/backend_shared.h"
 
 namespace dapo::ops::cuda {
 namespace {
 
-using namespace cuda_detail;
+using namespace cuda::detail;
 using bf16_t = __nv_bfloat16;
 
-constexpr int kBK = 64;  // k per stage: 128-byte rows, the swizzle's span
+constexpr int kBK = plan::kSwigluBK;  // k per stage: 128-byte rows, the swizzle's span
 
 // COLS h columns (gate rows, then as many up rows) x 64 * CW input rows;
 // DEEP: a ring of up to 160 KB for grids of at most one CTA an SM.
@@ -211,47 +214,35 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 
 // ---- configurations --------------------------------------------------------------
 
-// The tile widths (h columns) the kernel is built for: wgmma's N is twice
-// that, 32 to 192 (linear_swiglu_plan picks one per shape).
-constexpr std::array<int, 8> kWidths = {16, 24, 32, 40, 48, 64, 80, 96};
-
 #if defined(DAPO_CUDA_WGMMA)
 constexpr bool kBuilt = true;
 #else
 constexpr bool kBuilt = false;
 #endif
 
-template <bool DEEP, class F>
-void with_tile(int cols, int rows, F&& f) {
-  auto pick = [&](auto cw) {
-    constexpr int CW = decltype(cw)::value;
-    switch (cols) {
-      case 16: return f(SwigluTile<16, CW, DEEP>{});
-      case 24: return f(SwigluTile<24, CW, DEEP>{});
-      case 32: return f(SwigluTile<32, CW, DEEP>{});
-      case 40: return f(SwigluTile<40, CW, DEEP>{});
-      case 48: return f(SwigluTile<48, CW, DEEP>{});
-      case 64: return f(SwigluTile<64, CW, DEEP>{});
-      case 80: return f(SwigluTile<80, CW, DEEP>{});
-      case 96: return f(SwigluTile<96, CW, DEEP>{});
-      default: DAPO_FAIL("linear_swiglu: no tile of ", cols, " columns");
-    }
-  };
-  if (rows == 64) return pick(std::integral_constant<int, 1>{});
-  if (rows == 128) return pick(std::integral_constant<int, 2>{});
-  DAPO_FAIL("linear_swiglu: no tile of ", rows, " input rows");
+// f(the tile of `cols` h columns and CW consumer warpgroups): one kernel
+// per width of plan::kSwigluWidths (wgmma's N is twice that, 32 to 192),
+// the widths the plans pick from.
+template <bool DEEP, int CW, size_t... W, class F>
+void with_width(int cols, F& f, std::index_sequence<W...>) {
+  const bool found =
+      ((cols == plan::kSwigluWidths[W] && (f(SwigluTile<plan::kSwigluWidths[W], CW, DEEP>{}), true)) || ...);
+  if (!found) DAPO_FAIL("linear_swiglu: no tile of ", cols, " columns");
 }
 
-void check_on_device(const Ctx& ctx, const Tensor& t, const char* name) {
-  check_device(ctx, t, name);
-  DAPO_CHECK(t.data != nullptr || t.numel() == 0, "linear_swiglu_forward: ", name, " has no data");
+template <bool DEEP, class F>
+void with_tile(int cols, int rows, F&& f) {
+  constexpr auto widths = std::make_index_sequence<plan::kSwigluWidths.size()>{};
+  if (rows == 64) return with_width<DEEP, 1>(cols, f, widths);
+  if (rows == 128) return with_width<DEEP, 2>(cols, f, widths);
+  DAPO_FAIL("linear_swiglu: no tile of ", rows, " input rows");
 }
 
 }  // namespace
 
 namespace detail {
 
-std::span<const int> linear_swiglu_widths() { return {kWidths.data(), kWidths.size()}; }
+std::span<const int> linear_swiglu_widths() { return {plan::kSwigluWidths.data(), plan::kSwigluWidths.size()}; }
 
 bool linear_swiglu_supported(const Tensor& h, const Tensor& in, const Tensor& w_gate, const Tensor& w_up) {
   if (!kBuilt) return false;
@@ -263,33 +254,9 @@ bool linear_swiglu_supported(const Tensor& h, const Tensor& in, const Tensor& w_
   return aligned16(in.data) && aligned16(w_gate.data) && aligned16(w_up.data) && aligned16(h.data);
 }
 
-// Where the fused launch beat the product then swiglu_forward in
-// LinearSwigluGpuPerf (H100, CUDA graphs, cold L2; us fused / unfused): up
-// to 128 rows on every Qwen2.5 shape (128 rows: 0.5B 10.2 / 11.2, 1.5B
-// 23.8 / 28.4, 7B 99.6 / 111.1; 1 row: 0.5B 9.3 / 11.2, 7B 94.8 / 98.9), and
-// at 256 rows only on small matrices (0.5B 11.4 / 13.6; 1.5B 33.6 / 31.3,
-// 7B 150.6 / 124.1: every CTA then reads 256 input rows of all of K).
-bool linear_swiglu_preferred(int64_t M, int64_t K, int64_t I) {
-  return M >= 1 && (M <= 128 || (M <= 256 && I * K <= (int64_t(8) << 20)));
-}
+bool linear_swiglu_preferred(int64_t M, int64_t K, int64_t I) { return plan::swiglu_fused_preferred(M, K, I); }
 
-// 64 input rows a CTA up to 64 rows, else 128; tiles of 40 h columns (80
-// weight rows), or 80 for large matrices at up to 64 rows. The H100 sweep of
-// every width (LinearSwigluGpuPerf) had 40 best or within 4% of the best on
-// every Qwen2.5 shape at 1 to 128 rows but 7B at up to 64 rows, where 80 was
-// (1 row: 94.8 us against 103.9). The widths' CTA counts alone do not rank
-// them: 1.5B at 128 rows ran 224 CTAs of 40 columns in 23.8 us and 112 of
-// 80 in 28.1, though each SM then reads more input rows.
-SwigluPlan linear_swiglu_plan(int64_t M, int64_t K, int64_t I) {
-  SwigluPlan p;
-  p.rows = M <= 64 ? 64 : 128;
-  p.cols = p.rows == 64 && I * K >= (int64_t(48) << 20) ? 80 : 40;
-  // A deep ring where the grid is one CTA an SM at most (H100, 0.5B decode
-  // graph at 128 rows, 122 CTAs: 1.379 -> 1.331 ms a step); not where two
-  // CTAs an SM must share it (1.5B, 224 CTAs: 2.657 -> 2.75).
-  p.deep = ceil_div(I, p.cols) * ceil_div(std::max<int64_t>(M, 1), p.rows) <= sm_count();
-  return p;
-}
+SwigluPlan linear_swiglu_plan(int64_t M, int64_t K, int64_t I) { return plan::swiglu_fused_plan(M, K, I, sm_count()); }
 
 void linear_swiglu_fused(const Ctx& ctx, Tensor h, Tensor in, Tensor w_gate, Tensor w_up, const SwigluPlan* plan,
                          const RowNorm* rn) {
@@ -301,6 +268,7 @@ void linear_swiglu_fused(const Ctx& ctx, Tensor h, Tensor in, Tensor w_gate, Ten
   const SwigluPlan p = plan != nullptr ? *plan : linear_swiglu_plan(M, K, I);
   // Tiles without the rstd warp (two CTAs an SM) get the rows normed first.
   if (rn != nullptr && rn->active() && !p.deep) {
+    ops::detail::check_row_norm(*rn, M, K, "linear_swiglu_forward");  // row_norm_args' check for the deep tiles
     cuda::row_norm_apply(ctx, in, *rn);
     rn = nullptr;
   }
@@ -330,13 +298,10 @@ void linear_swiglu_fused(const Ctx& ctx, Tensor h, Tensor in, Tensor w_gate, Ten
 
 }  // namespace detail
 
+// The contract (shapes, dtypes, aliasing, the row norm) is checked by
+// ops::linear_swiglu_forward; the kernels' limits choose the path.
 void linear_swiglu_forward(const Ctx& ctx, Tensor h, Tensor gate, Tensor up, Tensor in, Tensor w_gate,
                            Tensor w_up, const RowNorm& rn) {
-  check_on_device(ctx, in, "in");
-  check_on_device(ctx, w_gate, "w_gate");
-  check_on_device(ctx, w_up, "w_up");
-  check_on_device(ctx, h, "h");
-  ops::detail::check_linear_swiglu(h, in, w_gate, w_up);
   const int64_t M = in.shape[0], K = in.shape[1], I = w_gate.shape[0];
   const bool fusable = detail::linear_swiglu_supported(h, in, w_gate, w_up);
   if (fusable && detail::linear_swiglu_preferred(M, K, I))
@@ -345,7 +310,6 @@ void linear_swiglu_forward(const Ctx& ctx, Tensor h, Tensor gate, Tensor up, Ten
   if (rn.active()) cuda::row_norm_apply(ctx, in, rn);
   if (fusable && detail::linear_swiglu_wide_preferred(M, K, I))
     return detail::linear_swiglu_wide(ctx, h, in, w_gate, w_up);
-  DAPO_CHECK(!overlaps(h, gate) && !overlaps(h, up), "linear_swiglu_forward: h overlaps the gate or up scratch");
   const LinearSegment segs[] = {{gate, w_gate, Tensor{}}, {up, w_up, Tensor{}}};
   cuda::linear_forward_multi(ctx, in, segs);
   cuda::swiglu_forward(ctx, h, gate, up);

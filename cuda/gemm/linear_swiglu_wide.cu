@@ -31,6 +31,7 @@
 
 #include "common.cuh"
 #include "dapo/ops/linear_swiglu.h"
+#include "dapo/ops/plan/swiglu_plan.h"
 #include "ptx/mma_ptx.cuh"
 #include "norm/norm_fold.cuh"
 #include "ptx/pdl.cuh"
@@ -38,16 +39,18 @@
 #include "runtime/tma_map.h"
 #include "ptx/tma_ptx.cuh"
 #include "ptx/wgmma_ptx.cuh"
+#include "cuda/cuda_ops.h"
+#include "src/ops/backend_shared.h"
 
 namespace dapo::ops::cuda {
 namespace {
 
-using namespace cuda_detail;
+using namespace cuda::detail;
 using bf16_t = __nv_bfloat16;
 
-constexpr int kBK = 64;     // k per stage: 128-byte rows, the swizzle's span
-constexpr int kBM = 128;    // input rows an item: two consumer warpgroups of 64
-constexpr int kCols = 128;  // h columns an item
+constexpr int kBK = plan::kSwigluBK;         // k per stage: 128-byte rows, the swizzle's span
+constexpr int kBM = plan::kSwigluWideRows;   // input rows an item: two consumer warpgroups of 64
+constexpr int kCols = plan::kSwigluWideCols;  // h columns an item
 constexpr int kBN = 2 * kCols;
 constexpr int kStages = 3;
 constexpr int kInBytes = kBM * 128;     // 16 KB
@@ -69,6 +72,7 @@ constexpr int kEpilogueThreads = 96;
 // __syncthreads'): the staging tiles are free to write; they hold an item.
 constexpr int kBarFree = 1, kBarStaged = 2, kBarEpilogue = 3;
 static_assert(kSmem <= 227 * 1024, "an H100 CTA has at most 227 KB of shared memory");
+static_assert(kBM == 128 && kCols == 128 && kBK == 64, "the staging and swizzle offsets below are for 128 x 128 items");
 
 struct WideArgs {
   bf16_t* h;  // (M, I)
@@ -258,14 +262,8 @@ constexpr bool kBuilt = false;
 
 namespace detail {
 
-// Where the wide kernel beat cuBLASLt's gate/up product then
-// swiglu_forward on an H100 (LinearSwigluGpu.PrefillPerf, us wide /
-// unfused): Qwen2.5-0.5B from 1,024 rows (1,024: 35.9 / 37.0; 4,096: 110.7
-// / 149.5; 32,768: 818 / 1,076), not at 512 (24.9 / 19.8). Not where the
-// two weights (17 MB at 0.5B) outgrow the 50 MB L2 and every item's boxes
-// come from HBM: 1.5B (55 MB) at 4,096 rows 414 / 360, 7B 3,014 / 1,535.
 bool linear_swiglu_wide_preferred(int64_t M, int64_t K, int64_t I) {
-  return kBuilt && M >= 1024 && I >= kCols && K >= 2 * kBK && 4 * I * K <= (int64_t(24) << 20);
+  return plan::swiglu_wide_preferred(M, K, I, kBuilt);
 }
 
 void linear_swiglu_wide(const Ctx& ctx, Tensor h, Tensor in, Tensor w_gate, Tensor w_up) {

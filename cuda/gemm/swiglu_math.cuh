@@ -11,7 +11,7 @@
 // products (linear_swiglu_wide.cu).
 #pragma once
 
-namespace dapo::ops::cuda_detail {
+namespace dapo::ops::cuda::detail {
 
 __device__ __forceinline__ float swiglu_sigmoid(float g) {
   float e, s;
@@ -20,4 +20,4 @@ __device__ __forceinline__ float swiglu_sigmoid(float g) {
   return s;
 }
 
-}  // namespace dapo::ops::cuda_detail
+}  // namespace dapo::ops::cuda::detail

@@ -7,14 +7,23 @@
 #include "dapo/ops/linear_swiglu.h"
 #include "dapo/ops/matmul.h"
 #include "dapo/ops/norm_fold.h"
+#include "dapo/ops/plan/swiglu_plan.h"
 #include "norm/norm_fold.cuh"
 #include "ptx/pdl.cuh"
+#include "cuda/cuda_ops.h"
 
 namespace dapo::ops::cuda {
 namespace {
 
-using namespace cuda_detail;
+using namespace cuda::detail;
 using bf16_t = __nv_bfloat16;
+
+// Threads of a residual_fold_kernel block (whole warps: one per (row, part))
+// and of a row_norm_apply_kernel block (one block a row); the kernels stride
+// by blockDim.
+constexpr int kFoldThreads = 256;
+constexpr int kRowNormThreads = 256;
+static_assert(kFoldThreads % 32 == 0, "residual_fold_kernel's warps leave whole");
 
 // One warp per (row, part): lane c of part p holds column 32p + c. The
 // product is in y; sum = res + the product and y = sum * w overwrite it with
@@ -55,26 +64,18 @@ __global__ void row_norm_apply_kernel(T* x, const float* ssq, int M, int C, int 
   for (int c = threadIdx.x; c < C; c += blockDim.x) store_f32(row, c, load_f32(row, c) * rs);
 }
 
-void check_bf16(const Ctx& ctx, const Tensor& t, const char* name) {
-  check_device(ctx, t, name);
-  DAPO_CHECK(t.dtype == DType::bf16, "linear_residual_fold: ", name, " is ", dtype_name(t.dtype), ", expected bf16");
-}
-
 }  // namespace
 
 bool detail::norm_fold_preferred(int64_t M, int64_t C, int64_t I) {
-  if (M < 1 || M > 128 || C % 4 != 0) return false;
-  if (!detail::linear_swiglu_preferred(M, C, I) || !detail::linear_swiglu_plan(M, C, I).deep) return false;
-  return M <= 64 || detail::linear_residual_fold_one_wave(M, C, C);
+  return plan::norm_fold_preferred(M, C, I, detail::skinny_gpu());
 }
 
+// The contract (shapes, one dtype for all but ssq, aliasing) is checked by
+// ops::linear_residual_fold; here the kernels' limits.
 void linear_residual_fold(const Ctx& ctx, Tensor sum, Tensor y, Tensor ssq, Tensor in, Tensor weight, Tensor res,
                           Tensor norm_weight) {
-  for (const auto& [t, name] : {std::pair{&sum, "sum"}, {&y, "y"}, {&in, "in"}, {&weight, "weight"}, {&res, "res"},
-                                {&norm_weight, "norm_weight"}})
-    check_bf16(ctx, *t, name);
-  check_device(ctx, ssq, "ssq");
-  ops::detail::check_linear_residual_fold(sum, y, ssq, in, weight, res, norm_weight);
+  DAPO_CHECK(in.dtype == DType::bf16, "linear_residual_fold: in is ", dtype_name(in.dtype),
+             ", expected bf16 (the CUDA fold has bf16 kernels only)");
   const int64_t M = in.shape[0], C = weight.shape[0], P = norm_fold_parts(C);
   if (M == 0 || C == 0) return;
   DAPO_CHECK(M * P <= INT32_MAX / 32 && C <= INT32_MAX, "linear_residual_fold: ", M, " rows of ", C);
@@ -82,30 +83,26 @@ void linear_residual_fold(const Ctx& ctx, Tensor sum, Tensor y, Tensor ssq, Tens
     return detail::linear_residual_fold_skinny(ctx, sum, y, ssq, in, weight, res, norm_weight);
   cuda::linear_forward(ctx, y, in, weight, Tensor{});
   const int64_t threads = M * P * 32;
-  DAPO_CUDA_CHECK(launch_pdl(residual_fold_kernel, dim3(unsigned((threads + 255) / 256)), dim3(256), 0,
-                             stream_of(ctx), static_cast<bf16_t*>(sum.data), static_cast<bf16_t*>(y.data),
-                             ssq.ptr<float>(), static_cast<const bf16_t*>(res.data),
+  DAPO_CUDA_CHECK(launch_pdl(residual_fold_kernel, dim3(unsigned((threads + kFoldThreads - 1) / kFoldThreads)),
+                             dim3(kFoldThreads), 0, stream_of(ctx), static_cast<bf16_t*>(sum.data),
+                             static_cast<bf16_t*>(y.data), ssq.ptr<float>(), static_cast<const bf16_t*>(res.data),
                              static_cast<const bf16_t*>(norm_weight.data), int(M), int(C), int(P)));
 }
 
+// The contract (shapes, rn) is checked by ops::row_norm_apply.
 void row_norm_apply(const Ctx& ctx, Tensor x, const RowNorm& rn) {
-  check_device(ctx, x, "x");
-  DAPO_CHECK(x.ndim == 2 && (x.dtype == DType::bf16 || x.dtype == DType::f32), "row_norm_apply: x ",
-             dtype_name(x.dtype), " ", x.shape_string(), " must be (M, C) bf16 or f32");
   const int64_t M = x.shape[0], C = x.shape[1];
-  ops::detail::check_row_norm(rn, M, C, "row_norm_apply");
-  check_device(ctx, rn.ssq, "ssq");
-  DAPO_CHECK(!overlaps(x, rn.ssq), "row_norm_apply: x overlaps ssq");
   DAPO_CHECK(M <= INT32_MAX && C <= INT32_MAX, "row_norm_apply: ", M, " rows of ", C);
   if (M == 0 || C == 0) return;
   const int P = int(norm_fold_parts(C));
   const float inv_c = 1.0f / float(C);
   if (x.dtype == DType::bf16)
-    DAPO_CUDA_CHECK(launch_pdl(row_norm_apply_kernel<bf16_t>, dim3(unsigned(M)), dim3(256), 0, stream_of(ctx),
-                               static_cast<bf16_t*>(x.data), rn.ssq.ptr<float>(), int(M), int(C), P, inv_c, rn.eps));
+    DAPO_CUDA_CHECK(launch_pdl(row_norm_apply_kernel<bf16_t>, dim3(unsigned(M)), dim3(kRowNormThreads), 0,
+                               stream_of(ctx), static_cast<bf16_t*>(x.data), rn.ssq.ptr<float>(), int(M), int(C), P,
+                               inv_c, rn.eps));
   else
-    DAPO_CUDA_CHECK(launch_pdl(row_norm_apply_kernel<float>, dim3(unsigned(M)), dim3(256), 0, stream_of(ctx),
-                               x.ptr<float>(), rn.ssq.ptr<float>(), int(M), int(C), P, inv_c, rn.eps));
+    DAPO_CUDA_CHECK(launch_pdl(row_norm_apply_kernel<float>, dim3(unsigned(M)), dim3(kRowNormThreads), 0,
+                               stream_of(ctx), x.ptr<float>(), rn.ssq.ptr<float>(), int(M), int(C), P, inv_c, rn.eps));
 }
 
 }  // namespace dapo::ops::cuda

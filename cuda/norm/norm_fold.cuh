@@ -10,8 +10,9 @@
 
 #include "common.cuh"
 #include "dapo/ops/norm_fold.h"
+#include "src/ops/backend_shared.h"
 
-namespace dapo::ops::cuda_detail {
+namespace dapo::ops::cuda::detail {
 
 // rstd of row m from ssq (M, P): 1 / sqrt((ssq[m][0] + ... + ssq[m][P-1]) * inv_c + eps),
 // the adds in that order. The row's parts are adjacent: up to 64 of them go
@@ -80,4 +81,4 @@ __device__ __forceinline__ void named_barrier_sync(int id, int count) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
 }
 
-}  // namespace dapo::ops::cuda_detail
+}  // namespace dapo::ops::cuda::detail

@@ -19,7 +19,11 @@
 #include "ptx/pack.cuh"
 #include "ptx/pdl.cuh"
 
-namespace dapo::ops::cuda_detail::norm {
+namespace dapo::ops::cuda::detail::norm {
+
+// The most threads of a row's CTA, and the CTA of the element-by-element
+// kernels: __launch_bounds__ leaves each thread registers for its packs.
+constexpr int kMaxThreads = 256;
 
 constexpr int kMaxChunks = 1024;  // dweight partial rows: <= 1024 * C floats of scratch
 
@@ -48,7 +52,7 @@ __device__ __forceinline__ float block_sum(float v, float* smem) {
 // row before it reduces the current one, so that a load is in flight
 // across the reduction's barriers.
 template <class T, int K, int VPT, bool kResidual>
-__global__ void __launch_bounds__(256) forward_kernel(T* out, float* rstd, T* sum, const T* a, const T* b,
+__global__ void __launch_bounds__(kMaxThreads) forward_kernel(T* out, float* rstd, T* sum, const T* a, const T* b,
                                                      const T* weight, int64_t N, int C, float eps) {
   __shared__ float smem[32];
   pdl_wait();  // launched as a programmatic dependent (pdl.cuh)
@@ -114,7 +118,7 @@ __global__ void __launch_bounds__(256) forward_kernel(T* out, float* rstd, T* su
 //   partial[chunk, :] = sum over the chunk's rows, in row order, of dout * x * rstd.
 // The next row's loads are issued before the current row's reduction.
 template <class T, int K, int VPT, bool kAccumulate>
-__global__ void __launch_bounds__(256) backward_kernel(T* din, float* partial, const T* dout, const T* in,
+__global__ void __launch_bounds__(kMaxThreads) backward_kernel(T* din, float* partial, const T* dout, const T* in,
                                                       const T* weight, const float* rstd, int64_t N, int C,
                                                       int rows_per_chunk) {
   __shared__ float smem[32];
@@ -189,7 +193,10 @@ __global__ void __launch_bounds__(256) backward_kernel(T* din, float* partial, c
 // 32 x 32 CTA sums chunks y, y + 32, ... of column 32 * blockIdx.x + x, then
 // row y = 0 adds the 32 sums in order. (static: this header is included by
 // two files.)
-static __global__ void __launch_bounds__(1024) column_sum_kernel(float* dweight, const float* partial, int chunks, int C) {
+constexpr int kColumnSumSide = 32;  // column_sum_kernel's CTA: kColumnSumSide x kColumnSumSide threads
+static __global__ void __launch_bounds__(kColumnSumSide * kColumnSumSide) column_sum_kernel(float* dweight,
+                                                                                            const float* partial,
+                                                                                            int chunks, int C) {
   __shared__ float s[32][33];
   const int col = blockIdx.x * 32 + threadIdx.x;
   float v = 0.0f;
@@ -212,7 +219,7 @@ static __global__ void __launch_bounds__(1024) column_sum_kernel(float* dweight,
 // backward keeps its dweight partial in the partial row itself (each column
 // belongs to one thread).
 template <class T, bool kResidual>
-__global__ void __launch_bounds__(256) forward_scalar_kernel(T* out, float* rstd, T* sum, const T* a, const T* b,
+__global__ void __launch_bounds__(kMaxThreads) forward_scalar_kernel(T* out, float* rstd, T* sum, const T* a, const T* b,
                                                              const T* weight, int64_t N, int C, float eps) {
   __shared__ float smem[32];
   pdl_wait();  // launched as a programmatic dependent (pdl.cuh)
@@ -240,7 +247,7 @@ __global__ void __launch_bounds__(256) forward_scalar_kernel(T* out, float* rstd
 }
 
 template <class T, bool kAccumulate>
-__global__ void __launch_bounds__(256) backward_scalar_kernel(T* din, float* partial, const T* dout, const T* in,
+__global__ void __launch_bounds__(kMaxThreads) backward_scalar_kernel(T* din, float* partial, const T* dout, const T* in,
                                                               const T* weight, const float* rstd, int64_t N, int C,
                                                               int rows_per_chunk) {
   __shared__ float smem[32];
@@ -267,7 +274,7 @@ __global__ void __launch_bounds__(256) backward_scalar_kernel(T* din, float* par
 }
 
 // Threads per row and packs per thread for a row of `nvec` 16-byte packs:
-// at most 256 threads (so that __launch_bounds__(256) leaves registers for
+// at most 256 threads (so that __launch_bounds__(kMaxThreads) leaves registers for
 // the row) and 4 packs each, so up to 1024 packs (bf16: C <= 8192); longer
 // rows take the element path.
 constexpr int64_t kMaxWidePacks = 1024;
@@ -278,7 +285,7 @@ struct RowShape {
 inline RowShape row_shape(int64_t nvec) {
   for (int vpt : {1, 2, 4}) {
     const int64_t t = (nvec + vpt - 1) / vpt;
-    if (t <= 256) return {vpt, int((t + 31) / 32 * 32)};
+    if (t <= kMaxThreads) return {vpt, int((t + 31) / 32 * 32)};
   }
   DAPO_FAIL("rmsnorm: a row of ", nvec, " 16-byte packs is longer than one CTA holds");
 }
@@ -319,7 +326,7 @@ void forward(const Ctx& ctx, T* out, float* rstd, T* sum, const T* a, const T* b
   const bool wide = kResidual ? wide_rows<T>(C, {out, sum, a, b, weight}) : wide_rows<T>(C, {out, a, weight});
   if (!wide) {
     auto kernel = forward_scalar_kernel<T, kResidual>;
-    DAPO_CUDA_CHECK(launch_pdl(kernel, resident_grid(kernel, 256, N), 256, 0, stream_of(ctx), out, rstd, sum, a, b,
+    DAPO_CUDA_CHECK(launch_pdl(kernel, resident_grid(kernel, kMaxThreads, N), kMaxThreads, 0, stream_of(ctx), out, rstd, sum, a, b,
                                weight, N, int(C), eps));
     return;
   }
@@ -343,7 +350,7 @@ void backward(const Ctx& ctx, T* din, float* dweight, const T* dout, const T* in
   ArenaScope scope(*ctx.scratch);
   float* partial = ctx.scratch->alloc_array<float>(size_t(chunks * C));
   if (!wide_rows<T>(C, {din, dout, in, weight})) {
-    backward_scalar_kernel<T, kAccumulate><<<unsigned(chunks), 256, 0, stream_of(ctx)>>>(
+    backward_scalar_kernel<T, kAccumulate><<<unsigned(chunks), kMaxThreads, 0, stream_of(ctx)>>>(
         din, partial, dout, in, weight, rstd, N, int(C), int(rows_per_chunk));
     DAPO_CUDA_CHECK_LAUNCH();
   } else {
@@ -355,9 +362,10 @@ void backward(const Ctx& ctx, T* din, float* dweight, const T* dout, const T* in
       DAPO_CUDA_CHECK_LAUNCH();
     });
   }
-  column_sum_kernel<<<unsigned((C + 31) / 32), dim3(32, 32), 0, stream_of(ctx)>>>(dweight, partial, int(chunks),
+  column_sum_kernel<<<unsigned((C + kColumnSumSide - 1) / kColumnSumSide), dim3(kColumnSumSide, kColumnSumSide), 0,
+                      stream_of(ctx)>>>(dweight, partial, int(chunks),
                                                                                  int(C));
   DAPO_CUDA_CHECK_LAUNCH();
 }
 
-}  // namespace dapo::ops::cuda_detail::norm
+}  // namespace dapo::ops::cuda::detail::norm

@@ -8,7 +8,7 @@
 
 #include <cuda_bf16.h>
 
-namespace dapo::ops::cuda_detail {
+namespace dapo::ops::cuda::detail {
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -63,4 +63,4 @@ __device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-}  // namespace dapo::ops::cuda_detail
+}  // namespace dapo::ops::cuda::detail

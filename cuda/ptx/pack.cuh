@@ -1,7 +1,7 @@
 // Packs of K consecutive elements moved by one load or store: the
 // memory-bound ops (embedding, rmsnorm, residual_rmsnorm, rope) read 16 bytes
 // per thread access (8 bf16 or 4 f32: one LDG.128) where the row length and
-// the pointers allow it (cuda_detail::aligned16), and fall back to K = 1
+// the pointers allow it (cuda::detail::aligned16), and fall back to K = 1
 // elsewhere.
 #pragma once
 
@@ -11,7 +11,7 @@
 
 #include "dapo/core/tensor.h"
 
-namespace dapo::ops::cuda_detail {
+namespace dapo::ops::cuda::detail {
 
 template <class T, int K>
 struct alignas(sizeof(T) * K) Pack {
@@ -41,4 +41,4 @@ __device__ __forceinline__ __nv_bfloat16 narrow<__nv_bfloat16>(float x) { return
 template <class T>
 inline constexpr int kWidePack = int(16 / sizeof(T));
 
-}  // namespace dapo::ops::cuda_detail
+}  // namespace dapo::ops::cuda::detail

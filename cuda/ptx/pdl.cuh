@@ -29,7 +29,7 @@
 
 #include "common.cuh"
 
-namespace dapo::ops::cuda_detail {
+namespace dapo::ops::cuda::detail {
 
 __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
 
@@ -56,4 +56,4 @@ cudaError_t launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t 
   return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
 }
 
-}  // namespace dapo::ops::cuda_detail
+}  // namespace dapo::ops::cuda::detail

@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-namespace dapo::ops::cuda_detail {
+namespace dapo::ops::cuda::detail {
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
@@ -70,4 +70,4 @@ __device__ __forceinline__ void bulk_wait() {
 
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
-}  // namespace dapo::ops::cuda_detail
+}  // namespace dapo::ops::cuda::detail

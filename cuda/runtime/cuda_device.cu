@@ -1,8 +1,8 @@
-// The per-rank GPU: device selection, stream, cuBLASLt handle, workspace.
-#include <cudnn.h>
-
+// The per-rank GPU: device selection, streams, cuBLASLt handle, workspace.
 #include "common.cuh"
 #include "dapo/ops/cuda_device.h"
+#include "cuda/cuda_ops.h"
+#include "runtime/libraries.h"
 
 namespace dapo::ops {
 
@@ -11,17 +11,17 @@ int cuda_device_count() {
   return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
 }
 
-CudaDevice::CudaDevice(int index, size_t workspace_bytes) : index_(index), workspace_bytes_(workspace_bytes) {
+CudaDevice::CudaDevice(int index, size_t workspace_bytes) : index_(index) {
   const int count = cuda_device_count();
   DAPO_CHECK(index >= 0 && index < count, "GPU ", index, " requested, ", count, " visible");
   DAPO_CUDA_CHECK(cudaSetDevice(index));
   cudaStream_t stream;
   DAPO_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   stream_ = stream;
-  cublasLtHandle_t lt;
-  DAPO_CUBLAS_CHECK(cublasLtCreate(&lt));
-  cublaslt_ = lt;
-  DAPO_CUDA_CHECK(cudaMalloc(&workspace_, workspace_bytes_));
+  libraries_ = new cuda::Libraries();
+  DAPO_CUBLAS_CHECK(cublasLtCreate(&libraries_->cublaslt));
+  DAPO_CUDA_CHECK(cudaMalloc(&libraries_->workspace, workspace_bytes));
+  libraries_->workspace_bytes = workspace_bytes;
   cudaStream_t comm;
   DAPO_CUDA_CHECK(cudaStreamCreateWithFlags(&comm, cudaStreamNonBlocking));
   comm_stream_ = comm;
@@ -32,28 +32,24 @@ CudaDevice::CudaDevice(int index, size_t workspace_bytes) : index_(index), works
   comm_done_ = e2;
   DAPO_CUDA_CHECK(cudaMalloc(&flags_, sizeof(DeviceFlags)));
   DAPO_CUDA_CHECK(cudaMemsetAsync(flags_, 0, sizeof(DeviceFlags), stream));
-  cudnnHandle_t dnn;
-  const cudnnStatus_t st = cudnnCreate(&dnn);
-  DAPO_CHECK(st == CUDNN_STATUS_SUCCESS, "cudnnCreate: ", cudnnGetErrorString(st));
-  cudnn_ = dnn;
-  const cudnnStatus_t st2 = cudnnSetStream(dnn, stream);
-  DAPO_CHECK(st2 == CUDNN_STATUS_SUCCESS, "cudnnSetStream: ", cudnnGetErrorString(st2));
-  gemm_plans_ = cuda::gemm_plan_cache_create();
+  libraries_->gemm_plans = cuda::gemm_plan_cache_create();
   synchronize();
 }
 
 CudaDevice::~CudaDevice() {
   // Errors here are ignored on purpose: a destructor during error unwinding
   // must not abort a job that is already reporting its real failure.
-  if (gemm_plans_) cuda::gemm_plan_cache_destroy(static_cast<cuda::GemmPlanCache*>(gemm_plans_));
-  if (cudnn_) cudnnDestroy(static_cast<cudnnHandle_t>(cudnn_));
+  if (libraries_) {
+    if (libraries_->gemm_plans) cuda::gemm_plan_cache_destroy(libraries_->gemm_plans);
+    if (libraries_->workspace) cudaFree(libraries_->workspace);
+    if (libraries_->cublaslt) cublasLtDestroy(libraries_->cublaslt);
+    delete libraries_;
+  }
   if (flags_) cudaFree(flags_);
-  if (workspace_) cudaFree(workspace_);
-  if (cublaslt_) cublasLtDestroy(static_cast<cublasLtHandle_t>(cublaslt_));
   if (compute_done_) cudaEventDestroy(static_cast<cudaEvent_t>(compute_done_));
   if (comm_done_) cudaEventDestroy(static_cast<cudaEvent_t>(comm_done_));
   if (comm_stream_) cudaStreamDestroy(static_cast<cudaStream_t>(comm_stream_));
-  if (stream_) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
+  if (stream_) cudaStreamDestroy(stream_);
 }
 
 Ctx CudaDevice::ctx(Arena* scratch) const {
@@ -61,39 +57,35 @@ Ctx CudaDevice::ctx(Arena* scratch) const {
   Ctx c;
   c.backend = Backend::cuda;
   c.stream = stream_;
-  c.cublaslt = cublaslt_;
-  c.workspace = workspace_;
-  c.workspace_bytes = workspace_bytes_;
   c.scratch = scratch;
   c.flags = flags_;
-  c.cudnn = cudnn_;
-  c.gemm_plans = gemm_plans_;
+  c.libraries = libraries_;
   return c;
 }
 
 void CudaDevice::synchronize() const {
-  DAPO_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream_)));
+  DAPO_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
 void CudaDevice::comm_waits_for_compute() const {
-  DAPO_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(compute_done_), static_cast<cudaStream_t>(stream_)));
+  DAPO_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(compute_done_), stream_));
   DAPO_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(comm_stream_), static_cast<cudaEvent_t>(compute_done_)));
 }
 
 void CudaDevice::compute_waits_for_comm() const {
   DAPO_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(comm_done_), static_cast<cudaStream_t>(comm_stream_)));
-  DAPO_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream_), static_cast<cudaEvent_t>(comm_done_)));
+  DAPO_CUDA_CHECK(cudaStreamWaitEvent(stream_, static_cast<cudaEvent_t>(comm_done_)));
 }
 
 DeviceFlags CudaDevice::read_flags() const {
   DeviceFlags f;
-  DAPO_CUDA_CHECK(cudaMemcpyAsync(&f, flags_, sizeof(f), cudaMemcpyDeviceToHost, static_cast<cudaStream_t>(stream_)));
+  DAPO_CUDA_CHECK(cudaMemcpyAsync(&f, flags_, sizeof(f), cudaMemcpyDeviceToHost, stream_));
   synchronize();
   return f;
 }
 
 void CudaDevice::clear_flags() const {
-  DAPO_CUDA_CHECK(cudaMemsetAsync(flags_, 0, sizeof(DeviceFlags), static_cast<cudaStream_t>(stream_)));
+  DAPO_CUDA_CHECK(cudaMemsetAsync(flags_, 0, sizeof(DeviceFlags), stream_));
 }
 
 void CudaDevice::check_flags(const char* phase) const {
@@ -130,7 +122,7 @@ void CudaDevice::copy_to_device(Tensor dst, Tensor src) const {
                  dst.dtype == src.dtype,
              "copy_to_device ", src.shape_string(), " -> ", dst.shape_string());
   DAPO_CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data, src.nbytes(), cudaMemcpyHostToDevice,
-                                  static_cast<cudaStream_t>(stream_)));
+                                  stream_));
   synchronize();
 }
 
@@ -139,7 +131,7 @@ void CudaDevice::copy_to_host(Tensor dst, Tensor src) const {
                  dst.dtype == src.dtype,
              "copy_to_host ", src.shape_string(), " -> ", dst.shape_string());
   DAPO_CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data, src.nbytes(), cudaMemcpyDeviceToHost,
-                                  static_cast<cudaStream_t>(stream_)));
+                                  stream_));
   synchronize();
 }
 

@@ -3,6 +3,7 @@
 
 #include "common.cuh"
 #include "dapo/ops/cuda_graph.h"
+#include "cuda/cuda_ops.h"
 
 namespace dapo::ops {
 
@@ -36,7 +37,7 @@ CapturedGraph& CapturedGraph::operator=(CapturedGraph&& other) noexcept {
 
 CapturedGraph CapturedGraph::capture(const Ctx& ctx, const std::function<void()>& body) {
   DAPO_CHECK(ctx.backend == Backend::cuda, "CapturedGraph: a CUDA ctx is needed");
-  const cudaStream_t stream = cuda_detail::stream_of(ctx);
+  const cudaStream_t stream = cuda::detail::stream_of(ctx);
   // Thread-local mode: other threads (the watchdog) may make CUDA calls
   // that are unsafe during a global capture without being part of it.
   DAPO_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
@@ -55,7 +56,7 @@ CapturedGraph CapturedGraph::capture(const Ctx& ctx, const std::function<void()>
 
 void CapturedGraph::launch(const Ctx& ctx) const {
   DAPO_CHECK(exec_ != nullptr, "CapturedGraph: launch of an empty graph");
-  DAPO_CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec_), cuda_detail::stream_of(ctx)));
+  DAPO_CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec_), cuda::detail::stream_of(ctx)));
 }
 
 unsigned CapturedGraph::set_kernel_args(const void* kernel, void** args) {

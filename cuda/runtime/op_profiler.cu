@@ -5,6 +5,7 @@
 
 #include "common.cuh"
 #include "dapo/ops/op_profiler.h"
+#include "cuda/cuda_ops.h"
 
 namespace dapo::ops {
 
@@ -41,7 +42,7 @@ OpProfiler::OpProfiler() : impl_(new Impl) {}
 
 void OpProfiler::hold(const Ctx& ctx, double ms) {
   DAPO_CHECK(ms >= 0 && ms < 60e3, "OpProfiler::hold: ", ms, " ms");
-  hold_kernel<<<1, 1, 0, cuda_detail::stream_of(ctx)>>>(uint64_t(ms * 1e6));
+  hold_kernel<<<1, 1, 0, cuda::detail::stream_of(ctx)>>>(uint64_t(ms * 1e6));
   DAPO_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -52,10 +53,10 @@ OpProfiler::~OpProfiler() {
 
 void OpProfiler::begin(const Ctx& ctx, const char* op) {
   impl_->names.push_back(op);
-  DAPO_CUDA_CHECK(cudaEventRecord(impl_->next(), cuda_detail::stream_of(ctx)));
+  DAPO_CUDA_CHECK(cudaEventRecord(impl_->next(), cuda::detail::stream_of(ctx)));
 }
 
-void OpProfiler::end(const Ctx& ctx) { DAPO_CUDA_CHECK(cudaEventRecord(impl_->next(), cuda_detail::stream_of(ctx))); }
+void OpProfiler::end(const Ctx& ctx) { DAPO_CUDA_CHECK(cudaEventRecord(impl_->next(), cuda::detail::stream_of(ctx))); }
 
 std::vector<OpProfiler::Entry> OpProfiler::summary() {
   std::map<std::string, Entry> by_op;

@@ -5,7 +5,7 @@
 
 #include "common.cuh"
 
-namespace dapo::ops::cuda_detail {
+namespace dapo::ops::cuda::detail {
 namespace {
 
 // cuTensorMapEncodeTiled from the driver (the runtime library has no
@@ -39,4 +39,4 @@ CUtensorMap tma_box_map_bf16(const void* base, int64_t rows, int64_t K, int box_
   return m;
 }
 
-}  // namespace dapo::ops::cuda_detail
+}  // namespace dapo::ops::cuda::detail

@@ -45,11 +45,13 @@
 #include "runtime/tma_map.h"
 #include "ptx/tma_ptx.cuh"
 #include "ptx/wgmma_ptx.cuh"
+#include "cuda/cuda_ops.h"
+#include "src/ops/backend_shared.h"
 
 namespace dapo::ops::cuda {
 namespace {
 
-using namespace cuda_detail;
+using namespace cuda::detail;
 using bf16_t = __nv_bfloat16;
 
 constexpr int kBK = 64;  // k per pipeline stage: 128 bytes of every row
@@ -618,12 +620,9 @@ bool lm_head_sample_built() {
 
 void lm_head_sample(const Ctx& ctx, Tensor tokens, Tensor logprobs, Tensor hidden, Tensor weight, Tensor logit_rows,
                     Tensor rng_streams, Tensor rng_counters, const SamplingParams& p, const RowNorm& norm) {
-  const int64_t R = ops::detail::check_lm_head_sample(tokens, logprobs, hidden, weight, logit_rows, rng_streams,
-                                                      rng_counters, p);
+  // The contract is checked by ops::lm_head_sample; these are the kernels' own limits.
+  const int64_t R = tokens.numel();
   const bool rows = has_logit_rows(logit_rows);
-  for (const Tensor* t : {&tokens, &logprobs, &hidden, &weight, &rng_streams, &rng_counters})
-    check_device(ctx, *t, "lm_head_sample tensor");
-  if (rows) check_device(ctx, logit_rows, "lm_head_sample logit_rows");
   DAPO_CHECK(detail::lm_head_sample_built(), "lm_head_sample: this build has no sm_90a kernels");
   DAPO_CHECK(hidden.dtype == DType::bf16, "lm_head_sample: CUDA takes bf16 hidden and weight, got ",
              dtype_name(hidden.dtype));

@@ -18,11 +18,12 @@
 
 #include "common.cuh"
 #include "dapo/ops/logprob.h"
+#include "cuda/cuda_ops.h"
 
 namespace dapo::ops::cuda {
 namespace {
 
-using namespace cuda_detail;
+using namespace cuda::detail;
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
@@ -360,7 +361,6 @@ __global__ void __launch_bounds__(kThreads) logprob_backward_kernel(
 
 // ---- host side ----
 
-
 template <class T>
 int chunks_of(int64_t V) {
   return int((V + kChunk<T> - 1) / kChunk<T>);
@@ -395,28 +395,6 @@ float* alloc_partial(const Ctx& ctx, int64_t N, int nchunks) {
   return ctx.scratch->alloc_array<float>(size_t(std::max<int64_t>(1, N * nchunks * 3)));
 }
 
-void check_logits(const Ctx& ctx, const Tensor& logits, float inv_temperature) {
-  check_device(ctx, logits, "logits");
-  DAPO_CHECK(logits.dtype == DType::f32 || logits.dtype == DType::bf16, "logits are ", dtype_name(logits.dtype),
-             ", expected f32 or bf16");
-  DAPO_CHECK(logits.ndim == 2, "logits must be (N, V), got ", logits.shape_string());
-  DAPO_CHECK(inv_temperature > 0.0f && std::isfinite(inv_temperature), "inv_temperature ", inv_temperature,
-             " must be positive and finite");
-}
-
-void check_f32(const Ctx& ctx, const Tensor& t, std::initializer_list<int64_t> dims, const char* name) {
-  check_device(ctx, t, name);
-  DAPO_CHECK(detail::shape_is(t, dims), name, " has shape ", t.shape_string(), ", expected ",
-             detail::dims_string(dims));
-  DAPO_CHECK(t.dtype == DType::f32, name, " is ", dtype_name(t.dtype), ", expected f32");
-}
-
-void check_targets(const Ctx& ctx, const Tensor& targets, int64_t N) {
-  check_device(ctx, targets, "targets");
-  DAPO_CHECK_SHAPE(targets, {N});
-  DAPO_CHECK_DTYPE(targets, DType::i32);
-}
-
 // Calls f(ptr) with the logits' typed pointer.
 template <class F>
 void with_logits(const Tensor& logits, F&& f) {
@@ -426,10 +404,9 @@ void with_logits(const Tensor& logits, F&& f) {
 
 }  // namespace
 
+// The contracts (dtypes, shapes, inv_temperature, vocab_start) are checked by the ops:: functions.
 void logits_row_max(const Ctx& ctx, Tensor row_max, Tensor logits, float inv_temperature) {
-  check_logits(ctx, logits, inv_temperature);
   const int64_t N = logits.size(0), V = logits.size(1);
-  check_f32(ctx, row_max, {N}, "row_max");
   if (N == 0) return;
   ArenaScope scope(*ctx.scratch);
   with_logits(logits, [&](const auto* x) {
@@ -445,12 +422,7 @@ void logits_row_max(const Ctx& ctx, Tensor row_max, Tensor logits, float inv_tem
 
 void logits_partial_sums(const Ctx& ctx, Tensor sums, Tensor logits, Tensor targets, Tensor row_max,
                          int64_t vocab_start, float inv_temperature) {
-  check_logits(ctx, logits, inv_temperature);
   const int64_t N = logits.size(0), V = logits.size(1);
-  check_f32(ctx, sums, {N, 3}, "sums");
-  check_targets(ctx, targets, N);
-  check_f32(ctx, row_max, {N}, "row_max");
-  DAPO_CHECK(vocab_start >= 0, "vocab_start ", vocab_start);
   if (N == 0) return;
   ArenaScope scope(*ctx.scratch);
   with_logits(logits, [&](const auto* x) {
@@ -468,11 +440,6 @@ void logits_partial_sums(const Ctx& ctx, Tensor sums, Tensor logits, Tensor targ
 void logprob_entropy_finish(const Ctx& ctx, Tensor logprob, Tensor entropy, Tensor lse, Tensor sums,
                             Tensor row_max) {
   const int64_t N = row_max.size(0);
-  check_f32(ctx, row_max, {N}, "row_max");
-  check_f32(ctx, sums, {N, 3}, "sums");
-  check_f32(ctx, logprob, {N}, "logprob");
-  check_f32(ctx, entropy, {N}, "entropy");
-  check_f32(ctx, lse, {N}, "lse");
   if (N == 0) return;
   logprob_entropy_finish_kernel<<<finish_grid(N), kFinishThreads, 0, stream_of(ctx)>>>(
       logprob.ptr<float>(), entropy.ptr<float>(), lse.ptr<float>(), sums.ptr<float>(), row_max.ptr<float>(), N,
@@ -482,13 +449,7 @@ void logprob_entropy_finish(const Ctx& ctx, Tensor logprob, Tensor entropy, Tens
 
 void logprob_entropy_forward(const Ctx& ctx, Tensor logprob, Tensor entropy, Tensor lse, Tensor logits,
                              Tensor targets, int64_t vocab_start, float inv_temperature) {
-  check_logits(ctx, logits, inv_temperature);
   const int64_t N = logits.size(0), V = logits.size(1);
-  check_targets(ctx, targets, N);
-  check_f32(ctx, logprob, {N}, "logprob");
-  check_f32(ctx, entropy, {N}, "entropy");
-  check_f32(ctx, lse, {N}, "lse");
-  DAPO_CHECK(vocab_start >= 0, "vocab_start ", vocab_start);
   if (N == 0) return;
   ArenaScope scope(*ctx.scratch);
   with_logits(logits, [&](const auto* x) {
@@ -506,16 +467,7 @@ void logprob_entropy_forward(const Ctx& ctx, Tensor logprob, Tensor entropy, Ten
 void logprob_entropy_backward(const Ctx& ctx, Tensor dlogits, Tensor dlogprob, Tensor dentropy,
                               Tensor logits, Tensor targets, Tensor lse, Tensor entropy,
                               int64_t vocab_start, float inv_temperature) {
-  check_logits(ctx, logits, inv_temperature);
   const int64_t N = logits.size(0), V = logits.size(1);
-  check_device(ctx, dlogits, "dlogits");
-  DAPO_CHECK(dlogits.same_shape(logits) && dlogits.dtype == logits.dtype, "dlogits ", dlogits.shape_string(), " ",
-             dtype_name(dlogits.dtype), " vs logits ", logits.shape_string(), " ", dtype_name(logits.dtype));
-  check_targets(ctx, targets, N);
-  check_f32(ctx, lse, {N}, "lse");
-  check_f32(ctx, entropy, {N}, "entropy");
-  if (dlogprob.defined()) check_f32(ctx, dlogprob, {N}, "dlogprob");
-  if (dentropy.defined()) check_f32(ctx, dentropy, {N}, "dentropy");
   const float* glp = dlogprob.defined() ? dlogprob.ptr<float>() : nullptr;
   const float* gent = dentropy.defined() ? dentropy.ptr<float>() : nullptr;
   with_logits(logits, [&](const auto* x) {

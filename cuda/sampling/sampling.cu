@@ -37,12 +37,14 @@
 #include "dapo/core/rng.h"
 #include "dapo/ops/sampling.h"
 #include "dapo/ops/sampling_select.h"
+#include "cuda/cuda_ops.h"
+#include "src/ops/backend_shared.h"
 
 namespace dapo::ops::cuda {
 namespace {
 
-using namespace cuda_detail;
-using namespace sampling_detail;
+using namespace cuda::detail;
+using namespace ops::detail;
 
 constexpr int kThreads = 1024;
 constexpr int kWarps = kThreads / 32;
@@ -1127,12 +1129,14 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // One warp per row.
+constexpr int kDescendThreads = 32;
 __global__ void descend_kernel(Select* sels, const int64_t* hist, int level, float top_p) {
   const int64_t r = blockIdx.x;
   const int64_t* h = hist + r * 2 * kMaxBins;
   descend_warp(sels[r], h, h + kMaxBins, level, top_p);
 }
 
+constexpr int kRowThreads = 128;  // select_begin and philox: one thread per row, any count works
 __global__ void select_begin_kernel(Select* sels, int64_t R, int top_k, float top_p, int phase, int32_t V) {
   const int64_t r = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (r >= R) return;
@@ -1235,23 +1239,13 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// Shapes and devices of the shard ops' common inputs; returns R.
-int64_t check_shard(const Ctx& ctx, Tensor logits, Tensor logit_rows, int64_t R, const char* what) {
-  DAPO_CHECK(logits.dtype == DType::f32 || logits.dtype == DType::bf16, what, " logits dtype ",
-             dtype_name(logits.dtype));
-  DAPO_CHECK(logits.ndim == 2, what, ": logits must be (B, V), got ", logits.shape_string());
+// The shapes and dtypes are checked by the ops:: functions; these are the
+// kernels' own limits. Returns R.
+int64_t check_shard(Tensor logits, int64_t R, const char* what) {
   // 2^20: the per-bin 12-bit significand halves summed in 32 bits (Smem).
-  DAPO_CHECK(logits.size(1) >= 1 && logits.size(1) <= (int64_t(1) << 20), what, " vocabulary size ",
-             logits.size(1), " (at most 2^20 per row or shard)");
-  if (has_logit_rows(logit_rows)) {
-    DAPO_CHECK_SHAPE(logit_rows, {R});
-    DAPO_CHECK_DTYPE(logit_rows, DType::i32);
-    check_device(ctx, logit_rows, what);
-  } else {
-    DAPO_CHECK(R == logits.size(0), what, ": ", R, " rows without logit_rows need ", logits.size(0));
-  }
+  DAPO_CHECK(logits.size(1) <= (int64_t(1) << 20), what, " vocabulary size ", logits.size(1),
+             " (at most 2^20 per row or shard)");
   DAPO_CHECK(R <= int64_t(INT_MAX), what, " rows ", R);
-  check_device(ctx, logits, what);
   return R;
 }
 ShardArgs shard_args(const Ctx& ctx, Tensor logits, Tensor logit_rows, float temperature) {
@@ -1273,23 +1267,14 @@ void launch_rows(const Ctx& ctx, int64_t R, Tensor logits, Tensor logit_rows, fl
   by_dtype(logits, [&](auto* x) { launch(x, a, stream_of(ctx)); });
   DAPO_CUDA_CHECK_LAUNCH();
 }
-Select* sel_ptr(Tensor select, int64_t R) {
-  DAPO_CHECK_SHAPE(select, {R, kSelectWords});
-  DAPO_CHECK_DTYPE(select, DType::i64);
-  return static_cast<Select*>(select.data);
-}
+Select* sel_ptr(Tensor select) { return static_cast<Select*>(select.data); }
 
 }  // namespace
 
 void sample_tokens(const Ctx& ctx, Tensor tokens, Tensor logprobs, Tensor logits, Tensor logit_rows,
                    Tensor rng_streams, Tensor rng_counters, const SamplingParams& p) {
   const int64_t R = tokens.numel();
-  check_shard(ctx, logits, logit_rows, R, "sample_tokens");
-  ops::detail::check_sampled_rows(tokens, logprobs, rng_streams, rng_counters);
-  for (const Tensor* t : {&tokens, &logprobs, &rng_streams, &rng_counters})
-    check_device(ctx, *t, "sample_tokens tensor");
-  DAPO_CHECK(p.temperature >= 0.0f && std::isfinite(p.temperature), "temperature ", p.temperature);
-  DAPO_CHECK(p.top_p > 0.0f, "top_p ", p.top_p, " must be > 0 (>= 1 disables it)");
+  check_shard(logits, R, "sample_tokens");
   if (R == 0) return;
   const ShardArgs a = shard_args(ctx, logits, logit_rows, p.temperature);
   const bool untruncated = p.temperature > 0.0f && !(p.top_k > 0 && p.top_k < a.V) && !(p.top_p < 1.0f);
@@ -1323,23 +1308,14 @@ void sample_tokens(const Ctx& ctx, Tensor tokens, Tensor logprobs, Tensor logits
 }
 
 void sampling_shard_max(const Ctx& ctx, Tensor out, Tensor logits, Tensor logit_rows, float temperature) {
-  const int64_t R = check_shard(ctx, logits, logit_rows, out.numel(), "sampling_shard_max");
-  DAPO_CHECK_SHAPE(out, {R});
-  DAPO_CHECK_DTYPE(out, DType::f32);
-  check_device(ctx, out, "sampling_shard_max out");
+  const int64_t R = check_shard(logits, out.numel(), "sampling_shard_max");
   launch_rows(ctx, R, logits, logit_rows, temperature, [&](auto* x, const ShardArgs& a, cudaStream_t st) {
     shard_max_kernel<<<unsigned(R), kThreads, 0, st>>>(out.ptr<float>(), x, a);
   });
 }
 
 void sampling_shard_sum(const Ctx& ctx, Tensor out, Tensor logits, Tensor logit_rows, Tensor m, float temperature) {
-  const int64_t R = check_shard(ctx, logits, logit_rows, out.numel(), "sampling_shard_sum");
-  DAPO_CHECK_SHAPE(out, {R});
-  DAPO_CHECK_DTYPE(out, DType::i64);
-  DAPO_CHECK_SHAPE(m, {R});
-  DAPO_CHECK_DTYPE(m, DType::f32);
-  check_device(ctx, out, "sampling_shard_sum out");
-  check_device(ctx, m, "sampling_shard_sum m");
+  const int64_t R = check_shard(logits, out.numel(), "sampling_shard_sum");
   launch_rows(ctx, R, logits, logit_rows, temperature, [&](auto* x, const ShardArgs& a, cudaStream_t st) {
     shard_sum_kernel<<<unsigned(R), kThreads, 0, st>>>(static_cast<double*>(out.data), x, m.ptr<float>(), a);
   });
@@ -1347,24 +1323,17 @@ void sampling_shard_sum(const Ctx& ctx, Tensor out, Tensor logits, Tensor logit_
 
 void sampling_select_begin(const Ctx& ctx, Tensor select, const SamplingParams& p, int phase, int64_t vocab) {
   const int64_t R = select.ndim == 2 ? select.size(0) : 0;
-  Select* s = sel_ptr(select, R);
-  check_device(ctx, select, "sampling_select_begin select");
-  DAPO_CHECK(phase == 0 || phase == 1, "phase ", phase);
+  Select* s = sel_ptr(select);
   if (R == 0) return;
-  select_begin_kernel<<<grid_for(R, 128), 128, 0, stream_of(ctx)>>>(s, R, p.top_k, p.top_p, phase,
+  select_begin_kernel<<<grid_for(R, kRowThreads), kRowThreads, 0, stream_of(ctx)>>>(s, R, p.top_k, p.top_p, phase,
                                                                      int32_t(std::min<int64_t>(vocab, INT_MAX)));
   DAPO_CUDA_CHECK_LAUNCH();
 }
 
 void sampling_shard_histogram(const Ctx& ctx, Tensor hist, Tensor logits, Tensor logit_rows, Tensor m,
                               float temperature, Tensor select, int level) {
-  const int64_t R = check_shard(ctx, logits, logit_rows, m.numel(), "sampling_shard_histogram");
-  DAPO_CHECK_SHAPE(hist, {R, 2, kMaxBins});
-  DAPO_CHECK_DTYPE(hist, DType::i64);
-  DAPO_CHECK_DTYPE(m, DType::f32);
-  DAPO_CHECK(level >= 0 && level < kLevels, "level ", level);
-  Select* s = sel_ptr(select, R);
-  for (const Tensor* t : {&hist, &m, &select}) check_device(ctx, *t, "sampling_shard_histogram tensor");
+  const int64_t R = check_shard(logits, m.numel(), "sampling_shard_histogram");
+  Select* s = sel_ptr(select);
   launch_rows(ctx, R, logits, logit_rows, temperature, [&](auto* x, const ShardArgs& a, cudaStream_t st) {
     shard_hist_kernel<<<unsigned(R), kThreads, 0, st>>>(hist.ptr<int64_t>(), x, m.ptr<float>(), s, level, a);
   });
@@ -1372,25 +1341,16 @@ void sampling_shard_histogram(const Ctx& ctx, Tensor hist, Tensor logits, Tensor
 
 void sampling_descend(const Ctx& ctx, Tensor select, Tensor hist, int level, float top_p) {
   const int64_t R = select.ndim == 2 ? select.size(0) : 0;
-  Select* s = sel_ptr(select, R);
-  DAPO_CHECK_SHAPE(hist, {R, 2, kMaxBins});
-  DAPO_CHECK_DTYPE(hist, DType::i64);
-  DAPO_CHECK(level >= 0 && level < kLevels, "level ", level);
-  check_device(ctx, select, "sampling_descend select");
-  check_device(ctx, hist, "sampling_descend hist");
+  Select* s = sel_ptr(select);
   if (R == 0) return;
-  descend_kernel<<<unsigned(R), 32, 0, stream_of(ctx)>>>(s, hist.ptr<int64_t>(), level, top_p);
+  descend_kernel<<<unsigned(R), kDescendThreads, 0, stream_of(ctx)>>>(s, hist.ptr<int64_t>(), level, top_p);
   DAPO_CUDA_CHECK_LAUNCH();
 }
 
 void sampling_shard_tie_count(const Ctx& ctx, Tensor out, Tensor logits, Tensor logit_rows, Tensor m,
                               float temperature, Tensor select) {
-  const int64_t R = check_shard(ctx, logits, logit_rows, out.numel(), "sampling_shard_tie_count");
-  DAPO_CHECK_SHAPE(out, {R});
-  DAPO_CHECK_DTYPE(out, DType::i64);
-  DAPO_CHECK_SHAPE(m, {R});
-  Select* s = sel_ptr(select, R);
-  for (const Tensor* t : {&out, &m, &select}) check_device(ctx, *t, "sampling_shard_tie_count tensor");
+  const int64_t R = check_shard(logits, out.numel(), "sampling_shard_tie_count");
+  Select* s = sel_ptr(select);
   launch_rows(ctx, R, logits, logit_rows, temperature, [&](auto* x, const ShardArgs& a, cudaStream_t st) {
     shard_tie_count_kernel<<<unsigned(R), kThreads, 0, st>>>(out.ptr<int64_t>(), x, m.ptr<float>(), s, a);
   });
@@ -1398,12 +1358,8 @@ void sampling_shard_tie_count(const Ctx& ctx, Tensor out, Tensor logits, Tensor 
 
 void sampling_shard_tie_limit(const Ctx& ctx, Tensor select, Tensor tie_counts, int rank, Tensor logits,
                               Tensor logit_rows, Tensor m, float temperature) {
-  const int64_t R = check_shard(ctx, logits, logit_rows, m.numel(), "sampling_shard_tie_limit");
-  Select* s = sel_ptr(select, R);
-  DAPO_CHECK(tie_counts.ndim == 2 && tie_counts.size(1) == R && rank >= 0 && rank < tie_counts.size(0),
-             "tie_counts (tp, R) ", tie_counts.shape_string(), " rank ", rank);
-  DAPO_CHECK_DTYPE(tie_counts, DType::i64);
-  for (const Tensor* t : {&tie_counts, &m, &select}) check_device(ctx, *t, "sampling_shard_tie_limit tensor");
+  const int64_t R = check_shard(logits, m.numel(), "sampling_shard_tie_limit");
+  Select* s = sel_ptr(select);
   launch_rows(ctx, R, logits, logit_rows, temperature, [&](auto* x, const ShardArgs& a, cudaStream_t st) {
     shard_tie_limit_kernel<<<unsigned(R), kThreads, 0, st>>>(s, tie_counts.ptr<int64_t>(), R, rank, x,
                                                              m.ptr<float>(), a);
@@ -1412,12 +1368,8 @@ void sampling_shard_tie_limit(const Ctx& ctx, Tensor select, Tensor tie_counts, 
 
 void sampling_shard_kept_mass(const Ctx& ctx, Tensor out, Tensor logits, Tensor logit_rows, Tensor m,
                               float temperature, Tensor select) {
-  const int64_t R = check_shard(ctx, logits, logit_rows, out.numel(), "sampling_shard_kept_mass");
-  DAPO_CHECK_SHAPE(out, {R});
-  DAPO_CHECK_DTYPE(out, DType::i64);
-  DAPO_CHECK_SHAPE(m, {R});
-  Select* s = sel_ptr(select, R);
-  for (const Tensor* t : {&out, &m, &select}) check_device(ctx, *t, "sampling_shard_kept_mass tensor");
+  const int64_t R = check_shard(logits, out.numel(), "sampling_shard_kept_mass");
+  Select* s = sel_ptr(select);
   launch_rows(ctx, R, logits, logit_rows, temperature, [&](auto* x, const ShardArgs& a, cudaStream_t st) {
     shard_kept_kernel<<<unsigned(R), kThreads, 0, st>>>(static_cast<double*>(out.data), x, m.ptr<float>(), s, a);
   });
@@ -1426,22 +1378,9 @@ void sampling_shard_kept_mass(const Ctx& ctx, Tensor out, Tensor logits, Tensor 
 void sampling_shard_choose(const Ctx& ctx, Tensor tokens, Tensor logprobs, Tensor logits, Tensor logit_rows,
                            Tensor m, Tensor select, Tensor sums, Tensor kept, Tensor rng_streams,
                            Tensor rng_counters, const SamplingParams& p, int rank, int64_t vocab_start) {
-  const int64_t R = check_shard(ctx, logits, logit_rows, tokens.numel(), "sampling_shard_choose");
-  DAPO_CHECK_SHAPE(logprobs, {R});
-  DAPO_CHECK_DTYPE(tokens, DType::i32);
-  DAPO_CHECK_DTYPE(logprobs, DType::f32);
-  DAPO_CHECK_SHAPE(m, {R});
-  Select* s = sel_ptr(select, R);
-  DAPO_CHECK(sums.ndim == 2 && sums.size(1) == R && sums.dtype == DType::i64, "sums (tp, R) i64, got ",
-             sums.shape_string());
+  const int64_t R = check_shard(logits, tokens.numel(), "sampling_shard_choose");
+  Select* s = sel_ptr(select);
   const int tp = int(sums.size(0));
-  DAPO_CHECK(rank >= 0 && rank < tp, "rank ", rank, " of ", tp);
-  DAPO_CHECK_SHAPE(kept, {int64_t(tp), R});
-  DAPO_CHECK_DTYPE(kept, DType::i64);
-  DAPO_CHECK_SHAPE(rng_streams, {R});
-  DAPO_CHECK_SHAPE(rng_counters, {R});
-  for (const Tensor* t : {&tokens, &logprobs, &m, &select, &sums, &kept, &rng_streams, &rng_counters})
-    check_device(ctx, *t, "sampling_shard_choose tensor");
   launch_rows(ctx, R, logits, logit_rows, p.temperature, [&](auto* x, const ShardArgs& a, cudaStream_t st) {
     shard_choose_kernel<<<unsigned(R), kThreads, 0, st>>>(
         tokens.ptr<int32_t>(), logprobs.ptr<float>(), x, m.ptr<float>(), s, static_cast<const double*>(sums.data),
@@ -1460,9 +1399,9 @@ void philox_draws(const Ctx& ctx, Tensor out, Tensor rng_streams, Tensor rng_cou
   DAPO_CHECK_DTYPE(rng_counters, DType::i64);
   for (const Tensor* t : {&out, &rng_streams, &rng_counters}) check_device(ctx, *t, "philox_draws tensor");
   if (B == 0) return;
-  philox_kernel<<<grid_for(B, 256), 256, 0, stream_of(ctx)>>>(static_cast<uint32_t*>(out.data),
-                                                               rng_streams.ptr<int64_t>(),
-                                                               rng_counters.ptr<int64_t>(), B, seed);
+  philox_kernel<<<grid_for(B, kRowThreads), kRowThreads, 0, stream_of(ctx)>>>(static_cast<uint32_t*>(out.data),
+                                                                             rng_streams.ptr<int64_t>(),
+                                                                             rng_counters.ptr<int64_t>(), B, seed);
   DAPO_CUDA_CHECK_LAUNCH();
 }
 

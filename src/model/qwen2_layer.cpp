@@ -10,7 +10,6 @@
 #include "dapo/ops/matmul.h"
 #include "dapo/ops/norm_fold.h"
 #include "dapo/ops/qkv_rope_kv_write.h"
-#include "dapo/ops/residual_rmsnorm.h"
 #include "dapo/ops/rmsnorm.h"
 #include "dapo/ops/rope.h"
 #include "dapo/ops/swiglu.h"

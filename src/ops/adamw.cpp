@@ -4,7 +4,10 @@
 
 #include <cmath>
 
-#include "dapo/ops/dispatch.h"
+#include "src/ops/dispatch.h"
+#include "src/ops/cpu/cpu_ops.h"
+#include "cuda/cuda_ops.h"
+#include "src/ops/backend_shared.h"
 
 namespace dapo::ops {
 
@@ -28,6 +31,12 @@ AdamWScalars adamw_scalars(const AdamWParams& p) {
   return s;
 }
 
+}  // namespace detail
+
+namespace {
+
+// The contract of adamw.h: one shape, f32 state, a bf16 copy of as many
+// elements, and parameters in range.
 void check_adamw(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                  const Tensor& param_bf16, const AdamWParams& p) {
   DAPO_CHECK(param.same_shape(grad) && param.same_shape(exp_avg) && param.same_shape(exp_avg_sq),
@@ -44,10 +53,11 @@ void check_adamw(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
              p.beta2);
 }
 
-}  // namespace detail
+}  // namespace
 
 void adamw_step(const Ctx& ctx, Tensor param, Tensor grad, Tensor exp_avg, Tensor exp_avg_sq, Tensor param_bf16,
                 const AdamWParams& p) {
+  check_adamw(param, grad, exp_avg, exp_avg_sq, param_bf16, p);
   DAPO_DISPATCH(ctx, adamw_step, param, grad, exp_avg, exp_avg_sq, param_bf16, p);
 }
 

@@ -5,6 +5,8 @@
 #include <cstring>
 
 #include "dapo/core/error.h"
+#include "src/ops/cpu/cpu_ops.h"
+#include "cuda/cuda_ops.h"
 
 namespace dapo::ops {
 

@@ -4,7 +4,10 @@
 #include <cmath>
 #include <cstring>
 
-#include "dapo/ops/dispatch.h"
+#include "src/ops/dispatch.h"
+#include "src/ops/cpu/cpu_ops.h"
+#include "cuda/cuda_ops.h"
+#include "src/ops/backend_shared.h"
 
 namespace dapo::ops {
 
@@ -35,6 +38,10 @@ uint64_t fill_pattern(DType dtype, double value) {
 
 }  // namespace detail
 
-void fill(const Ctx& ctx, Tensor t, double value) { DAPO_DISPATCH(ctx, fill, t, value); }
+void fill(const Ctx& ctx, Tensor t, double value) {
+  detail::fill_pattern(t.dtype, value);  // the value fits the dtype, even for no elements
+  DAPO_CHECK(t.data != nullptr || t.numel() == 0, "fill: the tensor has no data");
+  DAPO_DISPATCH(ctx, fill, t, value);
+}
 
 }  // namespace dapo::ops

@@ -6,11 +6,16 @@
 #include <cmath>
 
 #include "dapo/core/arena.h"
-#include "dapo/ops/dispatch.h"
+#include "src/ops/dispatch.h"
+#include "src/ops/cpu/cpu_ops.h"
+#include "cuda/cuda_ops.h"
+#include "src/ops/backend_shared.h"
 
 namespace dapo::ops {
+namespace {
 
-int64_t detail::check_lm_head_sample(const Tensor& tokens, const Tensor& logprobs, const Tensor& hidden,
+// The contract of lm_head_sample.h, both backends; returns R.
+int64_t check_lm_head_sample(const Tensor& tokens, const Tensor& logprobs, const Tensor& hidden,
                                      const Tensor& weight, const Tensor& logit_rows, const Tensor& rng_streams,
                                      const Tensor& rng_counters, const SamplingParams& p) {
   DAPO_CHECK(hidden.ndim == 2 && weight.ndim == 2 && hidden.shape[1] == weight.shape[1],
@@ -20,7 +25,7 @@ int64_t detail::check_lm_head_sample(const Tensor& tokens, const Tensor& logprob
              dtype_name(weight.dtype));
   const int64_t B = hidden.shape[0], V = weight.shape[0];
   DAPO_CHECK(V >= 1 && V <= (int64_t(1) << 30), "lm_head_sample: vocabulary of ", V);
-  const int64_t R = check_sampled_rows(tokens, logprobs, rng_streams, rng_counters);
+  const int64_t R = detail::check_sampled_rows(tokens, logprobs, rng_streams, rng_counters);
   if (has_logit_rows(logit_rows)) {
     DAPO_CHECK_SHAPE(logit_rows, {R});
     DAPO_CHECK_DTYPE(logit_rows, DType::i32);
@@ -34,8 +39,12 @@ int64_t detail::check_lm_head_sample(const Tensor& tokens, const Tensor& logprob
   return R;
 }
 
+}  // namespace
+
 void lm_head_sample(const Ctx& ctx, Tensor tokens, Tensor logprobs, Tensor hidden, Tensor weight, Tensor logit_rows,
                     Tensor rng_streams, Tensor rng_counters, const SamplingParams& p, const RowNorm& norm) {
+  check_lm_head_sample(tokens, logprobs, hidden, weight, logit_rows, rng_streams, rng_counters, p);
+  if (norm.active()) detail::check_row_norm(norm, hidden.shape[0], hidden.shape[1], "lm_head_sample");
   detail::check_devices(ctx, "lm_head_sample", "norm.ssq", norm.ssq);
   DAPO_DISPATCH(ctx, lm_head_sample, tokens, logprobs, hidden, weight, logit_rows, rng_streams, rng_counters, p,
                 norm);

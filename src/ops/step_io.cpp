@@ -5,9 +5,10 @@
 #include <cstring>
 
 #include "dapo/core/error.h"
+#include "src/ops/cpu/cpu_ops.h"
+#include "cuda/cuda_ops.h"
 
 namespace dapo::ops {
-namespace detail {
 namespace {
 
 void check_words(const Tensor& t, Device device, const char* what) {
@@ -18,8 +19,8 @@ void check_words(const Tensor& t, Device device, const char* what) {
   DAPO_CHECK((reinterpret_cast<uintptr_t>(t.data) & 15) == 0, "step I/O: ", what, " is not 16-byte aligned");
 }
 
-}  // namespace
-
+// The contracts of step_io.h, for the ops and for a captured graph's new
+// arguments. d: where the device side lives (Device::cuda for a CUDA ctx).
 void check_step_in(Device d, const StepIn& a) {
   check_words(a.host, Device::cpu, "host");
   check_words(a.device, d, "device");
@@ -52,10 +53,10 @@ void check_step_out(Device d, const StepOut& a) {
   DAPO_CHECK(!overlaps(a.host, a.device), "step_out: host and device overlap");
 }
 
-}  // namespace detail
+}  // namespace
 
 void step_in(const Ctx& ctx, const StepIn& a) {
-  detail::check_step_in(backend_device(ctx.backend), a);
+  check_step_in(backend_device(ctx.backend), a);
   if (ctx.backend == Backend::cuda) {
 #ifdef DAPO_WITH_CUDA
     return cuda::step_in(ctx, a);
@@ -68,7 +69,7 @@ void step_in(const Ctx& ctx, const StepIn& a) {
 }
 
 void step_out(const Ctx& ctx, const StepOut& a) {
-  detail::check_step_out(backend_device(ctx.backend), a);
+  check_step_out(backend_device(ctx.backend), a);
   if (ctx.backend == Backend::cuda) {
 #ifdef DAPO_WITH_CUDA
     return cuda::step_out(ctx, a);
@@ -80,6 +81,7 @@ void step_out(const Ctx& ctx, const StepOut& a) {
 }
 
 void set_step_in(CapturedGraph& graph, const StepIn& a) {
+  check_step_in(Device::cuda, a);
 #ifdef DAPO_WITH_CUDA
   cuda::set_step_in(graph, a);
 #else
@@ -90,6 +92,7 @@ void set_step_in(CapturedGraph& graph, const StepIn& a) {
 }
 
 void set_step_out(CapturedGraph& graph, const StepOut& a) {
+  check_step_out(Device::cuda, a);
 #ifdef DAPO_WITH_CUDA
   cuda::set_step_out(graph, a);
 #else

@@ -34,7 +34,7 @@ void sample_tokens_tp(const ops::Ctx& ctx, const parallel::Comm& tp, Tensor toke
   const int P = tp.size(), rank = tp.rank();
   if (R == 0) return;
   DAPO_CHECK(ctx.scratch != nullptr, "sample_tokens_tp needs ctx.scratch");
-  namespace sd = ops::sampling_detail;
+  namespace sd = ops::detail;
   ArenaScope scope(*ctx.scratch);
   Arena& a = *ctx.scratch;
   void* stream = ctx.stream;

@@ -1,7 +1,9 @@
-// The backend-comparison harness (ggml's test-backend-ops idea): every op
-// runs on the CPU reference and on the GPU with the same inputs, and the
-// results must agree. Skips when the machine has no GPU (CI), so it runs for
-// real only on the GPU machine.
+// The fixture of the GPU tests: a device, arenas, uploads and downloads,
+// guarded outputs. The comparison of every op with the CPU reference is the
+// op harness (backend_ops.h, test_backend_ops.cpp); the per-op files test
+// with this fixture what is not such a comparison (bits on a rerun, fused
+// against unfused, graphs, device flags). Skips when the machine has no GPU
+// (CI), so it runs for real only on the GPU machine.
 #pragma once
 
 #include <gtest/gtest.h>

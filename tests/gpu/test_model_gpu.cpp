@@ -19,6 +19,7 @@
 #include "gpu/gpu_test_util.h"
 #include "model/fixture_util.h"
 #include "model/model_test_util.h"
+#include "cuda/cuda_ops.h"
 
 namespace dapo::test {
 namespace {

@@ -1,10 +1,10 @@
-// Token sampling on the GPU against the CPU reference: the device Philox
-// draw has the host's bits, the same tokens and log-probs for many rows and
-// parameter sets (f32 and bf16-exact logits, rows with ties), logit_rows,
-// bit-identical reruns, guarded outputs, rows that put the untruncated draw
-// at the ends of the row or of its id ranges, a 200k-draw chi-square test
-// against the (truncated) softmax, the non-finite flag, the tp shard ops
-// (composed on one GPU) against the unsharded op, and the perf case.
+// Token sampling on the GPU beyond the comparison with the CPU
+// (test_backend_ops_sampling.cpp has that for many rows and parameter sets,
+// the untruncated sampler's edge rows, logit_rows, the shard ops and the
+// device Philox draw): the same bits on a rerun and without scratch, zero
+// rows, the non-finite flag, a 200k-draw chi-square test against the
+// (truncated) softmax, and the tp shard ops (composed on one GPU) against
+// the unsharded op.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -14,8 +14,8 @@
 #include "dapo/core/rng.h"
 #include "dapo/ops/sampling.h"
 #include "dapo/ops/sampling_select.h"
-#include "gpu/gpu_perf_util.h"
 #include "gpu/gpu_test_util.h"
+#include "gpu/op_shapes.h"
 #include "mpi/sampling_tp_cases.h"
 #include "ops/sampling_test_util.h"
 
@@ -64,41 +64,6 @@ class SamplingGpu : public GpuTest {
     tok = download_i32(t);
     lp = download(l);
   }
-  // The CPU op on host logits (B, V) f32 into want, and the GPU op on dl
-  // (the same values) into got, twice, and once without scratch (the
-  // untruncated sampler's one-CTA path): all three must give the same bits,
-  // every token must be an id in [0, V) with a finite log-prob, and where
-  // the tokens agree so must the log-probs. bad: the rows whose token
-  // differs from the CPU's. Call it through ASSERT_NO_FATAL_FAILURE.
-  void run_against_cpu(std::vector<float>& logits, int64_t B, int64_t V, Tensor dl, std::vector<int64_t>& streams,
-                       std::vector<int64_t>& counters, Tensor ds, Tensor dc, const ops::SamplingParams& p,
-                       std::vector<int32_t>& want, std::vector<int32_t>& got, int64_t& bad) {
-    want.assign(size_t(B), 0);
-    std::vector<float> want_lp(static_cast<size_t>(B));
-    ops::sample_tokens(cpu(), tensor_i32(want.data(), {B}), tensor_f32(want_lp.data(), {B}),
-                       tensor_f32(logits.data(), {B, V}), Tensor{}, tensor_i64(streams.data(), {B}),
-                       tensor_i64(counters.data(), {B}), p);
-    std::vector<int32_t> got2, got1;
-    std::vector<float> lp, lp2, lp1;
-    run_gpu(dl, ds, dc, p, got, lp);
-    run_gpu(dl, ds, dc, p, got2, lp2);
-    run_gpu(dl, ds, dc, p, got1, lp1, true);
-    ASSERT_EQ(got, got2) << "tokens differ between two runs";
-    ASSERT_EQ(std::memcmp(lp.data(), lp2.data(), lp.size() * sizeof(float)), 0) << "log-probs differ between two runs";
-    ASSERT_EQ(got, got1) << "tokens differ without scratch";
-    ASSERT_EQ(std::memcmp(lp.data(), lp1.data(), lp.size() * sizeof(float)), 0) << "log-probs differ without scratch";
-    bad = 0;
-    for (int64_t b = 0; b < B; ++b) {
-      ASSERT_GE(got[b], 0);
-      ASSERT_LT(got[b], V);
-      ASSERT_TRUE(std::isfinite(lp[b])) << "row " << b;
-      if (got[b] != want[b]) {
-        ++bad;
-        continue;
-      }
-      EXPECT_NEAR(lp[b], want_lp[b], 1e-5 + 1e-6 * std::fabs(want_lp[b])) << "row " << b;
-    }
-  }
 };
 
 // Random i64 stream ids and counters (as stream_id and positions would be).
@@ -112,178 +77,51 @@ void make_keys(int64_t B, uint32_t seed, std::vector<int64_t>& streams, std::vec
   }
 }
 
-TEST_F(SamplingGpu, PhiloxDrawHasHostBits) {
-  const int64_t B = 1000;
-  std::vector<int64_t> streams, counters;
-  make_keys(B, 5, streams, counters);
-  counters[0] = -1;  // every bit set in the counter
-  streams[1] = std::numeric_limits<int64_t>::min();
-  Tensor out = guarded(DType::i32, {B, 4});
-  const uint64_t seed = 0x0123456789ABCDEFull;
-  ops::cuda::philox_draws(gpu(), out, upload_raw(streams, {B}), upload_raw(counters, {B}), seed);
-  device_->synchronize();
-  std::vector<int32_t> got = download_i32(Tensor(out.data, DType::i32, {B * 4}, Device::cuda));
-  for (int64_t b = 0; b < B; ++b) {
-    const U32x4 want = philox_draw(seed, uint64_t(streams[b]), uint64_t(counters[b]));
-    for (int j = 0; j < 4; ++j) ASSERT_EQ(uint32_t(got[b * 4 + j]), want.v[j]) << "row " << b << " word " << j;
-  }
-  check_guards();
-}
-
-TEST_F(SamplingGpu, MatchesCpuOnManyRows) {
-  struct Shape {
-    int64_t B, V;
+// The op's bits do not depend on the run or on its scratch: two runs and
+// one without scratch (the untruncated sampler's one-CTA path instead of
+// its two kernels) give the same tokens and log-probs, at the harness's
+// rows and parameter sets (test_backend_ops_sampling.cpp compares them
+// with the CPU).
+TEST_F(SamplingGpu, RerunsAndTheOneCtaPathGiveTheSameBits) {
+  auto check = [&](Tensor dl, Tensor ds, Tensor dc, const ops::SamplingParams& p) {
+    SCOPED_TRACE(testing::Message() << "B " << dl.size(0) << " V " << dl.size(1) << " " << dtype_name(dl.dtype)
+                                    << " T " << p.temperature << " top_k " << p.top_k << " top_p " << p.top_p);
+    std::vector<int32_t> got, got2, got1;
+    std::vector<float> lp, lp2, lp1;
+    run_gpu(dl, ds, dc, p, got, lp);
+    run_gpu(dl, ds, dc, p, got2, lp2);
+    run_gpu(dl, ds, dc, p, got1, lp1, true);
+    ASSERT_EQ(got, got2) << "tokens differ between two runs";
+    ASSERT_EQ(std::memcmp(lp.data(), lp2.data(), lp.size() * sizeof(float)), 0) << "log-probs differ between two runs";
+    ASSERT_EQ(got, got1) << "tokens differ without scratch";
+    ASSERT_EQ(std::memcmp(lp.data(), lp1.data(), lp.size() * sizeof(float)), 0) << "log-probs differ without scratch";
   };
-  int64_t sampled_rows = 0, disagreements = 0;
-  for (const Shape sh : {Shape{256, 1000}, Shape{128, 151936}, Shape{7, 3}}) {
-    const int64_t B = sh.B, V = sh.V;
-    // bf16-exact logits in [-4, 4), each row scaled by 1, 2 or 4 (still
-    // bf16-exact): flat to peaked rows. bf16 values give many exact ties;
-    // rows 0-2 also tie the max (and near-max) values across several ids.
-    std::vector<float> logits = random_bf16_exact(size_t(B * V), 11 + uint32_t(V), -4, 4);
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t v = 0; v < V; ++v) logits[b * V + v] *= float(1 << (b % 3));
-    for (int64_t b = 0; b < std::min<int64_t>(B, 3); ++b) {
-      float* row = logits.data() + b * V;
-      const float mx = *std::max_element(row, row + V);
-      for (int64_t v = V / 3; v < V; v += std::max<int64_t>(1, V / 7)) row[v] = mx;
-      row[V - 1] = mx;
-    }
-    std::vector<int64_t> streams, counters;
-    make_keys(B, 3 + uint32_t(V), streams, counters);
-    Tensor ds = upload_raw(streams, {B}), dc = upload_raw(counters, {B});
-
+  for (const auto& [B, V] : shapes::many_rows_shapes()) {
+    const shapes::SampleRows r = shapes::many_rows(B, V, random_bf16_exact);
     for (const DType dt : {DType::f32, DType::bf16}) {
-      Tensor dl = upload(logits, {B, V}, dt);
-      for (const float temp : {0.0f, 0.7f, 1.0f})
-        for (const int k : {0, 1, 50})
-          for (const float top_p : {1.0f, 0.9f, 0.5f}) {
-            if (temp == 0.0f && (k != 0 || top_p != 1.0f)) continue;  // greedy ignores both
-            const auto p = params(temp, k, top_p);
-            SCOPED_TRACE(testing::Message() << "B " << B << " V " << V << " " << dtype_name(dt) << " T " << temp
-                                            << " top_k " << k << " top_p " << top_p);
-            std::vector<int32_t> want, got;
-            int64_t bad = 0;
-            ASSERT_NO_FATAL_FAILURE(run_against_cpu(logits, B, V, dl, streams, counters, ds, dc, p, want, got, bad));
-            if (temp == 0.0f || k == 1) EXPECT_EQ(bad, 0) << "greedy (or top-1) rows must agree";
-            if (temp != 0.0f) {
-              sampled_rows += B;
-              disagreements += bad;
-            }
-          }
-      check_guards();
+      ArenaScope scope(*arena_);
+      Tensor dl = upload(r.logits, {B, V}, dt), ds = upload_raw(r.streams, {B}), dc = upload_raw(r.counters, {B});
+      for (const ops::SamplingParams& p : shapes::many_rows_params()) {
+        ASSERT_NO_FATAL_FAILURE(check(dl, ds, dc, p));
+        check_guards();
+        guards_.clear();
+      }
     }
   }
-  std::printf("sample_tokens: %lld of %lld sampled rows differ from the CPU\n", (long long)disagreements,
-              (long long)sampled_rows);
-  EXPECT_LE(disagreements, 1 + sampled_rows / 1000);
-}
-
-// Without top-k/top-p the CUDA op reads the row once in 32 contiguous id
-// ranges (sampling.h) and walks only the range the draw falls in. Rows that
-// put the draw at the ends: one huge logit at id 0 or V - 1, the mass in the
-// last ids, only the last id finite, -inf logits (weight 0, no flag: at id
-// 0, scattered, and trailing, so that the walk ends on zero weights), a
-// second half whose weights underflow in float (-200) or only in double
-// (-120, nonzero range masses of float-zero weights), huge logits on both
-// sides of every range boundary; draws u picked near 0 and near 1 for half
-// of the rows. Odd V gives rows at every alignment. The rows with one huge
-// or one finite logit must agree with the CPU op; the others up to the
-// rounding slivers.
-TEST_F(SamplingGpu, UntruncatedRowEdgesMatchCpu) {
-  int64_t sampled_rows = 0, disagreements = 0;
-  for (const int64_t V : {int64_t(151936), int64_t(4753), int64_t(33)}) {
-    const int64_t B = 128;
-    ArenaScope scope(*arena_);
-    const int64_t S = ((V + 31) / 32 + 7) / 8 * 8;  // sampling.cu's range size
-    const float ninf = -std::numeric_limits<float>::infinity();
-    std::vector<float> logits = random_bf16_exact(size_t(B * V), 17 + uint32_t(V), -4, 4);
-    std::vector<int> kind(B);
-    for (int64_t b = 0; b < B; ++b) {
-      float* row = logits.data() + b * V;
-      kind[size_t(b)] = int(b % 12);
-      switch (kind[size_t(b)]) {
-        case 1: row[0] = 40; break;
-        case 2: row[V - 1] = 40; break;
-        case 3:
-          for (int64_t v = std::max<int64_t>(0, V - 8); v < V; ++v) row[v] = 12;
-          break;
-        case 4:
-          for (int64_t v = std::max<int64_t>(0, V - 3); v < V; ++v) row[v] = 30;
-          break;
-        case 5:
-          for (int64_t v = 0; v < V - 1; ++v) row[v] = ninf;
-          row[V - 1] = 0;
-          break;
-        case 6:
-          for (int64_t v = 0; v < V; v += 97) row[v] = ninf;
-          for (int64_t v = std::max<int64_t>(1, V - 5); v < V; ++v) row[v] = ninf;
-          break;
-        case 7: std::fill(row, row + V, 0.0f); break;
-        case 8:
-          for (int64_t k = 1; k * S <= V; ++k) {
-            row[k * S - 1] = 20;
-            if (k * S < V) row[k * S] = 20;
-          }
-          break;
-        case 9:
-          for (int64_t v = V / 2; v < V; ++v) row[v] = -200;
-          break;
-        case 10:
-          for (int64_t v = 0; v < V / 2; ++v) row[v] = -120;
-          break;
-        case 11:
-          for (int64_t v = 0; v < V; ++v) row[v] *= 8;
-          break;
-        default: break;
-      }
-    }
-    // Keys: rows b % 4 == 0 get the largest u of 2^16 counters, b % 4 == 1
-    // the smallest; the others random.
-    const ops::SamplingParams base = params(1.0f, 0, 1.0f, 991);
-    std::vector<int64_t> streams, counters;
-    make_keys(B, 29 + uint32_t(V), streams, counters);
-    for (int64_t b = 0; b < B; b += 4)
-      for (const int64_t bb : {b, b + 1}) {
-        int64_t best = 0;
-        float best_u = bb == b ? -1.0f : 2.0f;
-        for (int64_t c = 0; c < (int64_t(1) << 16); ++c) {
-          const float u = uniform_float(philox_draw(base.seed, uint64_t(streams[bb]), uint64_t(c)).v[0]);
-          if (bb == b ? u > best_u : u < best_u) {
-            best_u = u;
-            best = c;
-          }
-        }
-        counters[bb] = best;
-      }
-    Tensor ds = upload_raw(streams, {B}), dc = upload_raw(counters, {B});
+  for (const int64_t V : shapes::kEdgeRowsVocabs) {
+    const shapes::SampleRows r = shapes::edge_rows(V, random_bf16_exact);
     for (const DType dt : {DType::f32, DType::bf16}) {
-      Tensor dl = upload(logits, {B, V}, dt);
+      ArenaScope scope(*arena_);
+      Tensor dl = upload(r.logits, {r.B, V}, dt), ds = upload_raw(r.streams, {r.B}), dc = upload_raw(r.counters, {r.B});
       for (const float temp : {1.0f, 0.7f, 0.0f}) {
-        const auto p = params(temp, 0, 1.0f, base.seed);
-        SCOPED_TRACE(testing::Message() << "V " << V << " " << dtype_name(dt) << " T " << temp);
         device_->clear_flags();
-        std::vector<int32_t> want, got;
-        int64_t bad = 0;
-        ASSERT_NO_FATAL_FAILURE(run_against_cpu(logits, B, V, dl, streams, counters, ds, dc, p, want, got, bad));
+        ASSERT_NO_FATAL_FAILURE(check(dl, ds, dc, shapes::sampling_params(temp, 0, 1.0f, shapes::kEdgeRowsSeed)));
         EXPECT_EQ(device_->read_flags().non_finite_count, 0) << "-inf logits are weights of 0, not non-finite";
-        for (int64_t b = 0; b < B; ++b) {
-          const int k = kind[size_t(b)];
-          if (temp == 0.0f || k == 1 || k == 2 || k == 5) {
-            ASSERT_EQ(got[b], want[b]) << "row " << b << " (kind " << k << ")";
-          }
-        }
-        if (temp != 0.0f) {
-          sampled_rows += B;
-          disagreements += bad;
-        }
+        check_guards();
+        guards_.clear();
       }
-      check_guards();
     }
   }
-  std::printf("untruncated edge rows: %lld of %lld sampled rows differ from the CPU\n", (long long)disagreements,
-              (long long)sampled_rows);
-  EXPECT_LE(disagreements, 1 + sampled_rows / 1000);
 }
 
 TEST_F(SamplingGpu, ZeroRowsAndNonFiniteFlag) {
@@ -347,47 +185,6 @@ TEST_F(SamplingGpu, ChiSquareOf200kDraws) {
   check_guards();
 }
 
-// logit_rows on the GPU: R rows over B logits rows (rows shared), against
-// the CPU op with the same index, f32 and bf16, the full vocabulary too.
-TEST_F(SamplingGpu, LogitRowsMatchCpu) {
-  for (const int64_t V : {int64_t(1000), int64_t(151936)}) {
-    const int64_t B = 12;
-    const std::vector<float> x = random_bf16_exact(size_t(B * V), 3 + uint32_t(V), -6, 6);
-    std::vector<int32_t> rows;
-    std::vector<int64_t> streams, counters;
-    tp_sampling_rows(B, rows, streams, counters);
-    const int64_t R = int64_t(rows.size());
-    Tensor drows = upload_raw(rows, {R}), ds = upload_raw(streams, {R}), dc = upload_raw(counters, {R});
-    for (const DType dt : {DType::f32, DType::bf16}) {
-      Tensor dl = upload(x, {B, V}, dt);
-      for (const auto& c : tp_sampling_cases()) {
-        if (c.coarse) continue;
-        SCOPED_TRACE(testing::Message() << "V " << V << " " << dtype_name(dt) << " " << c.name);
-        std::vector<int32_t> want(R), idx = rows;
-        std::vector<float> want_lp(R);
-        std::vector<float> xc = x;
-        ops::sample_tokens(cpu(), tensor_i32(want.data(), {R}), tensor_f32(want_lp.data(), {R}),
-                           tensor_f32(xc.data(), {B, V}), tensor_i32(idx.data(), {R}), tensor_i64(streams.data(), {R}),
-                           tensor_i64(counters.data(), {R}), c.p);
-        Tensor t = guarded(DType::i32, {R}), l = guarded(DType::f32, {R});
-        ops::sample_tokens(gpu(), t, l, dl, drows, ds, dc, c.p);
-        const auto got = get<int32_t>(t);
-        const auto lp = get<float>(l);
-        int bad = 0;
-        for (int64_t r = 0; r < R; ++r) {
-          if (got[r] != want[r]) {
-            ++bad;
-            continue;
-          }
-          EXPECT_NEAR(lp[r], want_lp[r], 1e-5 + 1e-6 * std::fabs(want_lp[r])) << "row " << r;
-        }
-        EXPECT_EQ(bad, 0);
-      }
-      check_guards();
-    }
-  }
-}
-
 // The CUDA shard ops of tp sampling, composed as rollout::sample_tokens_tp
 // does but with the collectives done on the host: tp shards on one GPU.
 struct TpResult {
@@ -399,7 +196,7 @@ class SamplingShardsGpu : public SamplingGpu {
  protected:
   TpResult emulate(int tp, const std::vector<float>& x, int64_t B, int64_t V, DType dt, Tensor rows, Tensor streams,
                    Tensor counters, const ops::SamplingParams& p) {
-    namespace sd = ops::sampling_detail;
+    namespace sd = ops::detail;
     const int64_t R = rows.numel(), Vs = V / tp;
     const ops::Ctx ctx = gpu();
     struct Rank {
@@ -530,57 +327,6 @@ TEST_F(SamplingShardsGpu, ShardOpsMatchTheUnshardedOp) {
   std::printf("shard ops: %lld of %lld sampled rows differ from the unsharded op\n", (long long)differ,
               (long long)sampled);
   EXPECT_EQ(differ, 0);
-}
-
-TEST_F(SamplingGpu, SamplingPerf) {
-  if (!gpu_perf_enabled()) GTEST_SKIP() << "set DAPO_GPU_PERF=1";
-  const ops::Ctx ctx = gpu();
-  Arena big(size_t(1) << 30, Device::cuda, "perf");
-  const int64_t V = 151936;
-  struct Case {
-    const char* name;
-    ops::SamplingParams p;
-  };
-  const Case cases[] = {{"T1", params(1.0f, 0, 1.0f)},
-                        {"greedy", params(0.0f, 0, 1.0f)},
-                        {"T0.7_topk20", params(0.7f, 20, 1.0f)},
-                        {"T0.7_topk1000", params(0.7f, 1000, 1.0f)},
-                        {"T0.7_topp0.9", params(0.7f, 0, 0.9f)},
-                        {"T0.7_topp0.95", params(0.7f, 0, 0.95f)},
-                        {"T0.7_topk20_topp0.9", params(0.7f, 20, 0.9f)},
-                        {"T0.7_topk1000_topp0.95", params(0.7f, 1000, 0.95f)}};
-  ops::Ctx one_cta = ctx;  // the untruncated sampler's one CTA a row (no scratch)
-  one_cta.scratch = nullptr;
-  for (const int64_t B : {int64_t(1), int64_t(8), int64_t(128), int64_t(512)})
-    for (const DType dt : {DType::f32, DType::bf16})
-      for (const float spread : {8.0f, 20.0f}) {  // logits uniform in [-spread, spread)
-        if (B == 512 && (dt == DType::f32 || spread != 8.0f)) continue;
-        if (B < 128 && (dt == DType::bf16 || spread != 8.0f)) continue;
-        ArenaScope scope(big);
-        Tensor logits = big.alloc(dt, {B, V});
-        fill_random(*device_, logits, 1, -spread, spread);
-        std::vector<int64_t> streams, counters;
-        make_keys(B, 2, streams, counters);
-        Tensor ds = big.alloc(DType::i64, {B}), dc = big.alloc(DType::i64, {B});
-        device_->copy_to_device(ds, tensor_i64(streams.data(), {B}));
-        device_->copy_to_device(dc, tensor_i64(counters.data(), {B}));
-        Tensor tok = big.alloc(DType::i32, {B}), lp = big.alloc(DType::f32, {B});
-        for (const Case& c : cases) {
-          if (B < 128 && (c.p.top_k > 0 || c.p.top_p < 1.0f)) continue;  // T1 and greedy only
-          const double ms =
-              time_ms(ctx.stream, [&] { ops::sample_tokens(ctx, tok, lp, logits, Tensor{}, ds, dc, c.p); }, 20);
-          print_perf(std::string("sample_tokens_") + c.name,
-                     "B=" + std::to_string(B) + ",V=" + std::to_string(V) + ",logits~U(+-" +
-                         std::to_string(int(spread)) + ")",
-                     dtype_name(dt), ms, double(B) * double(V) * double(dtype_size(dt)));
-        }
-        const double ms = time_ms(
-            ctx.stream, [&] { ops::sample_tokens(one_cta, tok, lp, logits, Tensor{}, ds, dc, cases[0].p); }, 20);
-        print_perf("sample_tokens_T1_one_cta",
-                   "B=" + std::to_string(B) + ",V=" + std::to_string(V) + ",logits~U(+-" +
-                       std::to_string(int(spread)) + ")",
-                   dtype_name(dt), ms, double(B) * double(V) * double(dtype_size(dt)));
-      }
 }
 
 }  // namespace

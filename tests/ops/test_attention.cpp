@@ -236,5 +236,25 @@ TEST(AttentionDeathTest, BadCuSeqlensIsAnError) {
   EXPECT_EXIT(forward(ctx_with(scratch), g), testing::ExitedWithCode(1), "not a multiple of Hkv");
 }
 
+TEST(AttentionDeathTest, ContractIsCheckedBeforeTheBackend) {
+  Packed p = make_packed({3, 2}, 2, 1, 4, 710);
+  Arena scratch(1 << 16, Device::cpu, "test");
+  std::vector<float> lse(size_t(p.Hq * p.T));
+  // out written over q, which the rows still read.
+  EXPECT_EXIT(ops::attention_forward(ctx_with(scratch), p.tq(), tensor_f32(lse.data(), {p.Hq, p.T}), p.tq(), p.tk(),
+                                     p.tv(), p.tcu(), p.T, p.scale),
+              testing::ExitedWithCode(1), "attention_forward: out overlaps q");
+  std::vector<float> out(p.q.size());
+  // k of another dtype than q.
+  EXPECT_EXIT(ops::attention_forward(ctx_with(scratch), tensor_f32(out.data(), {p.T, p.Hq, p.D}),
+                                     tensor_f32(lse.data(), {p.Hq, p.T}), p.tq(),
+                                     Tensor(p.k.data(), DType::bf16, {p.T, p.Hkv, p.D}), p.tv(), p.tcu(), p.T,
+                                     p.scale),
+              testing::ExitedWithCode(1), "attention_forward: k is bf16, expected f32");
+  EXPECT_EXIT(ops::attention_forward(ctx_with(scratch), tensor_f32(out.data(), {p.T, p.Hq, p.D}),
+                                     tensor_f32(lse.data(), {p.Hq, p.T}), p.tq(), p.tk(), p.tv(), p.tcu(), p.T, NAN),
+              testing::ExitedWithCode(1), "attention_forward: scale nan is not finite");
+}
+
 }  // namespace
 }  // namespace dapo

@@ -1,9 +1,9 @@
-// Dispatch (ops/dispatch.h): every op checks that its tensors live on the
+// Dispatch (src/ops/dispatch.h): every op checks that its tensors live on the
 // Ctx's device before the backend touches them, naming the op and the
 // argument; tensors without elements and arguments that are not tensors are
 // left alone. No GPU is needed: the check runs before any memory access, so
 // a host buffer marked Device::cuda never gets read.
-#include "dapo/ops/dispatch.h"
+#include "src/ops/dispatch.h"
 
 #include <vector>
 
@@ -44,9 +44,9 @@ TEST(DispatchDeathTest, CpuOpRefusesADeviceTensor) {
                                      tensor_f32(q.data(), {2, 1, 4}), tensor_f32(q.data(), {2, 1, 4}),
                                      on_cuda(q, {2, 1, 4}), tensor_i32(cu.data(), {2}), 2, 0.5f),
               testing::ExitedWithCode(1), "op attention_forward: argument 5 \\(v\\) is on cuda");
-  std::vector<float> cache(16);
+  std::vector<float> cache(16), v_cache(16);
   std::vector<int32_t> slots{0};
-  EXPECT_EXIT(ops::kv_cache_write(test::cpu_ctx(), on_cuda(cache, {2, 2, 1, 4}), tensor_f32(cache.data(), {2, 2, 1, 4}),
+  EXPECT_EXIT(ops::kv_cache_write(test::cpu_ctx(), on_cuda(cache, {2, 2, 1, 4}), tensor_f32(v_cache.data(), {2, 2, 1, 4}),
                                   tensor_f32(q.data(), {1, 1, 4}), tensor_f32(q.data(), {1, 1, 4}),
                                   tensor_i32(slots.data(), {1})),
               testing::ExitedWithCode(1), "op kv_cache_write: argument 1 \\(k_cache\\) is on cuda");

@@ -209,5 +209,33 @@ TEST(KvCacheDeathTest, BadSlotsAndTablesAreErrors) {
               testing::ExitedWithCode(1), "max_context_len = 2 but a sequence has context length 3");
 }
 
+TEST(KvCacheDeathTest, ContractIsCheckedBeforeTheBackend) {
+  std::vector<float> kc(2 * 2 * 1 * 4), vc(kc.size()), k(4), v(4), q(4);
+  std::vector<int32_t> slots{1};
+  // The new key is read from the slot the op writes.
+  EXPECT_EXIT(ops::kv_cache_write(test::cpu_ctx(), tensor_f32(kc.data(), {2, 2, 1, 4}),
+                                  tensor_f32(vc.data(), {2, 2, 1, 4}), tensor_f32(kc.data() + 4, {1, 1, 4}),
+                                  tensor_f32(v.data(), {1, 1, 4}), tensor_i32(slots.data(), {1})),
+              testing::ExitedWithCode(1), "kv_cache_write: k_cache overlaps k");
+  EXPECT_EXIT(ops::kv_cache_write(test::cpu_ctx(), tensor_f32(kc.data(), {2, 2, 1, 4}),
+                                  tensor_f32(vc.data(), {2, 2, 1, 4}), tensor_f32(k.data(), {1, 1, 4}),
+                                  Tensor(v.data(), DType::bf16, {1, 1, 4}), tensor_i32(slots.data(), {1})),
+              testing::ExitedWithCode(1), "kv_cache_write: v is bf16, expected f32");
+  Arena scratch(1 << 16, Device::cpu, "test");
+  std::vector<int32_t> table{0, 1}, lens{3}, cu_q{0, 1};
+  // out written over q.
+  EXPECT_EXIT(ops::paged_attention(ctx_with(scratch), tensor_f32(q.data(), {1, 1, 4}),
+                                   tensor_f32(q.data(), {1, 1, 4}), tensor_f32(kc.data(), {2, 2, 1, 4}),
+                                   tensor_f32(vc.data(), {2, 2, 1, 4}), tensor_i32(table.data(), {1, 2}),
+                                   tensor_i32(lens.data(), {1}), tensor_i32(cu_q.data(), {2}), 3, 0.5f),
+              testing::ExitedWithCode(1), "paged_attention: out overlaps q");
+  std::vector<float> out(4);
+  EXPECT_EXIT(ops::paged_attention(ctx_with(scratch), tensor_f32(out.data(), {1, 1, 4}),
+                                   tensor_f32(q.data(), {1, 1, 4}), tensor_f32(kc.data(), {2, 2, 1, 4}),
+                                   tensor_f32(vc.data(), {2, 2, 1, 4}), tensor_i32(table.data(), {1, 2}),
+                                   tensor_i32(lens.data(), {1}), tensor_i32(cu_q.data(), {2}), -1, 0.5f),
+              testing::ExitedWithCode(1), "paged_attention: max_context_len = -1");
+}
+
 }  // namespace
 }  // namespace dapo

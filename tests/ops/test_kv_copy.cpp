@@ -67,6 +67,10 @@ TEST(KvBlockCopyDeathTest, BadBlockListsAreFatal) {
                 ops::kv_block_copy(test::cpu_ctx(), p.kt(), tensor_f32(small.data(), {NB, BS, Hkv * D, 1}),
                                    tensor_i32(src.data(), {1}), tensor_i32(dst.data(), {1}))),
                "v_cache has shape");
+  // One pool as both caches: the two pools are copied in parallel.
+  EXPECT_DEATH((set_abort_hook(nullptr), ops::kv_block_copy(test::cpu_ctx(), p.kt(), p.kt(),
+                                                            tensor_i32(src.data(), {1}), tensor_i32(dst.data(), {1}))),
+               "kv_block_copy: k_cache overlaps v_cache");
 }
 
 }  // namespace

@@ -53,5 +53,23 @@ TEST(LinearMulti, RefusesAliasedOutputsAndTooManySegments) {
   EXPECT_DEATH(ops::linear_forward_multi(test::cpu_ctx(), x, std::span<const ops::LinearSegment>{}), "segments");
 }
 
+// Dtypes: every weight of in's, outputs f32 unless the operands are bf16;
+// the f32 reference then refuses bf16 (CUDA's case).
+TEST(LinearMulti, RefusesDtypesTheContractDoesNotList) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  std::vector<float> in(4 * 3), w(2 * 3), out(4 * 2);
+  std::vector<bf16> wh(2 * 3), outh(4 * 2), inh(4 * 3);
+  const Tensor x = f32(in, {4, 3});
+  const std::vector<ops::LinearSegment> bf16_weight = {{f32(out, {4, 2}), tensor_bf16(wh.data(), {2, 3}), Tensor{}}};
+  EXPECT_DEATH(ops::linear_forward_multi(test::cpu_ctx(), x, bf16_weight),
+               "linear_forward_multi: segment 0's weight is bf16, expected f32");
+  const std::vector<ops::LinearSegment> bf16_out = {{tensor_bf16(outh.data(), {4, 2}), f32(w, {2, 3}), Tensor{}}};
+  EXPECT_DEATH(ops::linear_forward_multi(test::cpu_ctx(), x, bf16_out), "f32 operands into segment 0's out");
+  const std::vector<ops::LinearSegment> bf16_all = {
+      {tensor_bf16(outh.data(), {4, 2}), tensor_bf16(wh.data(), {2, 3}), Tensor{}}};
+  EXPECT_DEATH(ops::linear_forward_multi(test::cpu_ctx(), tensor_bf16(inh.data(), {4, 3}), bf16_all),
+               "in is bf16, expected f32");
+}
+
 }  // namespace
 }  // namespace dapo

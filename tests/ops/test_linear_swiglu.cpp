@@ -46,6 +46,22 @@ TEST(LinearSwigluDeathTest, BadShapesAreRejected) {
                                           tensor_f32(up.data(), {M, I}), tensor_f32(in.data(), {M, K}),
                                           tensor_f32(wg.data(), {I, K}), tensor_f32(wu.data(), {I, K})),
                "h has shape");
+  // The unfused path's scratch: gate one row short, up on top of h.
+  EXPECT_DEATH(ops::linear_swiglu_forward(ctx, tensor_f32(h.data(), {M, I}), tensor_f32(gate.data(), {M - 1, I}),
+                                          tensor_f32(up.data(), {M, I}), tensor_f32(in.data(), {M, K}),
+                                          tensor_f32(wg.data(), {I, K}), tensor_f32(wu.data(), {I, K})),
+               "gate has shape");
+  EXPECT_DEATH(ops::linear_swiglu_forward(ctx, tensor_f32(h.data(), {M, I}), tensor_f32(gate.data(), {M, I}),
+                                          tensor_f32(h.data(), {M, I}), tensor_f32(in.data(), {M, K}),
+                                          tensor_f32(wg.data(), {I, K}), tensor_f32(wu.data(), {I, K})),
+               "up overlaps h");
+  // A folded norm of the wrong row count.
+  std::vector<float> ssq(M + 1);
+  EXPECT_DEATH(ops::linear_swiglu_forward(ctx, tensor_f32(h.data(), {M, I}), tensor_f32(gate.data(), {M, I}),
+                                          tensor_f32(up.data(), {M, I}), tensor_f32(in.data(), {M, K}),
+                                          tensor_f32(wg.data(), {I, K}), tensor_f32(wu.data(), {I, K}),
+                                          ops::RowNorm{tensor_f32(ssq.data(), {M + 1, 1}), 1e-6f}),
+               "linear_swiglu_forward: row-norm sums of squares");
 }
 
 }  // namespace

@@ -235,5 +235,38 @@ TEST(Linear, BiasGradientIndependentOfThreadCount) {
     EXPECT_EQ(0, std::memcmp(results[0].data(), results[r].data(), O * sizeof(float)));
 }
 
+// The header's contract is checked before the backend: what it refuses
+// (operands of two dtypes, f32 operands into bf16, aliasing) fails in the
+// op's name; bf16, which the contract allows, fails in the f32 reference.
+TEST(MatmulDeathTest, TheContractIsCheckedBeforeTheBackend) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  std::vector<float> a(4 * 3), b(3 * 2), c(4 * 2);
+  std::vector<bf16> ah(4 * 3), bh(3 * 2), ch(4 * 2);
+  const auto ctx = test::cpu_ctx();
+  EXPECT_DEATH(ops::matmul(ctx, f32(c, {4, 2}), tensor_bf16(ah.data(), {4, 3}), f32(b, {3, 2}), false, false, 1, 0),
+               "matmul: b is f32, expected bf16");
+  EXPECT_DEATH(ops::matmul(ctx, tensor_bf16(ch.data(), {4, 2}), f32(a, {4, 3}), f32(b, {3, 2}), false, false, 1, 0),
+               "matmul: f32 operands into a bf16 c");
+  EXPECT_DEATH(ops::matmul(ctx, f32(c, {4, 2}), f32(a, {4, 3}), f32(b, {2, 3}), false, false, 1, 0),
+               "b has shape \\(2, 3\\), expected \\(3, 2\\)");
+  EXPECT_DEATH(ops::matmul(ctx, f32(a, {4, 2}), f32(a, {4, 3}), f32(b, {3, 2}), false, false, 1, 0),
+               "matmul: output c overlaps an input");
+  EXPECT_DEATH(ops::matmul(ctx, f32(c, {4, 2}), tensor_bf16(ah.data(), {4, 3}), tensor_bf16(bh.data(), {3, 2}),
+                           false, false, 1, 0),
+               "a is bf16, expected f32");
+  // linear_forward: a bias of another shape; linear_backward: din on top
+  // of in (dweight reads in after din is written), a bf16 dweight.
+  std::vector<float> in(4 * 3), w(2 * 3), out(4 * 2), bias(3), dout(4 * 2), dw(2 * 3), din(4 * 3);
+  EXPECT_DEATH(ops::linear_forward(ctx, f32(out, {4, 2}), f32(in, {4, 3}), f32(w, {2, 3}), f32(bias, {3})),
+               "bias has shape");
+  EXPECT_DEATH(ops::linear_backward(ctx, f32(in, {4, 3}), f32(dw, {2, 3}), Tensor{}, f32(dout, {4, 2}),
+                                    f32(in, {4, 3}), f32(w, {2, 3})),
+               "linear_backward: din overlaps");
+  std::vector<bf16> dwh(2 * 3);
+  EXPECT_DEATH(ops::linear_backward(ctx, f32(din, {4, 3}), tensor_bf16(dwh.data(), {2, 3}), Tensor{},
+                                    f32(dout, {4, 2}), f32(in, {4, 3}), f32(w, {2, 3})),
+               "linear_backward: dweight is bf16, expected f32");
+}
+
 }  // namespace
 }  // namespace dapo

@@ -145,6 +145,11 @@ TEST(NormFoldDeathTest, BadShapesAreRefused) {
               testing::ExitedWithCode(1), "eps");
   EXPECT_EXIT(ops::row_norm_apply(ctx, f32(y, {1, C}), ops::RowNorm{f32(ssq, {M, 2}), kEps}),
               testing::ExitedWithCode(1), "row-norm sums of squares");
+  // One dtype for all but ssq: a bf16 norm weight among f32 tensors.
+  std::vector<bf16> gh(C);
+  EXPECT_EXIT(ops::linear_residual_fold(ctx, f32(sum, {M, C}), f32(y, {M, C}), f32(ssq, {M, 2}), f32(in, {M, K}),
+                                        f32(w, {C, K}), f32(res, {M, C}), tensor_bf16(gh.data(), {C})),
+              testing::ExitedWithCode(1), "linear_residual_fold: norm_weight is bf16, expected f32");
 }
 
 }  // namespace

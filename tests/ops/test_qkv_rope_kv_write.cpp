@@ -1,14 +1,13 @@
 // The fused q/k/v product, RoPE and KV-cache write equals its definition,
 // linear_forward_multi then rope_kv_write, bit for bit on the CPU (skipped
 // slots and the rest of the pool untouched; an empty batch); malformed
-// segments are refused with the op's name.
+// segments and RoPE arguments are refused with the op's name.
 #include "dapo/ops/qkv_rope_kv_write.h"
 
 #include <algorithm>
 #include <numeric>
 
 #include "dapo/ops/rope.h"
-#include "dapo/ops/rope_kv_write.h"
 #include "ops/op_test_util.h"
 
 namespace dapo {
@@ -58,7 +57,7 @@ TEST(QkvRopeKvWrite, EqualsLinearForwardMultiThenRopeKvWrite) {
   run_case({0, 16, 2, 1, 4, 2, 8}, 3);    // empty batch
 }
 
-TEST(QkvRopeKvWriteDeathTest, RefusesMalformedSegments) {
+TEST(QkvRopeKvWriteDeathTest, RefusesMalformedArguments) {
   std::vector<float> in(2 * 8), w(8 * 8), q(2 * 8), k(2 * 4), v(2 * 4), kc(2 * 2 * 1 * 4), vc(kc.size());
   std::vector<int32_t> pos{0, 1}, slots{0, 1};
   const ops::Ctx ctx = test::cpu_ctx();
@@ -74,6 +73,11 @@ TEST(QkvRopeKvWriteDeathTest, RefusesMalformedSegments) {
   // q of 6 columns: not whole heads of 4.
   const ops::LinearSegment odd{tensor_f32(q.data(), {2, 6}), tensor_f32(w.data(), {6, 8}), Tensor{}};
   EXPECT_EXIT(run({odd, sk, sv}), testing::ExitedWithCode(1), "qkv_rope_kv_write: output .* is not rows of heads");
+  // rope_kv_write's contract on the products' heads, in this op's name.
+  EXPECT_EXIT(ops::qkv_rope_kv_write(ctx, tensor_f32(in.data(), {2, 8}), std::vector<ops::LinearSegment>{sq, sk, sv},
+                                     tensor_f32(kc.data(), {2, 2, 1, 4}), tensor_f32(vc.data(), {2, 2, 1, 4}),
+                                     tensor_i32(pos.data(), {2}), tensor_i32(slots.data(), {2}), 0.0f),
+              testing::ExitedWithCode(1), "qkv_rope_kv_write: theta 0 must be positive");
 }
 
 }  // namespace

@@ -3,7 +3,6 @@
 // finite differences through a, b and weight, accumulates into dsum and
 // dweight (equal to rmsnorm_backward's din added to dsum), dweight is
 // bitwise the same for any thread count, and overlaps are rejected.
-#include "dapo/ops/residual_rmsnorm.h"
 
 #include <omp.h>
 

@@ -162,5 +162,17 @@ TEST(RopeDeathTest, OddHeadDimensionIsAnError) {
               testing::ExitedWithCode(1), "must be even");
 }
 
+TEST(RopeDeathTest, PartialOverlapAndBadThetaAreErrors) {
+  std::vector<float> x(3 * 1 * 4);
+  std::vector<int32_t> pos{0, 1};
+  // din one token past dout in the same buffer: it would read rotated values.
+  EXPECT_EXIT(ops::rope_backward(test::cpu_ctx(), tensor_f32(x.data() + 4, {2, 1, 4}), tensor_f32(x.data(), {2, 1, 4}),
+                                 tensor_i32(pos.data(), {2}), 1e4f),
+              testing::ExitedWithCode(1), "rope_backward: din and dout overlap without being the same buffer");
+  EXPECT_EXIT(ops::rope_forward(test::cpu_ctx(), tensor_f32(x.data(), {2, 1, 4}), tensor_f32(x.data(), {2, 1, 4}),
+                                tensor_i32(pos.data(), {2}), 0.0f),
+              testing::ExitedWithCode(1), "rope_forward: theta 0 must be positive");
+}
+
 }  // namespace
 }  // namespace dapo

@@ -1,14 +1,13 @@
 // The fused decode-step RoPE + KV cache write equals its definition, the
 // three CPU ops in sequence, bit for bit: q and k rotated in place, the
 // rotated k and v at their slots (skipped slots and the rest of the pool
-// untouched); an empty batch; aliasing refused.
-#include "dapo/ops/rope_kv_write.h"
+// untouched); an empty batch; aliasing and mixed dtypes refused.
+#include "dapo/ops/rope.h"
 
 #include <algorithm>
 #include <numeric>
 
 #include "dapo/ops/kv_cache.h"
-#include "dapo/ops/rope.h"
 #include "ops/op_test_util.h"
 
 namespace dapo {
@@ -54,7 +53,7 @@ TEST(RopeKvWrite, EqualsRopeTwiceThenKvCacheWrite) {
   run_case({0, 14, 2, 64, 2, 16}, 5);    // empty batch
 }
 
-TEST(RopeKvWriteDeathTest, RefusesAliasing) {
+TEST(RopeKvWriteDeathTest, RefusesAliasingAndMixedDtypes) {
   std::vector<float> q(2 * 2 * 4), cache(2 * 2 * 1 * 4), v(2 * 1 * 4);
   std::vector<int32_t> pos{0, 1}, slots{0, 1};
   std::vector<float> kc(cache.size());
@@ -64,6 +63,13 @@ TEST(RopeKvWriteDeathTest, RefusesAliasing) {
                                  tensor_f32(v.data(), {2, 1, 4}), tensor_i32(pos.data(), {2}),
                                  tensor_i32(slots.data(), {2}), ops::kRopeThetaQwen2),
               testing::ExitedWithCode(1), "rope_kv_write: q overlaps k");
+  std::vector<float> k(v.size());
+  // The caches of another dtype than q.
+  EXPECT_EXIT(ops::rope_kv_write(test::cpu_ctx(), tensor_f32(q.data(), {2, 2, 4}), tensor_f32(k.data(), {2, 1, 4}),
+                                 Tensor(kc.data(), DType::bf16, {2, 2, 1, 4}), tensor_f32(cache.data(), {2, 2, 1, 4}),
+                                 tensor_f32(v.data(), {2, 1, 4}), tensor_i32(pos.data(), {2}),
+                                 tensor_i32(slots.data(), {2}), ops::kRopeThetaQwen2),
+              testing::ExitedWithCode(1), "rope_kv_write: k_cache is bf16, expected f32");
 }
 
 }  // namespace

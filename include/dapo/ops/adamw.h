@@ -44,27 +44,7 @@ struct AdamWParams {
 void adamw_step(const Ctx& ctx, Tensor param, Tensor grad, Tensor exp_avg, Tensor exp_avg_sq,
                 Tensor param_bf16, const AdamWParams& p);
 
-namespace cpu {
-void adamw_step(const Ctx& ctx, Tensor param, Tensor grad, Tensor exp_avg, Tensor exp_avg_sq,
-                Tensor param_bf16, const AdamWParams& p);
-}  // namespace cpu
-
-// CUDA builds only: the same dtypes (f32 state, bf16 copy); one kernel,
+// CUDA backend: the same dtypes (f32 state, bf16 copy); one kernel,
 // 16-byte accesses when the buffers allow.
-namespace cuda {
-void adamw_step(const Ctx& ctx, Tensor param, Tensor grad, Tensor exp_avg, Tensor exp_avg_sq,
-                Tensor param_bf16, const AdamWParams& p);
-}  // namespace cuda
-
-namespace detail {
-// The per-step scalars both backends use (see adamw_step).
-struct AdamWScalars {
-  float decay, step_size, bc2_sqrt, b1, b2, one_m_b1, one_m_b2, eps, scale;
-};
-AdamWScalars adamw_scalars(const AdamWParams& p);
-// Checks the shapes, dtypes and parameters shared by both backends.
-void check_adamw(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-                 const Tensor& param_bf16, const AdamWParams& p);
-}  // namespace detail
 
 }  // namespace dapo::ops

@@ -47,7 +47,8 @@ namespace dapo::ops {
 // max_seqlen: >= the longest sequence, max_b(cu_seqlens[b+1] - cu_seqlens[b]),
 //             given by the caller (who packed the batch on the host) so that a
 //             GPU launch never reads cu_seqlens back; the CPU op checks it.
-// scale:      multiplies q . k; usually 1 / sqrt(D).
+// scale:      multiplies q . k; usually 1 / sqrt(D); finite.
+// k, v and out have q's dtype. out and lse overlap no other argument.
 // Needs ctx.scratch (CPU: nthreads * max_seqlen floats).
 void attention_forward(const Ctx& ctx, Tensor out, Tensor lse, Tensor q, Tensor k, Tensor v,
                        Tensor cu_seqlens, int64_t max_seqlen, float scale);
@@ -60,6 +61,7 @@ void attention_forward(const Ctx& ctx, Tensor out, Tensor lse, Tensor q, Tensor 
 // dout: (T, Hq, D) f32 (CUDA: bf16), the gradient of out.
 // q, k, v, cu_seqlens, max_seqlen, scale: as given to attention_forward;
 // out:  (T, Hq, D) and lse: (Hq, T), what attention_forward returned.
+// All but lse have q's dtype. dq, dk and dv overlap no other argument.
 // Deterministic: the result does not depend on the number of threads
 // (CPU) and is bit-identical on repeated runs (CUDA).
 // Needs ctx.scratch (CPU: Hq * T floats).
@@ -67,21 +69,6 @@ void attention_backward(const Ctx& ctx, Tensor dq, Tensor dk, Tensor dv, Tensor 
                         Tensor k, Tensor v, Tensor out, Tensor lse, Tensor cu_seqlens, int64_t max_seqlen,
                         float scale);
 
-namespace cpu {
-void attention_forward(const Ctx& ctx, Tensor out, Tensor lse, Tensor q, Tensor k, Tensor v,
-                       Tensor cu_seqlens, int64_t max_seqlen, float scale);
-void attention_backward(const Ctx& ctx, Tensor dq, Tensor dk, Tensor dv, Tensor dout, Tensor q,
-                        Tensor k, Tensor v, Tensor out, Tensor lse, Tensor cu_seqlens, int64_t max_seqlen,
-                        float scale);
-}  // namespace cpu
-
-// CUDA builds only: the dtypes above (bf16, lse f32), D in {16, 32, 64, 128}.
-namespace cuda {
-void attention_forward(const Ctx& ctx, Tensor out, Tensor lse, Tensor q, Tensor k, Tensor v,
-                       Tensor cu_seqlens, int64_t max_seqlen, float scale);
-void attention_backward(const Ctx& ctx, Tensor dq, Tensor dk, Tensor dv, Tensor dout, Tensor q,
-                        Tensor k, Tensor v, Tensor out, Tensor lse, Tensor cu_seqlens, int64_t max_seqlen,
-                        float scale);
-}  // namespace cuda
+// CUDA backend: the dtypes above (bf16, lse f32), D in {16, 32, 64, 128}.
 
 }  // namespace dapo::ops

@@ -18,14 +18,7 @@ namespace dapo::ops {
 // happens); otherwise out and in must not overlap.
 void cast(const Ctx& ctx, Tensor out, Tensor in);
 
-namespace cpu {
-void cast(const Ctx& ctx, Tensor out, Tensor in);
-}  // namespace cpu
-
-// CUDA builds only: the same pairs and the same bits (NaN payloads too);
+// CUDA backend: the same pairs and the same bits (NaN payloads too);
 // both tensors on the device; T -> T is a cudaMemcpyAsync on the stream.
-namespace cuda {
-void cast(const Ctx& ctx, Tensor out, Tensor in);
-}  // namespace cuda
 
 }  // namespace dapo::ops

@@ -38,14 +38,4 @@ class StreamEvent {
   void* event_ = nullptr;  // cudaEvent_t on the CUDA backend
 };
 
-// CUDA builds only.
-namespace cuda {
-void copy(const Ctx& ctx, Tensor dst, Tensor src);
-void stream_synchronize(const Ctx& ctx);
-void* event_create();
-void event_destroy(void* event);
-void event_record(const Ctx& ctx, void* event);
-void event_synchronize(void* event);
-}  // namespace cuda
-
 }  // namespace dapo::ops

@@ -1,6 +1,6 @@
-// CudaDevice: the GPU one rank drives - its stream, cuBLASLt handle and
-// workspace - and the Ctx that sends ops to it. Handles are opaque here so
-// that host code builds without CUDA headers; the definitions are in
+// CudaDevice: the GPU one rank drives - its streams, the cuBLASLt handle and
+// workspace - and the Ctx that sends ops to it. Handles are declared only here,
+// so that host code builds without CUDA headers; the definitions are in
 // cuda/runtime/cuda_device.cu and exist only in CUDA builds (DAPO_WITH_CUDA).
 #pragma once
 
@@ -15,9 +15,8 @@ int cuda_device_count();  // 0 when the driver sees none
 class CudaDevice {
  public:
   // Binds this thread to GPU `index` and creates a non-blocking stream, a
-  // cuBLASLt handle and a workspace of `workspace_bytes` for it, a cuDNN
-  // handle on that stream, the GEMM and attention plan caches, and the
-  // device flags (zeroed). Every op, copy and memset of the rank goes on
+  // cuBLASLt handle and a workspace of `workspace_bytes` for it, the GEMM
+  // plan cache, and the device flags (zeroed). Every op, copy and memset of the rank goes on
   // this stream: nothing uses the legacy default stream, which a
   // non-blocking stream does not order with.
   explicit CudaDevice(int index, size_t workspace_bytes = size_t(32) << 20);
@@ -60,16 +59,12 @@ class CudaDevice {
 
  private:
   int index_ = 0;
-  void* stream_ = nullptr;     // cudaStream_t
-  void* cublaslt_ = nullptr;   // cublasLtHandle_t
-  void* workspace_ = nullptr;  // device memory for cuBLASLt
-  size_t workspace_bytes_ = 0;
+  CUstream_st* stream_ = nullptr;
+  cuda::Libraries* libraries_ = nullptr;  // owned
   void* comm_stream_ = nullptr;    // cudaStream_t
   void* compute_done_ = nullptr;   // cudaEvent_t recorded on stream_
   void* comm_done_ = nullptr;      // cudaEvent_t recorded on comm_stream_
   DeviceFlags* flags_ = nullptr;   // device memory
-  void* cudnn_ = nullptr;          // cudnnHandle_t
-  void* gemm_plans_ = nullptr;     // cuda::GemmPlanCache*
 };
 
 }  // namespace dapo::ops

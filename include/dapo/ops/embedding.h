@@ -40,17 +40,8 @@ void embedding_forward(const Ctx& ctx, Tensor out, Tensor ids, Tensor weight, in
 // in embedding_forward and skipped.
 void embedding_backward(const Ctx& ctx, Tensor dweight, Tensor dout, Tensor ids, int64_t vocab_start);
 
-namespace cpu {
-void embedding_forward(const Ctx& ctx, Tensor out, Tensor ids, Tensor weight, int64_t vocab_start);
-void embedding_backward(const Ctx& ctx, Tensor dweight, Tensor dout, Tensor ids, int64_t vocab_start);
-}  // namespace cpu
-
-// CUDA builds only: dtypes as above. embedding_backward takes about
+// CUDA backend: dtypes as above. embedding_backward takes about
 // 16 N + 8 * ceil(N / 64) * C bytes of ctx.scratch (sort keys and
 // rows, and the pieces of runs of one id that cross a chunk of 64).
-namespace cuda {
-void embedding_forward(const Ctx& ctx, Tensor out, Tensor ids, Tensor weight, int64_t vocab_start);
-void embedding_backward(const Ctx& ctx, Tensor dweight, Tensor dout, Tensor ids, int64_t vocab_start);
-}  // namespace cuda
 
 }  // namespace dapo::ops

@@ -17,19 +17,6 @@ namespace dapo::ops {
 // cudaMemsetAsync, anything else a kernel with 16-byte stores.
 void fill(const Ctx& ctx, Tensor t, double value);
 
-namespace cpu {
-void fill(const Ctx& ctx, Tensor t, double value);
-}  // namespace cpu
-
-// CUDA builds only: the same dtypes; t on the device.
-namespace cuda {
-void fill(const Ctx& ctx, Tensor t, double value);
-}  // namespace cuda
-
-namespace detail {
-// The bits of one element of t's dtype holding `value` (in the low
-// dtype_size bytes), after the checks above.
-uint64_t fill_pattern(DType dtype, double value);
-}  // namespace detail
+// CUDA backend: the same dtypes; t on the device.
 
 }  // namespace dapo::ops

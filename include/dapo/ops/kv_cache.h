@@ -24,6 +24,8 @@ namespace dapo::ops {
 // slot_mapping:     (N) i32, token i goes to flat slot slot_mapping[i] =
 //                   block * block_size + offset; -1 skips the token.
 // Two tokens must not name the same slot (the CUDA kernel writes in parallel).
+// k and v have the caches' dtype; the two caches overlap neither each other
+// nor k, v or slot_mapping.
 void kv_cache_write(const Ctx& ctx, Tensor k_cache, Tensor v_cache, Tensor k, Tensor v,
                     Tensor slot_mapping);
 
@@ -43,8 +45,9 @@ void kv_cache_write(const Ctx& ctx, Tensor k_cache, Tensor v_cache, Tensor k, Te
 //                cu_seqlens_q[b]..cu_seqlens_q[b+1]-1 and are the LAST
 //                (cu_seqlens_q[b+1] - cu_seqlens_q[b]) positions of its context;
 //                the one at position p attends to positions 0..p.
-// scale:         multiplies q . k; usually 1 / sqrt(D).
-// Hq % Hkv == 0; query head h reads kv head h / (Hq / Hkv).
+// scale:         multiplies q . k; usually 1 / sqrt(D); finite.
+// Hq % Hkv == 0; query head h reads kv head h / (Hq / Hkv). out and the
+// caches have q's dtype; out overlaps no other argument.
 // max_context_len: >= every context_lens[b], given by the caller (who built
 //                the batch on the host) so that a GPU launch never reads
 //                context_lens back; the CPU op checks it.
@@ -54,15 +57,7 @@ void paged_attention(const Ctx& ctx, Tensor out, Tensor q, Tensor k_cache, Tenso
                      Tensor block_table, Tensor context_lens, Tensor cu_seqlens_q, int64_t max_context_len,
                      float scale);
 
-namespace cpu {
-void kv_cache_write(const Ctx& ctx, Tensor k_cache, Tensor v_cache, Tensor k, Tensor v,
-                    Tensor slot_mapping);
-void paged_attention(const Ctx& ctx, Tensor out, Tensor q, Tensor k_cache, Tensor v_cache,
-                     Tensor block_table, Tensor context_lens, Tensor cu_seqlens_q, int64_t max_context_len,
-                     float scale);
-}  // namespace cpu
-
-// CUDA builds only: k_cache, v_cache, k, v, q, out bf16; slot_mapping,
+// CUDA backend: k_cache, v_cache, k, v, q, out bf16; slot_mapping,
 // block_table, context_lens, cu_seqlens_q i32; all on the device.
 // paged_attention: D in {16, 32, 64, 128}; q, out and the caches 16-byte
 // aligned; num_blocks * block_size < 2^31. q.K and P.V run on the tensor
@@ -91,29 +86,5 @@ void paged_attention(const Ctx& ctx, Tensor out, Tensor q, Tensor k_cache, Tenso
 // while that kernel may still run (they must be on the device before that
 // kernel starts, as the engine's step metadata copy is), and q and the caches
 // only once it has finished.
-namespace cuda {
-void kv_cache_write(const Ctx& ctx, Tensor k_cache, Tensor v_cache, Tensor k, Tensor v,
-                    Tensor slot_mapping);
-void paged_attention(const Ctx& ctx, Tensor out, Tensor q, Tensor k_cache, Tensor v_cache,
-                     Tensor block_table, Tensor context_lens, Tensor cu_seqlens_q, int64_t max_context_len,
-                     float scale);
-// Bytes of ctx.scratch that cuda::paged_attention takes for N new tokens
-// over B sequences (Hq, Hkv, D as in its call), on the current device.
-size_t paged_attention_scratch_bytes(int64_t N, int64_t B, int64_t Hq, int64_t Hkv, int64_t D,
-                                     int64_t max_context_len);
-
-namespace detail {
-// How a call is spread over CTAs (ops/plan/paged_attention_plan.h, planned
-// on the host). paged_attention_split is the plan cuda::paged_attention
-// uses on the current device; tests and tuning may force another with
-// paged_attention_with_split (its partials also come from ctx.scratch;
-// bits depend on the split).
-using PagedSplit = plan::PagedSplit;
-PagedSplit paged_attention_split(int64_t N, int64_t B, int64_t Hq, int64_t Hkv, int64_t D, int64_t max_context_len);
-void paged_attention_with_split(const Ctx& ctx, Tensor out, Tensor q, Tensor k_cache, Tensor v_cache,
-                                Tensor block_table, Tensor context_lens, Tensor cu_seqlens_q,
-                                int64_t max_context_len, float scale, const PagedSplit& split);
-}  // namespace detail
-}  // namespace cuda
 
 }  // namespace dapo::ops

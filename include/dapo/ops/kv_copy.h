@@ -16,19 +16,14 @@ namespace dapo::ops {
 //                   M may be 0. The dst ids must be distinct and none may be
 //                   a src id, so the copies do not depend on their order
 //                   (the CUDA kernel runs them in parallel).
+// The two caches share dtype and shape and overlap neither each other nor
+// the id lists.
 void kv_block_copy(const Ctx& ctx, Tensor k_cache, Tensor v_cache, Tensor src_blocks, Tensor dst_blocks);
 
-namespace cpu {
-void kv_block_copy(const Ctx& ctx, Tensor k_cache, Tensor v_cache, Tensor src_blocks, Tensor dst_blocks);
-}  // namespace cpu
-
-// CUDA builds only: k_cache, v_cache bf16 (f32 also works), src_blocks,
+// CUDA backend: k_cache, v_cache bf16 (f32 also works), src_blocks,
 // dst_blocks i32, all on the device; 16-byte copies where the block size in
 // bytes and the pointers allow. The ids are not read on the host and not
 // diagnosed (the CPU op checks them): a copy naming a block outside
 // [0, num_blocks) is skipped.
-namespace cuda {
-void kv_block_copy(const Ctx& ctx, Tensor k_cache, Tensor v_cache, Tensor src_blocks, Tensor dst_blocks);
-}  // namespace cuda
 
 }  // namespace dapo::ops

@@ -37,17 +37,6 @@ namespace dapo::ops {
 void linear_swiglu_forward(const Ctx& ctx, Tensor h, Tensor gate, Tensor up, Tensor in, Tensor w_gate,
                            Tensor w_up, const RowNorm& rn = {});
 
-namespace detail {
-// The shapes every backend requires: in (M, K), w_gate and w_up (I, K), h
-// (M, I), all 2-D, h overlapping none of the others (fails naming the tensor).
-void check_linear_swiglu(const Tensor& h, const Tensor& in, const Tensor& w_gate, const Tensor& w_up);
-}  // namespace detail
-
-namespace cpu {
-void linear_swiglu_forward(const Ctx& ctx, Tensor h, Tensor gate, Tensor up, Tensor in, Tensor w_gate,
-                           Tensor w_up, const RowNorm& rn = {});
-}  // namespace cpu
-
 // CUDA builds only. The fused path (sm_90a builds; detail::linear_swiglu_fused
 // says when: bf16, few rows) is one launch: every CTA holds all of its input
 // rows (64 a warpgroup) and a tile of gate rows with the up rows of the same
@@ -59,39 +48,5 @@ void linear_swiglu_forward(const Ctx& ctx, Tensor h, Tensor gate, Tensor up, Ten
 // kernel sum the products in another order. CUDA-graph capturable; launched
 // as a programmatic dependent (it reads `in` only after the previous kernel
 // has finished).
-namespace cuda {
-void linear_swiglu_forward(const Ctx& ctx, Tensor h, Tensor gate, Tensor up, Tensor in, Tensor w_gate,
-                           Tensor w_up, const RowNorm& rn = {});
-
-namespace detail {
-// The fused launch's tile: h columns (gate rows, and as many up rows) per CTA,
-// and input rows per CTA (64 or 128). cols == 0: no fused plan.
-struct SwigluPlan {
-  int cols = 0;
-  int rows = 0;
-  bool deep = false;  // a ring of up to 160 KB instead of 112 (one CTA an SM)
-};
-// Whether the fused kernel can take the call (an sm_90a build, bf16,
-// K % 8 == 0, 16-byte aligned bases) and is the op's choice for it.
-bool linear_swiglu_supported(const Tensor& h, const Tensor& in, const Tensor& w_gate, const Tensor& w_up);
-bool linear_swiglu_preferred(int64_t M, int64_t K, int64_t I);
-// The plan the op uses, and the widths the kernel is
-// built for (for tests and tuning sweeps).
-SwigluPlan linear_swiglu_plan(int64_t M, int64_t K, int64_t I);
-std::span<const int> linear_swiglu_widths();
-// The fused kernel alone (the call must be supported) with `plan` or, when
-// null, linear_swiglu_plan's.
-void linear_swiglu_fused(const Ctx& ctx, Tensor h, Tensor in, Tensor w_gate, Tensor w_up,
-                         const SwigluPlan* plan = nullptr, const RowNorm* rn = nullptr);
-
-// The prefill's fused path (sm_90a builds): a persistent kernel of 128 input
-// rows x 128 h columns (256 weight rows) a tile, for many rows, where the
-// products are bound by the tensor cores (cuda/gemm/linear_swiglu_wide.cu). The
-// op takes it where linear_swiglu_wide_preferred says so (under a folded
-// norm the rows are normed in place first).
-bool linear_swiglu_wide_preferred(int64_t M, int64_t K, int64_t I);
-void linear_swiglu_wide(const Ctx& ctx, Tensor h, Tensor in, Tensor w_gate, Tensor w_up);
-}  // namespace detail
-}  // namespace cuda
 
 }  // namespace dapo::ops

@@ -74,28 +74,4 @@ size_t lm_head_sample_scratch_bytes(int64_t B, int64_t V);
 // composition is what the op runs anyway.
 bool lm_head_sample_preferred(const Ctx& ctx, const Tensor& hidden, const Tensor& weight, const SamplingParams& p);
 
-namespace detail {
-// The shapes, dtypes and parameters every backend requires (fails naming
-// the tensor); returns R.
-int64_t check_lm_head_sample(const Tensor& tokens, const Tensor& logprobs, const Tensor& hidden, const Tensor& weight,
-                             const Tensor& logit_rows, const Tensor& rng_streams, const Tensor& rng_counters,
-                             const SamplingParams& p);
-}  // namespace detail
-
-namespace cpu {
-void lm_head_sample(const Ctx& ctx, Tensor tokens, Tensor logprobs, Tensor hidden, Tensor weight,
-                    Tensor logit_rows, Tensor rng_streams, Tensor rng_counters, const SamplingParams& p,
-                    const RowNorm& norm);
-}  // namespace cpu
-
-// CUDA builds only.
-namespace cuda {
-void lm_head_sample(const Ctx& ctx, Tensor tokens, Tensor logprobs, Tensor hidden, Tensor weight,
-                    Tensor logit_rows, Tensor rng_streams, Tensor rng_counters, const SamplingParams& p,
-                    const RowNorm& norm);
-namespace detail {
-bool lm_head_sample_built();  // the sm_90a kernels are in this build
-}  // namespace detail
-}  // namespace cuda
-
 }  // namespace dapo::ops

@@ -85,31 +85,6 @@ void logprob_entropy_backward(const Ctx& ctx, Tensor dlogits, Tensor dlogprob, T
                               Tensor logits, Tensor targets, Tensor lse, Tensor entropy,
                               int64_t vocab_start, float inv_temperature);
 
-namespace cpu {
-void logits_row_max(const Ctx& ctx, Tensor row_max, Tensor logits, float inv_temperature);
-void logits_partial_sums(const Ctx& ctx, Tensor sums, Tensor logits, Tensor targets, Tensor row_max,
-                         int64_t vocab_start, float inv_temperature);
-void logprob_entropy_finish(const Ctx& ctx, Tensor logprob, Tensor entropy, Tensor lse, Tensor sums,
-                            Tensor row_max);
-void logprob_entropy_forward(const Ctx& ctx, Tensor logprob, Tensor entropy, Tensor lse, Tensor logits,
-                             Tensor targets, int64_t vocab_start, float inv_temperature);
-void logprob_entropy_backward(const Ctx& ctx, Tensor dlogits, Tensor dlogprob, Tensor dentropy,
-                              Tensor logits, Tensor targets, Tensor lse, Tensor entropy,
-                              int64_t vocab_start, float inv_temperature);
-}  // namespace cpu
-
-// CUDA builds only: logits / dlogits f32 or bf16, all else f32 (targets i32).
-namespace cuda {
-void logits_row_max(const Ctx& ctx, Tensor row_max, Tensor logits, float inv_temperature);
-void logits_partial_sums(const Ctx& ctx, Tensor sums, Tensor logits, Tensor targets, Tensor row_max,
-                         int64_t vocab_start, float inv_temperature);
-void logprob_entropy_finish(const Ctx& ctx, Tensor logprob, Tensor entropy, Tensor lse, Tensor sums,
-                            Tensor row_max);
-void logprob_entropy_forward(const Ctx& ctx, Tensor logprob, Tensor entropy, Tensor lse, Tensor logits,
-                             Tensor targets, int64_t vocab_start, float inv_temperature);
-void logprob_entropy_backward(const Ctx& ctx, Tensor dlogits, Tensor dlogprob, Tensor dentropy,
-                              Tensor logits, Tensor targets, Tensor lse, Tensor entropy,
-                              int64_t vocab_start, float inv_temperature);
-}  // namespace cuda
+// CUDA backend: logits / dlogits f32 or bf16, all else f32 (targets i32).
 
 }  // namespace dapo::ops

@@ -9,7 +9,7 @@
 // Layout: row-major, contiguous. Weights use HF's nn.Linear layout
 // (out_features, in_features), so y = x @ W^T. On the CPU backend all
 // tensors are f32 and the GEMM is OpenBLAS's cblas_sgemm. The CUDA backend
-// runs cuBLASLt (ctx.cublaslt, ctx.workspace, plans in ctx.gemm_plans) with
+// runs cuBLASLt (the handle, workspace and plan cache of ctx.libraries) with
 // the dtypes listed at the cuda:: declarations below.
 //
 // An optional tensor (bias, dbias, din) is passed as an empty Tensor{}
@@ -43,7 +43,7 @@ void linear_forward(const Ctx& ctx, Tensor out, Tensor in, Tensor weight, Tensor
 void linear_residual_forward(const Ctx& ctx, Tensor out, Tensor in, Tensor weight, Tensor res);
 
 // Whether the backend would rather take linear_residual_forward then a plain
-// norm than linear_forward then residual_rmsnorm_forward (residual_rmsnorm.h)
+// norm than linear_forward then residual_rmsnorm_forward (rmsnorm.h)
 // for N rows of in: on CUDA the prefill's many rows, where the GEMM is bound
 // by its FLOPs and reads res for free, and the product's partial sum then
 // never goes through memory (0.5B, 32,768 rows: 48 norm passes of ~80 us).
@@ -60,15 +60,6 @@ bool linear_residual_preferred(const Ctx& ctx, int64_t N);
 // Outputs must not overlap the inputs or each other.
 void linear_backward(const Ctx& ctx, Tensor din, Tensor dweight, Tensor dbias, Tensor dout,
                      Tensor in, Tensor weight);
-
-namespace cpu {
-void matmul(const Ctx& ctx, Tensor c, Tensor a, Tensor b, bool trans_a, bool trans_b, float alpha,
-            float beta);
-void linear_forward(const Ctx& ctx, Tensor out, Tensor in, Tensor weight, Tensor bias);
-void linear_residual_forward(const Ctx& ctx, Tensor out, Tensor in, Tensor weight, Tensor res);
-void linear_backward(const Ctx& ctx, Tensor din, Tensor dweight, Tensor dbias, Tensor dout,
-                     Tensor in, Tensor weight);
-}  // namespace cpu
 
 // CUDA builds only. Always fp32 accumulation (CUBLAS_COMPUTE_32F); the f32
 // path is true fp32 (no TF32). A bf16 output of a plain product (beta == 0,
@@ -98,23 +89,5 @@ void linear_backward(const Ctx& ctx, Tensor din, Tensor dweight, Tensor dbias, T
 // Same shape, dtypes and pointer alignment on the same GPU => same algorithm
 // => same bits (the first heuristic choice is cached per device). Any of the
 // sizes may be 0 as on the CPU.
-namespace cuda {
-void matmul(const Ctx& ctx, Tensor c, Tensor a, Tensor b, bool trans_a, bool trans_b, float alpha,
-            float beta);
-void linear_forward(const Ctx& ctx, Tensor out, Tensor in, Tensor weight, Tensor bias);
-void linear_residual_forward(const Ctx& ctx, Tensor out, Tensor in, Tensor weight, Tensor res);
-void linear_backward(const Ctx& ctx, Tensor din, Tensor dweight, Tensor dbias, Tensor dout,
-                     Tensor in, Tensor weight);
-
-namespace detail {
-// From this many rows (a prefill chunk; the decode step's products stay on
-// the skinny kernel and its folds).
-constexpr int64_t kLinearResidualMinRows = 512;
-// linear_forward's cuBLASLt path alone. linear_forward itself sends the
-// decode step's skinny bf16 products (few rows, see linear_multi.h) to the
-// kernel of linear_forward_multi instead; tests compare the two.
-void linear_forward_cublaslt(const Ctx& ctx, Tensor out, Tensor in, Tensor weight, Tensor bias);
-}  // namespace detail
-}  // namespace cuda
 
 }  // namespace dapo::ops

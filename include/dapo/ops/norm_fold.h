@@ -74,27 +74,4 @@ void row_norm_apply(const Ctx& ctx, Tensor x, const RowNorm& rn);
 // slower than the norms they replaced (2.66 -> 2.83 ms).
 bool norm_fold_preferred(const Ctx& ctx, int64_t M, int64_t C, int64_t I);
 
-namespace detail {
-// The shapes every backend requires (fails naming the tensor).
-void check_linear_residual_fold(const Tensor& sum, const Tensor& y, const Tensor& ssq, const Tensor& in,
-                                const Tensor& weight, const Tensor& res, const Tensor& norm_weight);
-// rn.ssq is (M, norm_fold_parts(C)) f32 and rn.eps > 0.
-void check_row_norm(const RowNorm& rn, int64_t M, int64_t C, const char* op);
-}  // namespace detail
-
-namespace cpu {
-void linear_residual_fold(const Ctx& ctx, Tensor sum, Tensor y, Tensor ssq, Tensor in, Tensor weight, Tensor res,
-                          Tensor norm_weight);
-void row_norm_apply(const Ctx& ctx, Tensor x, const RowNorm& rn);
-}  // namespace cpu
-
-namespace cuda {
-namespace detail {
-bool norm_fold_preferred(int64_t M, int64_t C, int64_t I);
-}  // namespace detail
-void linear_residual_fold(const Ctx& ctx, Tensor sum, Tensor y, Tensor ssq, Tensor in, Tensor weight, Tensor res,
-                          Tensor norm_weight);
-void row_norm_apply(const Ctx& ctx, Tensor x, const RowNorm& rn);
-}  // namespace cuda
-
 }  // namespace dapo::ops

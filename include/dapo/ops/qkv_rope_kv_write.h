@@ -3,7 +3,7 @@
 // Exactly
 //   linear_forward_multi(in, {q, k, v});
 //   rope_kv_write(q (T, Hq, D), k (T, Hkv, D), k_cache, v_cache, v, positions, slot_mapping, theta);
-// (linear_multi.h, rope_kv_write.h), with the same results on each backend;
+// (linear_multi.h, rope.h), with the same results on each backend;
 // on CUDA bit for bit, as the fused kernel sums every product in the order
 // and split of linear_forward_multi's own plan. It exists because a
 // decode step's RoPE + cache write is a kernel of its own whose launch
@@ -40,26 +40,8 @@ namespace dapo::ops {
 void qkv_rope_kv_write(const Ctx& ctx, Tensor in, std::span<const LinearSegment> qkv, Tensor k_cache,
                        Tensor v_cache, Tensor positions, Tensor slot_mapping, float theta, const RowNorm& rn = {});
 
-namespace detail {
-// The three outputs as heads: q (T, Hq, D), k and v (T, Hkv, D), D and Hkv
-// from k_cache. Checks that there are three segments of whole heads.
-struct QkvHeads {
-  Tensor q, k, v;
-};
-QkvHeads qkv_heads(std::span<const LinearSegment> qkv, const Tensor& k_cache);
-}  // namespace detail
-
-namespace cpu {
-void qkv_rope_kv_write(const Ctx& ctx, Tensor in, std::span<const LinearSegment> qkv, Tensor k_cache,
-                       Tensor v_cache, Tensor positions, Tensor slot_mapping, float theta, const RowNorm& rn = {});
-}  // namespace cpu
-
-// CUDA builds only: one launch (the skinny kernel with the RoPE + cache
+// CUDA backend: one launch (the skinny kernel with the RoPE + cache
 // epilogue) where linear_forward_multi would take the skinny path with
 // tiles that hold whole heads (detail::skinny_rope_plan), else the two ops.
-namespace cuda {
-void qkv_rope_kv_write(const Ctx& ctx, Tensor in, std::span<const LinearSegment> qkv, Tensor k_cache,
-                       Tensor v_cache, Tensor positions, Tensor slot_mapping, float theta, const RowNorm& rn = {});
-}  // namespace cuda
 
 }  // namespace dapo::ops

@@ -1,3 +1,6 @@
+// The RMSNorm family: Qwen2's RMSNorm, and the same norm fused with the
+// residual add that precedes it (below).
+//
 // RMSNorm of Qwen2 (Qwen2RMSNorm in HF transformers), all in fp32:
 //   rstd = 1 / sqrt(mean_c(x^2) + eps),   y = (x * rstd) * weight
 // Qwen2 checkpoints store the weight itself (no "1 + weight" offset as in
@@ -7,8 +10,7 @@
 // Dtypes: the CPU backend takes f32 only. On CUDA, in, weight, out, dout
 // and din are all bf16 (production) or all f32; rstd and dweight are f32
 // either way, and the statistics and all math are fp32 (mean(x^2) summed in
-// fp32, in a fixed order). residual_rmsnorm.h fuses the residual add that
-// precedes most of Qwen2's norms with this op.
+// fp32, in a fixed order).
 #pragma once
 
 #include "dapo/ops/context.h"
@@ -37,20 +39,51 @@ void rmsnorm_forward(const Ctx& ctx, Tensor out, Tensor rstd, Tensor in, Tensor 
 void rmsnorm_backward(const Ctx& ctx, Tensor din, Tensor dweight, Tensor dout, Tensor in,
                       Tensor weight, Tensor rstd);
 
-namespace cpu {
-void rmsnorm_forward(const Ctx& ctx, Tensor out, Tensor rstd, Tensor in, Tensor weight, float eps);
-void rmsnorm_backward(const Ctx& ctx, Tensor din, Tensor dweight, Tensor dout, Tensor in,
-                      Tensor weight, Tensor rstd);
-}  // namespace cpu
-
-// CUDA builds only: bf16 or f32 as above; rmsnorm_backward takes
+// CUDA backend: bf16 or f32 as above; rmsnorm_backward takes
 // C * min(N, 1024) floats of ctx.scratch. A row moves in 16-byte packs when
 // C is a multiple of 8 (bf16) or 4 (f32) and the pointers are 16-byte
 // aligned, element by element otherwise; C <= 8192 on the element path.
-namespace cuda {
-void rmsnorm_forward(const Ctx& ctx, Tensor out, Tensor rstd, Tensor in, Tensor weight, float eps);
-void rmsnorm_backward(const Ctx& ctx, Tensor din, Tensor dweight, Tensor dout, Tensor in,
-                      Tensor weight, Tensor rstd);
-}  // namespace cuda
+
+// --------------------------------------------------------------------------
+// The residual add fused with the RMSNorm that follows it (llm.c's
+// fused_residual_forward): Qwen2's decoder layer does
+//   h = h + attn(norm1(h));   h = h + mlp(norm2(h))
+// and every "h + ..." is followed by the next norm (the next layer's
+// input_layernorm, or the final norm). One pass reads the two summands,
+// writes the new residual stream and its normalised copy; the backward
+// adds the norm's input gradient straight into the residual gradient.
+//
+//   sum = a + b                  (rounded to sum's dtype)
+//   out = rmsnorm(sum) * weight  (rstd, y as in rmsnorm_forward, from the ROUNDED sum)
+//
+// Dtypes: the CPU backend takes f32 only. On CUDA, sum, a, b, out, weight,
+// dout and dsum are all bf16 (production) or all f32; rstd and dweight are
+// f32; all math is fp32 (bf16: a + b in fp32, then rounded once).
+
+// sum: (N, C), OVERWRITTEN with a + b; may be the same buffer as a or as b
+//      (the residual stream updated in place), no partial overlap.
+// out: (N, C), OVERWRITTEN with the norm of sum; must not overlap anything.
+// rstd: (N) f32, OVERWRITTEN: 1 / sqrt(mean(sum^2) + eps) of each row.
+// a, b: (N, C).   weight: (C).   eps: > 0.
+// The norm reads sum as stored, so the backward (which reads sum) sees
+// exactly the forward's input.
+void residual_rmsnorm_forward(const Ctx& ctx, Tensor sum, Tensor out, Tensor rstd, Tensor a, Tensor b,
+                              Tensor weight, float eps);
+
+// dsum: (N, C), ACCUMULATED: dsum += the norm's input gradient
+//      rstd * (w*dout - sum * rstd^2 * mean_c(w*dout*sum))
+//      (on CUDA: dsum read, the gradient added in fp32, rounded once).
+//      The gradient of a and b is dsum itself (the add passes it through).
+// dweight: (C) f32, ACCUMULATED (+=): sum over rows of dout * sum * rstd,
+//      in a fixed order (bitwise the same for any thread count; on CUDA a
+//      fixed row partition and a fixed-order sum of the partials).
+// dout: (N, C).   sum: (N, C), the forward's sum.   weight: (C).
+// rstd: (N) f32 from residual_rmsnorm_forward.
+// dsum must not overlap dout, sum, weight, rstd or dweight.
+void residual_rmsnorm_backward(const Ctx& ctx, Tensor dsum, Tensor dweight, Tensor dout, Tensor sum,
+                               Tensor weight, Tensor rstd);
+
+// CUDA backend: bf16 or f32 as above; the backward takes
+// C * min(N, 1024) floats of ctx.scratch (as rmsnorm_backward).
 
 }  // namespace dapo::ops

@@ -26,6 +26,10 @@
 // Layout: packed tokens (no padding); positions restart at 0 for every
 // sequence and are given per token, so one call covers a whole packed batch,
 // a chunked prefill and a decode step alike.
+//
+// The family: rope_forward and rope_backward, and rope_kv_write, the decode
+// step's RoPE fused with the KV cache write (kv_cache.h). The fused q/k/v
+// product with a RoPE epilogue is qkv_rope_kv_write.h.
 #pragma once
 
 #include "dapo/ops/context.h"
@@ -39,23 +43,52 @@ inline constexpr float kRopeThetaQwen2 = 1.0e6f;
 // out: (T, H, D) f32, overwritten.   in: (T, H, D) f32, D even.
 // positions: (T) i32, the position of each token inside its sequence.
 // theta: the RoPE base (> 0).
-// out may be the same buffer as in (in-place); partial overlap is not allowed.
+// out may be the same buffer as in (in-place); partial overlap is not
+// allowed, nor may out overlap positions.
 void rope_forward(const Ctx& ctx, Tensor out, Tensor in, Tensor positions, float theta);
 
 // The gradient of rope_forward: the inverse (transposed) rotation of dout.
 // din: (T, H, D) f32, overwritten.   dout: (T, H, D) f32.   positions: (T) i32.
-// din may be the same buffer as dout (in-place).
+// din may be the same buffer as dout (in-place), as for rope_forward.
 void rope_backward(const Ctx& ctx, Tensor din, Tensor dout, Tensor positions, float theta);
 
-namespace cpu {
-void rope_forward(const Ctx& ctx, Tensor out, Tensor in, Tensor positions, float theta);
-void rope_backward(const Ctx& ctx, Tensor din, Tensor dout, Tensor positions, float theta);
-}  // namespace cpu
+// CUDA backend: bf16 or f32 as above, D <= 512; in-place as above.
 
-// CUDA builds only: bf16 or f32 as above, D <= 512; in-place as above.
-namespace cuda {
-void rope_forward(const Ctx& ctx, Tensor out, Tensor in, Tensor positions, float theta);
-void rope_backward(const Ctx& ctx, Tensor din, Tensor dout, Tensor positions, float theta);
-}  // namespace cuda
+// The generation engine's decode-step prologue in one op: RoPE on the new
+// tokens' queries and keys (in place), then the rotated keys and the values
+// into the paged KV cache. Exactly
+//   rope_forward(q, q, positions, theta);
+//   rope_forward(k, k, positions, theta);
+//   kv_cache_write(k_cache, v_cache, k, v, slot_mapping);
+// (kv_cache.h), with the same results, bit for bit on each backend.
+// It exists because a decode step has only B = 1..256 tokens, so each of
+// those three ops is a tiny kernel whose launch costs more than its work;
+// one launch does all of it.
+//
+// q:            (T, Hq, D), rotated in place (overwritten).
+// k:            (T, Hkv, D), rotated in place (overwritten).
+// k_cache, v_cache: (num_blocks, block_size, Hkv, D), updated in place: token
+//               i's rotated k row and its v row go to flat slot
+//               slot_mapping[i] (kv_cache.h's layout); other slots untouched.
+// v:            (T, Hkv, D), read only.
+// positions:    (T) i32, each token's position inside its sequence.
+// slot_mapping: (T) i32, flat cache slot of each token; -1 skips the cache
+//               write of that token (its q and k are still rotated). Two
+//               tokens must not name the same slot.
+// theta:        the RoPE base (> 0), e.g. kRopeThetaQwen2.
+// D even; q, k, v and the caches of one dtype. q, k, v, the two caches,
+// positions and slot_mapping are pairwise disjoint buffers (no aliasing at
+// all).
+// CPU backend: f32 q, k, v and caches; the three CPU ops in sequence.
+void rope_kv_write(const Ctx& ctx, Tensor q, Tensor k, Tensor k_cache, Tensor v_cache, Tensor v, Tensor positions,
+                   Tensor slot_mapping, float theta);
+
+// CUDA backend: q, k, v, k_cache, v_cache bf16 (the dtypes of
+// cuda::kv_cache_write; rope's f32 path is not offered); positions and
+// slot_mapping i32; all on the device; D <= 512. One kernel launch whose
+// results are bit-identical to cuda::rope_forward twice and
+// cuda::kv_cache_write (the same device code, rope_common.cuh). As there, the
+// metadata is not read on the host: slots outside [0, num_blocks *
+// block_size) are skipped, not diagnosed (the CPU op checks them).
 
 }  // namespace dapo::ops

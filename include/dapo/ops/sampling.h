@@ -93,15 +93,6 @@ inline bool has_logit_rows(const Tensor& logit_rows) {
   return logit_rows.data != nullptr && logit_rows.numel() > 0;
 }
 
-namespace detail {
-// The sampled rows' outputs and keys of every sampling op (sample_tokens,
-// lm_head_sample): tokens (R) i32, logprobs (R) f32, rng_streams and
-// rng_counters (R) i64 with R = tokens.numel() (fails naming the tensor);
-// returns R.
-int64_t check_sampled_rows(const Tensor& tokens, const Tensor& logprobs, const Tensor& rng_streams,
-                           const Tensor& rng_counters);
-}  // namespace detail
-
 // ---- tp shards --------------------------------------------------------------
 // The steps of sampling from a vocabulary split over tp ranks (rank q holds
 // ids [vocab_start, vocab_start + Vs) in vocabulary order), without the full
@@ -155,39 +146,5 @@ void sampling_shard_kept_mass(const Ctx& ctx, Tensor out, Tensor logits, Tensor 
 void sampling_shard_choose(const Ctx& ctx, Tensor tokens, Tensor logprobs, Tensor logits, Tensor logit_rows,
                            Tensor m, Tensor select, Tensor sums, Tensor kept, Tensor rng_streams,
                            Tensor rng_counters, const SamplingParams& p, int rank, int64_t vocab_start);
-
-#define DAPO_SAMPLING_DECLS                                                                                     \
-  void sample_tokens(const Ctx& ctx, Tensor tokens, Tensor logprobs, Tensor logits, Tensor logit_rows,         \
-                     Tensor rng_streams, Tensor rng_counters, const SamplingParams& p);                         \
-  void sampling_shard_max(const Ctx& ctx, Tensor out, Tensor logits, Tensor logit_rows, float temperature);    \
-  void sampling_shard_sum(const Ctx& ctx, Tensor out, Tensor logits, Tensor logit_rows, Tensor m,              \
-                          float temperature);                                                                   \
-  void sampling_select_begin(const Ctx& ctx, Tensor select, const SamplingParams& p, int phase, int64_t vocab); \
-  void sampling_shard_histogram(const Ctx& ctx, Tensor hist, Tensor logits, Tensor logit_rows, Tensor m,       \
-                                float temperature, Tensor select, int level);                                   \
-  void sampling_descend(const Ctx& ctx, Tensor select, Tensor hist, int level, float top_p);                    \
-  void sampling_shard_tie_count(const Ctx& ctx, Tensor out, Tensor logits, Tensor logit_rows, Tensor m,        \
-                                float temperature, Tensor select);                                              \
-  void sampling_shard_tie_limit(const Ctx& ctx, Tensor select, Tensor tie_counts, int rank, Tensor logits,     \
-                                Tensor logit_rows, Tensor m, float temperature);                                \
-  void sampling_shard_kept_mass(const Ctx& ctx, Tensor out, Tensor logits, Tensor logit_rows, Tensor m,        \
-                                float temperature, Tensor select);                                              \
-  void sampling_shard_choose(const Ctx& ctx, Tensor tokens, Tensor logprobs, Tensor logits, Tensor logit_rows, \
-                             Tensor m, Tensor select, Tensor sums, Tensor kept, Tensor rng_streams,             \
-                             Tensor rng_counters, const SamplingParams& p, int rank, int64_t vocab_start);
-
-namespace cpu {
-DAPO_SAMPLING_DECLS
-}  // namespace cpu
-
-// CUDA builds only.
-namespace cuda {
-DAPO_SAMPLING_DECLS
-// out (B, 4) i32 (the u32 words): philox_draw(seed, rng_streams[b],
-// rng_counters[b]) computed on the device, for tests that the device draw
-// has the host's bits.
-void philox_draws(const Ctx& ctx, Tensor out, Tensor rng_streams, Tensor rng_counters, uint64_t seed);
-}  // namespace cuda
-#undef DAPO_SAMPLING_DECLS
 
 }  // namespace dapo::ops

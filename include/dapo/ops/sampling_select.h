@@ -31,7 +31,7 @@
 
 #include "dapo/core/rng.h"  // DAPO_HOST_DEVICE
 
-namespace dapo::ops::sampling_detail {
+namespace dapo::ops::detail {
 
 inline constexpr int kLevels = 4;
 inline constexpr int kMaxBins = 256;
@@ -270,4 +270,4 @@ DAPO_HOST_DEVICE inline int holder_shard(const double* kept, int64_t stride, int
   return last < 0 ? 0 : last;
 }
 
-}  // namespace dapo::ops::sampling_detail
+}  // namespace dapo::ops::detail

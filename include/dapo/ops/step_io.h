@@ -55,19 +55,4 @@ void step_out(const Ctx& ctx, const StepOut& a);
 void set_step_in(CapturedGraph& graph, const StepIn& a);
 void set_step_out(CapturedGraph& graph, const StepOut& a);
 
-namespace detail {
-// The shape, device and range checks both backends run.
-// d: where the device side lives (Device::cuda for a CUDA ctx).
-void check_step_in(Device d, const StepIn& a);
-void check_step_out(Device d, const StepOut& a);
-}  // namespace detail
-
-// CUDA builds only.
-namespace cuda {
-void step_in(const Ctx& ctx, const StepIn& a);
-void step_out(const Ctx& ctx, const StepOut& a);
-void set_step_in(CapturedGraph& graph, const StepIn& a);
-void set_step_out(CapturedGraph& graph, const StepOut& a);
-}  // namespace cuda
-
 }  // namespace dapo::ops

@@ -16,16 +16,9 @@ namespace dapo::ops {
 // x: any shape, f32, treated as flat (N); N = 0 gives 0.
 void sum_squares(const Ctx& ctx, Tensor out, Tensor x);
 
-namespace cpu {
-void sum_squares(const Ctx& ctx, Tensor out, Tensor x);
-}  // namespace cpu
-
-// CUDA builds only: the same dtypes (x and out f32, out on the device); the
+// CUDA backend: the same dtypes (x and out f32, out on the device); the
 // chunks are the GPU's own (at most 4096, one CTA each, partials in double
 // in ctx.scratch), so the bits are reproducible on one backend but differ
 // from the CPU's in the last places.
-namespace cuda {
-void sum_squares(const Ctx& ctx, Tensor out, Tensor x);
-}  // namespace cuda
 
 }  // namespace dapo::ops

@@ -12,15 +12,6 @@ void swiglu_forward(const Ctx& ctx, Tensor out, Tensor gate, Tensor up);
 // dgate, dup: (N, I), overwritten; dout, gate, up: (N, I).
 void swiglu_backward(const Ctx& ctx, Tensor dgate, Tensor dup, Tensor dout, Tensor gate, Tensor up);
 
-namespace cpu {
-void swiglu_forward(const Ctx& ctx, Tensor out, Tensor gate, Tensor up);
-void swiglu_backward(const Ctx& ctx, Tensor dgate, Tensor dup, Tensor dout, Tensor gate, Tensor up);
-}  // namespace cpu
-
-// CUDA builds only: f32 or bf16 tensors (all the same dtype), fp32 math.
-namespace cuda {
-void swiglu_forward(const Ctx& ctx, Tensor out, Tensor gate, Tensor up);
-void swiglu_backward(const Ctx& ctx, Tensor dgate, Tensor dup, Tensor dout, Tensor gate, Tensor up);
-}  // namespace cuda
+// CUDA backend: f32 or bf16 tensors (all the same dtype), fp32 math.
 
 }  // namespace dapo::ops

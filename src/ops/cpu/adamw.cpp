@@ -1,5 +1,7 @@
 // CPU reference of the AdamW step (fp32 state, OpenMP over elements).
 #include "dapo/ops/adamw.h"
+#include "src/ops/cpu/cpu_ops.h"
+#include "src/ops/backend_shared.h"
 
 #include <cmath>
 
@@ -7,7 +9,6 @@ namespace dapo::ops::cpu {
 
 void adamw_step(const Ctx&, Tensor param, Tensor grad, Tensor exp_avg, Tensor exp_avg_sq, Tensor param_bf16,
                 const AdamWParams& p) {
-  detail::check_adamw(param, grad, exp_avg, exp_avg_sq, param_bf16, p);
   float* w = param.ptr<float>();        // (N)
   const float* g = grad.ptr<float>();   // (N)
   float* m = exp_avg.ptr<float>();      // (N)

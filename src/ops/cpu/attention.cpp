@@ -14,6 +14,8 @@
 
 #include "attention_row.h"
 #include "cu_seqlens.h"
+#include "src/ops/contract.h"
+#include "src/ops/cpu/cpu_ops.h"
 
 namespace dapo::ops::cpu {
 namespace {
@@ -24,44 +26,18 @@ using detail::check_cu_seqlens;
 using detail::dot;
 using detail::sequence_of;
 
-struct Dims {
-  int64_t T, Hq, Hkv, D, B, group;
-};
-
-Dims check_attention_args(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
-                          const Tensor& cu_seqlens) {
-  DAPO_CHECK_DTYPE(q, DType::f32);
-  DAPO_CHECK_DTYPE(k, DType::f32);
-  DAPO_CHECK_DTYPE(v, DType::f32);
-  DAPO_CHECK_DTYPE(cu_seqlens, DType::i32);
-  DAPO_CHECK(q.ndim == 3 && k.ndim == 3, op, ": q ", q.shape_string(), " and k ",
-             k.shape_string(), " must be (T, H, D)");
-  Dims d{};
-  d.T = q.shape[0];
-  d.Hq = q.shape[1];
-  d.D = q.shape[2];
-  d.Hkv = k.shape[1];
-  DAPO_CHECK(d.Hkv > 0 && d.Hq % d.Hkv == 0, op, ": Hq = ", d.Hq, " is not a multiple of Hkv = ",
-             d.Hkv);
-  d.group = d.Hq / d.Hkv;
-  DAPO_CHECK_SHAPE(k, {d.T, d.Hkv, d.D});
-  DAPO_CHECK_SHAPE(v, {d.T, d.Hkv, d.D});
-  DAPO_CHECK(cu_seqlens.ndim == 1 && cu_seqlens.shape[0] >= 1, op, ": cu_seqlens ",
-             cu_seqlens.shape_string(), " must be (B+1)");
-  d.B = cu_seqlens.shape[0] - 1;
-  return d;
-}
+using ops::detail::check_dtype;
 
 }  // namespace
 
 void attention_forward(const Ctx& ctx, Tensor out, Tensor lse, Tensor q, Tensor k, Tensor v,
                        Tensor cu_seqlens, int64_t max_seqlen, float scale) {
-  const Dims dm = check_attention_args("attention_forward", q, k, v, cu_seqlens);
-  const int64_t T = dm.T, Hq = dm.Hq, Hkv = dm.Hkv, D = dm.D, B = dm.B, group = dm.group;
-  DAPO_CHECK_DTYPE(out, DType::f32);
-  DAPO_CHECK_DTYPE(lse, DType::f32);
-  DAPO_CHECK_SHAPE(out, {T, Hq, D});
-  DAPO_CHECK_SHAPE(lse, {Hq, T});
+  // ops::attention_forward checked the contract; the reference computes in
+  // f32 (the other tensors have q's dtype).
+  check_dtype("attention_forward on the CPU", q, DType::f32, "q");
+  const int64_t T = q.shape[0], Hq = q.shape[1], D = q.shape[2], Hkv = k.shape[1];
+  const int64_t B = cu_seqlens.shape[0] - 1, group = Hq / Hkv;
+  // The offsets are read here, on the host: only this backend can check them.
   const int32_t* cu = cu_seqlens.ptr<int32_t>();  // (B+1)
   const int64_t max_len = check_cu_seqlens("attention_forward", "cu_seqlens", cu, B, T, "T");
   DAPO_CHECK(max_len <= max_seqlen, "attention_forward: a sequence of ", max_len, " tokens, max_seqlen = ", max_seqlen);
@@ -99,20 +75,9 @@ void attention_forward(const Ctx& ctx, Tensor out, Tensor lse, Tensor q, Tensor 
 
 void attention_backward(const Ctx& ctx, Tensor dq, Tensor dk, Tensor dv, Tensor dout, Tensor q,
                         Tensor k, Tensor v, Tensor out, Tensor lse, Tensor cu_seqlens, int64_t max_seqlen, float scale) {
-  const Dims dm = check_attention_args("attention_backward", q, k, v, cu_seqlens);
-  const int64_t T = dm.T, Hq = dm.Hq, Hkv = dm.Hkv, D = dm.D, B = dm.B, group = dm.group;
-  DAPO_CHECK_DTYPE(dq, DType::f32);
-  DAPO_CHECK_DTYPE(dk, DType::f32);
-  DAPO_CHECK_DTYPE(dv, DType::f32);
-  DAPO_CHECK_DTYPE(dout, DType::f32);
-  DAPO_CHECK_DTYPE(out, DType::f32);
-  DAPO_CHECK_DTYPE(lse, DType::f32);
-  DAPO_CHECK_SHAPE(dq, {T, Hq, D});
-  DAPO_CHECK_SHAPE(dk, {T, Hkv, D});
-  DAPO_CHECK_SHAPE(dv, {T, Hkv, D});
-  DAPO_CHECK_SHAPE(dout, {T, Hq, D});
-  DAPO_CHECK_SHAPE(out, {T, Hq, D});
-  DAPO_CHECK_SHAPE(lse, {Hq, T});
+  check_dtype("attention_backward on the CPU", q, DType::f32, "q");
+  const int64_t T = q.shape[0], Hq = q.shape[1], D = q.shape[2], Hkv = k.shape[1];
+  const int64_t B = cu_seqlens.shape[0] - 1, group = Hq / Hkv;
   const int32_t* cu = cu_seqlens.ptr<int32_t>();  // (B+1)
   const int64_t max_len = check_cu_seqlens("attention_backward", "cu_seqlens", cu, B, T, "T");
   DAPO_CHECK(max_len <= max_seqlen, "attention_backward: a sequence of ", max_len, " tokens, max_seqlen = ", max_seqlen);

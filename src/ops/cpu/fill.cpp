@@ -1,5 +1,7 @@
 // CPU reference of the fill op (OpenMP over elements; memset for zero bits).
 #include "dapo/ops/fill.h"
+#include "src/ops/cpu/cpu_ops.h"
+#include "src/ops/backend_shared.h"
 
 #include <cstring>
 
@@ -17,10 +19,9 @@ void fill_as(void* data, int64_t n, uint64_t pattern) {
 }  // namespace
 
 void fill(const Ctx&, Tensor t, double value) {
-  const uint64_t pattern = detail::fill_pattern(t.dtype, value);  // checks value first, even for no elements
   const int64_t n = t.numel();
   if (n == 0) return;
-  DAPO_CHECK(t.data != nullptr, "fill: the tensor has no data");
+  const uint64_t pattern = ops::detail::fill_pattern(t.dtype, value);
   if (pattern == 0) {
     std::memset(t.data, 0, t.nbytes());
     return;

@@ -11,41 +11,24 @@
 
 #include "attention_row.h"
 #include "cu_seqlens.h"
+#include "src/ops/contract.h"
+#include "src/ops/cpu/cpu_ops.h"
 
 namespace dapo::ops::cpu {
 namespace {
 
-struct CacheDims {
-  int64_t num_blocks, block_size, Hkv, D;
-};
-
-CacheDims check_cache(const char* op, const Tensor& k_cache, const Tensor& v_cache) {
-  DAPO_CHECK_DTYPE(k_cache, DType::f32);
-  DAPO_CHECK_DTYPE(v_cache, DType::f32);
-  DAPO_CHECK(k_cache.ndim == 4, op, ": k_cache ", k_cache.shape_string(),
-             " must be (num_blocks, block_size, Hkv, D)");
-  const CacheDims c{k_cache.shape[0], k_cache.shape[1], k_cache.shape[2], k_cache.shape[3]};
-  DAPO_CHECK_SHAPE(v_cache, {c.num_blocks, c.block_size, c.Hkv, c.D});
-  DAPO_CHECK(c.block_size > 0 && c.Hkv > 0, op, ": empty cache geometry ",
-             k_cache.shape_string());
-  return c;
-}
+using ops::detail::check_dtype;
 
 }  // namespace
 
+// ops::kv_cache_write checked the contract; the reference copies f32 (k and
+// v have the caches' dtype) and checks the slots, which it reads here.
 void kv_cache_write(const Ctx&, Tensor k_cache, Tensor v_cache, Tensor k, Tensor v,
                     Tensor slot_mapping) {
-  const CacheDims c = check_cache("kv_cache_write", k_cache, v_cache);
-  DAPO_CHECK_DTYPE(k, DType::f32);
-  DAPO_CHECK_DTYPE(v, DType::f32);
-  DAPO_CHECK_DTYPE(slot_mapping, DType::i32);
-  DAPO_CHECK(slot_mapping.ndim == 1, "kv_cache_write: slot_mapping ",
-             slot_mapping.shape_string(), " must be (N)");
-  const int64_t N = slot_mapping.shape[0];
-  DAPO_CHECK_SHAPE(k, {N, c.Hkv, c.D});
-  DAPO_CHECK_SHAPE(v, {N, c.Hkv, c.D});
+  check_dtype("kv_cache_write on the CPU", k_cache, DType::f32, "k_cache");
+  const int64_t N = slot_mapping.shape[0], Hkv = k_cache.shape[2], D = k_cache.shape[3];
   const int32_t* slots = slot_mapping.ptr<int32_t>();  // (N)
-  const int64_t num_slots = c.num_blocks * c.block_size;
+  const int64_t num_slots = k_cache.shape[0] * k_cache.shape[1];
   for (int64_t i = 0; i < N; ++i)
     DAPO_CHECK(slots[i] >= -1 && slots[i] < num_slots, "kv_cache_write: slot_mapping[", i,
                "] = ", slots[i], " outside [-1, ", num_slots, ")");
@@ -54,7 +37,7 @@ void kv_cache_write(const Ctx&, Tensor k_cache, Tensor v_cache, Tensor k, Tensor
   float* vc = v_cache.ptr<float>();  // (num_blocks * block_size, Hkv, D)
   const float* kp = k.ptr<float>();  // (N, Hkv, D)
   const float* vp = v.ptr<float>();  // (N, Hkv, D)
-  const int64_t row = c.Hkv * c.D;   // one slot = one token's k (or v) of all kv heads
+  const int64_t row = Hkv * D;       // one slot = one token's k (or v) of all kv heads
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < N; ++i) {
     if (slots[i] < 0) continue;
@@ -66,23 +49,14 @@ void kv_cache_write(const Ctx&, Tensor k_cache, Tensor v_cache, Tensor k, Tensor
 void paged_attention(const Ctx& ctx, Tensor out, Tensor q, Tensor k_cache, Tensor v_cache,
                      Tensor block_table, Tensor context_lens, Tensor cu_seqlens_q, int64_t max_context_len,
                      float scale) {
-  const CacheDims c = check_cache("paged_attention", k_cache, v_cache);
-  DAPO_CHECK_DTYPE(out, DType::f32);
-  DAPO_CHECK_DTYPE(q, DType::f32);
-  DAPO_CHECK_DTYPE(block_table, DType::i32);
-  DAPO_CHECK_DTYPE(context_lens, DType::i32);
-  DAPO_CHECK_DTYPE(cu_seqlens_q, DType::i32);
-  DAPO_CHECK(q.ndim == 3, "paged_attention: q ", q.shape_string(), " must be (N, Hq, D)");
-  const int64_t N = q.shape[0], Hq = q.shape[1], D = c.D, Hkv = c.Hkv;
-  DAPO_CHECK(q.shape[2] == D, "paged_attention: q ", q.shape_string(), " vs cache head dim ", D);
-  DAPO_CHECK(Hq % Hkv == 0, "paged_attention: Hq = ", Hq, " is not a multiple of Hkv = ", Hkv);
+  // ops::paged_attention checked the contract; the reference computes in
+  // f32 (q, out and the caches have one dtype) and checks the metadata,
+  // which it reads here, before any cache row is touched.
+  check_dtype("paged_attention on the CPU", q, DType::f32, "q");
+  const int64_t num_blocks = k_cache.shape[0], block_size = k_cache.shape[1];
+  const int64_t N = q.shape[0], Hq = q.shape[1], Hkv = k_cache.shape[2], D = k_cache.shape[3];
   const int64_t group = Hq / Hkv;
-  DAPO_CHECK_SHAPE(out, {N, Hq, D});
-  DAPO_CHECK(block_table.ndim == 2, "paged_attention: block_table ", block_table.shape_string(),
-             " must be (B, max_blocks)");
   const int64_t B = block_table.shape[0], max_blocks = block_table.shape[1];
-  DAPO_CHECK_SHAPE(context_lens, {B});
-  DAPO_CHECK_SHAPE(cu_seqlens_q, {B + 1});
 
   const int32_t* bt = block_table.ptr<int32_t>();     // (B, max_blocks)
   const int32_t* lens = context_lens.ptr<int32_t>();  // (B)
@@ -93,13 +67,13 @@ void paged_attention(const Ctx& ctx, Tensor out, Tensor q, Tensor k_cache, Tenso
     const int64_t nq = int64_t(cu[b + 1]) - cu[b];
     DAPO_CHECK(nq <= lens[b], "paged_attention: sequence ", b, " has ", nq, " new tokens but context length ",
                lens[b]);
-    const int64_t nblocks = (int64_t(lens[b]) + c.block_size - 1) / c.block_size;
+    const int64_t nblocks = (int64_t(lens[b]) + block_size - 1) / block_size;
     DAPO_CHECK(nblocks <= max_blocks, "paged_attention: sequence ", b, " of length ", lens[b],
                " needs ", nblocks, " blocks, block_table has ", max_blocks);
     for (int64_t n = 0; n < nblocks; ++n) {
       const int32_t blk = bt[b * max_blocks + n];
-      DAPO_CHECK(blk >= 0 && blk < c.num_blocks, "paged_attention: block_table[", b, ", ", n,
-                 "] = ", blk, " outside [0, ", c.num_blocks, ")");
+      DAPO_CHECK(blk >= 0 && blk < num_blocks, "paged_attention: block_table[", b, ", ", n,
+                 "] = ", blk, " outside [0, ", num_blocks, ")");
     }
     max_len = std::max<int64_t>(max_len, lens[b]);
   }
@@ -130,7 +104,7 @@ void paged_attention(const Ctx& ctx, Tensor out, Tensor q, Tensor k_cache, Tenso
       const int32_t* table = bt + b * max_blocks;
       // Offset of kv head g of position p inside a cache: one formula for k and v.
       auto slot = [&](int64_t p) {
-        return ((int64_t(table[p / c.block_size]) * c.block_size + p % c.block_size) * Hkv + g) * D;
+        return ((int64_t(table[p / block_size]) * block_size + p % block_size) * Hkv + g) * D;
       };
       detail::attend_row(o + (i * Hq + h) * D, qp + (i * Hq + h) * D, n, D, scale, s,
                          [&](int64_t p) { return kc + slot(p); }, [&](int64_t p) { return vc + slot(p); });

@@ -2,23 +2,18 @@
 // first (range, distinct destinations, no destination that is also a
 // source), then each block of each pool is one contiguous memcpy.
 #include "dapo/ops/kv_copy.h"
+#include "src/ops/contract.h"
+#include "src/ops/cpu/cpu_ops.h"
 
 #include <cstring>
 
 namespace dapo::ops::cpu {
 
+// ops::kv_block_copy checked the contract; the reference copies f32 pools
+// and checks the ids, which it reads here, before any block moves.
 void kv_block_copy(const Ctx&, Tensor k_cache, Tensor v_cache, Tensor src_blocks, Tensor dst_blocks) {
-  DAPO_CHECK_DTYPE(k_cache, DType::f32);
-  DAPO_CHECK_DTYPE(v_cache, DType::f32);
-  DAPO_CHECK(k_cache.ndim == 4, "kv_block_copy: k_cache ", k_cache.shape_string(),
-             " must be (num_blocks, block_size, Hkv, D)");
-  const int64_t num_blocks = k_cache.shape[0];
-  DAPO_CHECK_SHAPE(v_cache, {num_blocks, k_cache.shape[1], k_cache.shape[2], k_cache.shape[3]});
-  DAPO_CHECK_DTYPE(src_blocks, DType::i32);
-  DAPO_CHECK_DTYPE(dst_blocks, DType::i32);
-  DAPO_CHECK(src_blocks.ndim == 1, "kv_block_copy: src_blocks ", src_blocks.shape_string(), " must be (M)");
-  const int64_t M = src_blocks.shape[0];
-  DAPO_CHECK_SHAPE(dst_blocks, {M});
+  ops::detail::check_dtype("kv_block_copy on the CPU", k_cache, DType::f32, "k_cache");
+  const int64_t num_blocks = k_cache.shape[0], M = src_blocks.shape[0];
   const int32_t* src = src_blocks.ptr<int32_t>();  // (M)
   const int32_t* dst = dst_blocks.ptr<int32_t>();  // (M)
   for (int64_t j = 0; j < M; ++j) {

@@ -5,12 +5,13 @@
 #include "dapo/core/arena.h"
 #include "dapo/ops/copy.h"
 #include "dapo/ops/matmul.h"
+#include "src/ops/cpu/cpu_ops.h"
 
 namespace dapo::ops::cpu {
 
+// The contract is checked by ops::lm_head_sample.
 void lm_head_sample(const Ctx& ctx, Tensor tokens, Tensor logprobs, Tensor hidden, Tensor weight, Tensor logit_rows,
                     Tensor rng_streams, Tensor rng_counters, const SamplingParams& p, const RowNorm& norm) {
-  detail::check_lm_head_sample(tokens, logprobs, hidden, weight, logit_rows, rng_streams, rng_counters, p);
   DAPO_CHECK(ctx.scratch != nullptr, "lm_head_sample needs ctx.scratch (4 * B * V bytes and sample_tokens')");
   const int64_t B = hidden.shape[0], V = weight.shape[0];
   ArenaScope scope(*ctx.scratch);

@@ -1,6 +1,7 @@
 // CPU reference of the log-prob + entropy op (fp32 in and out, per-row sums
 // accumulated in double; OpenMP over rows). See include/dapo/ops/logprob.h.
 #include "dapo/ops/logprob.h"
+#include "src/ops/cpu/cpu_ops.h"
 
 #include <algorithm>
 #include <cmath>
@@ -18,12 +19,9 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // An absent upstream gradient (Tensor{}, see Tensor::defined) means zero.
 
-void check_logits(const Tensor& logits, float inv_temperature) {
-  DAPO_CHECK_DTYPE(logits, DType::f32);
-  DAPO_CHECK(logits.ndim == 2, "logits must be (N, V), got ", logits.shape_string());
-  DAPO_CHECK(inv_temperature > 0.0f && std::isfinite(inv_temperature), "inv_temperature ",
-             inv_temperature, " must be positive and finite");
-}
+// The contract is checked by the ops:: functions; the reference reads f32
+// logits (and then every gradient is f32 too).
+void check_logits(const Tensor& logits) { DAPO_CHECK_DTYPE(logits, DType::f32); }
 
 // Adds the terms of z[0..len) relative to the max m: s0 += exp(z - m),
 // s1 += exp(z - m) * (z - m). exp underflowing to 0 (e.g. a -inf logit) adds
@@ -44,10 +42,8 @@ inline void accumulate(const float* x, int64_t len, float inv_temperature, float
 }  // namespace
 
 void logits_row_max(const Ctx&, Tensor row_max, Tensor logits, float inv_temperature) {
-  check_logits(logits, inv_temperature);
+  check_logits(logits);
   const int64_t N = logits.size(0), V = logits.size(1);
-  DAPO_CHECK_SHAPE(row_max, {N});
-  DAPO_CHECK_DTYPE(row_max, DType::f32);
   const float* x = logits.ptr<float>();  // (N, V)
   float* out = row_max.ptr<float>();     // (N)
 #pragma omp parallel for schedule(static)
@@ -63,15 +59,8 @@ void logits_row_max(const Ctx&, Tensor row_max, Tensor logits, float inv_tempera
 
 void logits_partial_sums(const Ctx&, Tensor sums, Tensor logits, Tensor targets, Tensor row_max,
                          int64_t vocab_start, float inv_temperature) {
-  check_logits(logits, inv_temperature);
+  check_logits(logits);
   const int64_t N = logits.size(0), V = logits.size(1);
-  DAPO_CHECK_SHAPE(sums, {N, 3});
-  DAPO_CHECK_SHAPE(targets, {N});
-  DAPO_CHECK_SHAPE(row_max, {N});
-  DAPO_CHECK_DTYPE(sums, DType::f32);
-  DAPO_CHECK_DTYPE(targets, DType::i32);
-  DAPO_CHECK_DTYPE(row_max, DType::f32);
-  DAPO_CHECK(vocab_start >= 0, "vocab_start ", vocab_start);
   const float* x = logits.ptr<float>();       // (N, V)
   const int32_t* tgt = targets.ptr<int32_t>();  // (N)
   const float* mx = row_max.ptr<float>();     // (N)
@@ -94,11 +83,6 @@ void logits_partial_sums(const Ctx&, Tensor sums, Tensor logits, Tensor targets,
 void logprob_entropy_finish(const Ctx&, Tensor logprob, Tensor entropy, Tensor lse, Tensor sums,
                             Tensor row_max) {
   const int64_t N = row_max.size(0);
-  DAPO_CHECK_SHAPE(row_max, {N});
-  DAPO_CHECK_SHAPE(sums, {N, 3});
-  DAPO_CHECK_SHAPE(logprob, {N});
-  DAPO_CHECK_SHAPE(entropy, {N});
-  DAPO_CHECK_SHAPE(lse, {N});
   const float* s = sums.ptr<float>();     // (N, 3)
   const float* mx = row_max.ptr<float>(); // (N)
   float* lp = logprob.ptr<float>();       // (N)
@@ -116,14 +100,8 @@ void logprob_entropy_finish(const Ctx&, Tensor logprob, Tensor entropy, Tensor l
 
 void logprob_entropy_forward(const Ctx&, Tensor logprob, Tensor entropy, Tensor lse, Tensor logits,
                              Tensor targets, int64_t vocab_start, float inv_temperature) {
-  check_logits(logits, inv_temperature);
+  check_logits(logits);
   const int64_t N = logits.size(0), V = logits.size(1);
-  DAPO_CHECK_SHAPE(targets, {N});
-  DAPO_CHECK_DTYPE(targets, DType::i32);
-  DAPO_CHECK_SHAPE(logprob, {N});
-  DAPO_CHECK_SHAPE(entropy, {N});
-  DAPO_CHECK_SHAPE(lse, {N});
-  DAPO_CHECK(vocab_start >= 0, "vocab_start ", vocab_start);
   const float* x = logits.ptr<float>();       // (N, V)
   const int32_t* tgt = targets.ptr<int32_t>();  // (N)
   float* lp = logprob.ptr<float>();           // (N)
@@ -166,17 +144,8 @@ void logprob_entropy_forward(const Ctx&, Tensor logprob, Tensor entropy, Tensor 
 void logprob_entropy_backward(const Ctx&, Tensor dlogits, Tensor dlogprob, Tensor dentropy,
                               Tensor logits, Tensor targets, Tensor lse, Tensor entropy,
                               int64_t vocab_start, float inv_temperature) {
-  check_logits(logits, inv_temperature);
+  check_logits(logits);
   const int64_t N = logits.size(0), V = logits.size(1);
-  DAPO_CHECK(dlogits.same_shape(logits), "dlogits ", dlogits.shape_string(), " vs logits ",
-             logits.shape_string());
-  DAPO_CHECK_DTYPE(dlogits, DType::f32);
-  DAPO_CHECK_SHAPE(targets, {N});
-  DAPO_CHECK_DTYPE(targets, DType::i32);
-  DAPO_CHECK_SHAPE(lse, {N});
-  DAPO_CHECK_SHAPE(entropy, {N});
-  if (dlogprob.defined()) DAPO_CHECK_SHAPE(dlogprob, {N});
-  if (dentropy.defined()) DAPO_CHECK_SHAPE(dentropy, {N});
   const float* x = logits.ptr<float>();                                   // (N, V)
   const int32_t* tgt = targets.ptr<int32_t>();                              // (N)
   const float* l = lse.ptr<float>();                                      // (N)

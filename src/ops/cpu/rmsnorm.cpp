@@ -4,6 +4,7 @@
 #include "dapo/ops/rmsnorm.h"
 #include "cpu_check.h"
 #include "rmsnorm_rows.h"
+#include "src/ops/cpu/cpu_ops.h"
 
 #include <cmath>
 
@@ -14,20 +15,10 @@ using detail::check_f32;
 
 }  // namespace
 
+// The contract is checked by ops::rmsnorm_forward; the reference computes in f32.
 void rmsnorm_forward(const Ctx&, Tensor out, Tensor rstd, Tensor in, Tensor weight, float eps) {
-  check_f32(out, "out");
-  check_f32(rstd, "rstd");
   check_f32(in, "in");
-  check_f32(weight, "weight");
-  DAPO_CHECK(in.ndim == 2, "rmsnorm_forward: in ", in.shape_string(), " must be (N, C)");
   const int64_t N = in.shape[0], C = in.shape[1];
-  DAPO_CHECK(C > 0, "rmsnorm over an empty row");
-  DAPO_CHECK(eps > 0.0f, "rmsnorm eps ", eps, " must be > 0");
-  DAPO_CHECK_SHAPE(out, {N, C});
-  DAPO_CHECK_SHAPE(rstd, {N});
-  DAPO_CHECK_SHAPE(weight, {C});
-  DAPO_CHECK(!overlaps(out, in) && !overlaps(out, weight) && !overlaps(rstd, in) && !overlaps(rstd, out),
-             "rmsnorm_forward: outputs overlap inputs (in-place is not supported)");
   float* o = out.ptr<float>();
   float* r = rstd.ptr<float>();
   const float* x = in.ptr<float>();
@@ -47,22 +38,8 @@ void rmsnorm_forward(const Ctx&, Tensor out, Tensor rstd, Tensor in, Tensor weig
 
 void rmsnorm_backward(const Ctx&, Tensor din, Tensor dweight, Tensor dout, Tensor in, Tensor weight,
                       Tensor rstd) {
-  check_f32(din, "din");
-  check_f32(dweight, "dweight");
-  check_f32(dout, "dout");
   check_f32(in, "in");
-  check_f32(weight, "weight");
-  check_f32(rstd, "rstd");
-  DAPO_CHECK(in.ndim == 2, "rmsnorm_backward: in ", in.shape_string(), " must be (N, C)");
   const int64_t N = in.shape[0], C = in.shape[1];
-  DAPO_CHECK_SHAPE(din, {N, C});
-  DAPO_CHECK_SHAPE(dout, {N, C});
-  DAPO_CHECK_SHAPE(weight, {C});
-  DAPO_CHECK_SHAPE(dweight, {C});
-  DAPO_CHECK_SHAPE(rstd, {N});
-  DAPO_CHECK(!overlaps(din, dout) && !overlaps(din, in) && !overlaps(din, dweight) &&
-                 !overlaps(dweight, dout) && !overlaps(dweight, in),
-             "rmsnorm_backward: outputs overlap inputs");
   detail::rmsnorm_backward_rows(din.ptr<float>(), false, dweight.ptr<float>(), dout.ptr<float>(), in.ptr<float>(),
                                 weight.ptr<float>(), rstd.ptr<float>(), N, C);
 }

@@ -1,28 +1,17 @@
-// CPU reference of rotary position embedding (fp32, OpenMP over tokens).
+// CPU reference of the RoPE family (fp32, OpenMP over tokens): rotary
+// position embedding, and the fused decode-step RoPE + KV cache write.
 // Angles follow HF's fp32 recipe (see rope.h), recomputed per token: the
 // D/2 cos/sin pairs of a token are shared by its H heads.
 #include "dapo/ops/rope.h"
+#include "src/ops/contract.h"
+#include "src/ops/cpu/cpu_ops.h"
 
 #include <cmath>
 
 namespace dapo::ops::cpu {
 namespace {
 
-void check_rope_args(const char* op, const Tensor& out, const Tensor& in, const Tensor& positions,
-                     float theta) {
-  DAPO_CHECK_DTYPE(out, DType::f32);
-  DAPO_CHECK_DTYPE(in, DType::f32);
-  DAPO_CHECK_DTYPE(positions, DType::i32);
-  DAPO_CHECK(in.ndim == 3, op, ": input must be (T, H, D), got ", in.shape_string());
-  const int64_t T = in.shape[0], H = in.shape[1], D = in.shape[2];
-  DAPO_CHECK(D % 2 == 0, op, ": head dimension ", D, " must be even");
-  DAPO_CHECK_SHAPE(out, {T, H, D});
-  DAPO_CHECK_SHAPE(positions, {T});
-  DAPO_CHECK(theta > 0.0f, op, ": theta ", theta, " must be positive");
-  // In-place is fine (each pair is read before it is written); partial
-  // overlap would read already-rotated values.
-  DAPO_CHECK(out.data == in.data || !overlaps(out, in), op, ": out and in overlap without being the same buffer");
-}
+using ops::detail::check_dtype;
 
 // sign = +1: forward rotation by +angle; sign = -1: the inverse (backward).
 void rotate(Tensor out, Tensor in, Tensor positions, float theta, float sign) {
@@ -55,14 +44,26 @@ void rotate(Tensor out, Tensor in, Tensor positions, float theta, float sign) {
 
 }  // namespace
 
+// ops::rope_forward and rope_backward checked the contract; the reference
+// rotates f32 (out has in's dtype).
 void rope_forward(const Ctx&, Tensor out, Tensor in, Tensor positions, float theta) {
-  check_rope_args("rope_forward", out, in, positions, theta);
+  check_dtype("rope_forward on the CPU", in, DType::f32, "in");
   rotate(out, in, positions, theta, 1.0f);
 }
 
 void rope_backward(const Ctx&, Tensor din, Tensor dout, Tensor positions, float theta) {
-  check_rope_args("rope_backward", din, dout, positions, theta);
+  check_dtype("rope_backward on the CPU", dout, DType::f32, "dout");
   rotate(din, dout, positions, theta, -1.0f);
+}
+
+// By definition the three CPU ops in sequence (rope.h); ops::rope_kv_write
+// checked the contract, the aliasing it forbids included, and the ops below
+// check their f32 and the slots.
+void rope_kv_write(const Ctx& ctx, Tensor q, Tensor k, Tensor k_cache, Tensor v_cache, Tensor v, Tensor positions,
+                   Tensor slot_mapping, float theta) {
+  cpu::rope_forward(ctx, q, q, positions, theta);
+  cpu::rope_forward(ctx, k, k, positions, theta);
+  cpu::kv_cache_write(ctx, k_cache, v_cache, k, v, slot_mapping);
 }
 
 }  // namespace dapo::ops::cpu

@@ -16,6 +16,8 @@
 
 #include "dapo/core/rng.h"
 #include "dapo/ops/sampling_select.h"
+#include "src/ops/cpu/cpu_ops.h"
+#include "src/ops/backend_shared.h"
 
 namespace dapo::ops::cpu {
 namespace {
@@ -67,21 +69,17 @@ struct Rows {
   const float* row(int64_t r) const { return x + (index ? int64_t(index[r]) : r) * V; }
 };
 
+// The shapes are checked by the ops:: functions. The CPU's own: f32 logits,
+// and the row ids, which only the host reads before any thread uses them.
 Rows check_rows(Tensor logits, Tensor logit_rows, int64_t R, const char* what) {
   DAPO_CHECK_DTYPE(logits, DType::f32);
-  DAPO_CHECK(logits.ndim == 2, what, ": logits must be (B, V), got ", logits.shape_string());
   const int64_t B = logits.size(0), V = logits.size(1);
-  DAPO_CHECK(V >= 1 && V <= std::numeric_limits<int32_t>::max(), what, " vocabulary size ", V);
   Rows rows{logits.ptr<float>(), nullptr, V};
   if (has_logit_rows(logit_rows)) {
-    DAPO_CHECK_SHAPE(logit_rows, {R});
-    DAPO_CHECK_DTYPE(logit_rows, DType::i32);
     rows.index = logit_rows.ptr<int32_t>();
     for (int64_t r = 0; r < R; ++r)
       DAPO_CHECK(rows.index[r] >= 0 && rows.index[r] < B, what, ": logit_rows[", r, "] = ", rows.index[r],
                  " outside [0, ", B, ")");
-  } else {
-    DAPO_CHECK(R == B, what, ": ", R, " rows without logit_rows need ", B);
   }
   return rows;
 }
@@ -93,9 +91,6 @@ void sample_tokens(const Ctx& ctx, Tensor tokens, Tensor logprobs, Tensor logits
   const int64_t B = tokens.numel();  // the sampled rows (R in sampling.h)
   const Rows rows = check_rows(logits, logit_rows, B, "sample_tokens");
   const int64_t V = logits.size(1);
-  ops::detail::check_sampled_rows(tokens, logprobs, rng_streams, rng_counters);
-  DAPO_CHECK(p.temperature >= 0.0f && std::isfinite(p.temperature), "temperature ", p.temperature);
-  DAPO_CHECK(p.top_p > 0.0f, "top_p ", p.top_p, " must be > 0 (>= 1 disables it)");
   if (B == 0) return;
 
   const int64_t* streams = rng_streams.ptr<int64_t>();   // (B)
@@ -188,7 +183,7 @@ void sample_tokens(const Ctx& ctx, Tensor tokens, Tensor logprobs, Tensor logits
 // ---- tp shard steps (sampling.h; the decisions are sampling_select.h's) ----
 namespace {
 
-using namespace sampling_detail;
+using namespace ops::detail;
 
 // The weight exactly as sample_tokens computes it.
 float weight(float x, float inv_t, float m) { return std::exp(x * inv_t - m); }
@@ -199,21 +194,9 @@ uint32_t key_of(float w) {
 }
 float inv_t_of(float temperature) { return temperature > 0.0f ? 1.0f / temperature : 1.0f; }
 
-Select* selects(Tensor select, int64_t R) {
-  DAPO_CHECK_SHAPE(select, {R, kSelectWords});
-  DAPO_CHECK_DTYPE(select, DType::i64);
-  return reinterpret_cast<Select*>(select.data);
-}
-double* f64_of(Tensor t, std::initializer_list<int64_t> dims, const char* what) {
-  DAPO_CHECK(t.dtype == DType::i64, what, " must be i64 (f64 bits)");
-  DAPO_CHECK_SHAPE(t, dims);
-  return reinterpret_cast<double*>(t.data);
-}
-const float* m_of(Tensor m, int64_t R) {
-  DAPO_CHECK_SHAPE(m, {R});
-  DAPO_CHECK_DTYPE(m, DType::f32);
-  return m.ptr<float>();
-}
+// Typed views of the tensors the ops:: functions checked.
+Select* selects(Tensor select) { return reinterpret_cast<Select*>(select.data); }
+double* f64_of(Tensor t) { return reinterpret_cast<double*>(t.data); }
 
 // The r-th (1-based) tie at s.cut.thr inside s.within, in id order (-1: none).
 int32_t rth_tie(const float* row, int64_t V, float inv_t, float m, const Select& s, int64_t r) {
@@ -231,8 +214,6 @@ bool kept(const Select& s, uint32_t key, int32_t v) { return in_cut(s.within, ke
 void sampling_shard_max(const Ctx&, Tensor out, Tensor logits, Tensor logit_rows, float temperature) {
   const int64_t R = out.numel();
   const Rows rows = check_rows(logits, logit_rows, R, "sampling_shard_max");
-  DAPO_CHECK_SHAPE(out, {R});
-  DAPO_CHECK_DTYPE(out, DType::f32);
   float* o = out.ptr<float>();
   const float inv_t = inv_t_of(temperature);
 #pragma omp parallel for schedule(static)
@@ -247,8 +228,8 @@ void sampling_shard_max(const Ctx&, Tensor out, Tensor logits, Tensor logit_rows
 void sampling_shard_sum(const Ctx&, Tensor out, Tensor logits, Tensor logit_rows, Tensor m, float temperature) {
   const int64_t R = out.numel();
   const Rows rows = check_rows(logits, logit_rows, R, "sampling_shard_sum");
-  double* o = f64_of(out, {R}, "sampling_shard_sum out");
-  const float* mr = m_of(m, R);
+  double* o = f64_of(out);
+  const float* mr = m.ptr<float>();
   const float inv_t = inv_t_of(temperature);
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < R; ++r) {
@@ -262,8 +243,7 @@ void sampling_shard_sum(const Ctx&, Tensor out, Tensor logits, Tensor logit_rows
 
 void sampling_select_begin(const Ctx&, Tensor select, const SamplingParams& p, int phase, int64_t vocab) {
   const int64_t R = select.ndim == 2 ? select.size(0) : 0;
-  Select* s = selects(select, R);
-  DAPO_CHECK(phase == 0 || phase == 1, "phase ", phase);
+  Select* s = selects(select);
   const bool use_k = p.top_k > 0 && int64_t(p.top_k) < vocab;
   for (int64_t r = 0; r < R; ++r) {
     if (phase == 1) {
@@ -280,11 +260,8 @@ void sampling_shard_histogram(const Ctx&, Tensor hist, Tensor logits, Tensor log
                               float temperature, Tensor select, int level) {
   const int64_t R = m.numel();
   const Rows rows = check_rows(logits, logit_rows, R, "sampling_shard_histogram");
-  DAPO_CHECK_SHAPE(hist, {R, 2, kMaxBins});
-  DAPO_CHECK_DTYPE(hist, DType::i64);
-  DAPO_CHECK(level >= 0 && level < kLevels, "level ", level);
-  const Select* s = selects(select, R);
-  const float* mr = m_of(m, R);
+  const Select* s = selects(select);
+  const float* mr = m.ptr<float>();
   const float inv_t = inv_t_of(temperature);
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < R; ++r) {
@@ -305,10 +282,7 @@ void sampling_shard_histogram(const Ctx&, Tensor hist, Tensor logits, Tensor log
 
 void sampling_descend(const Ctx&, Tensor select, Tensor hist, int level, float top_p) {
   const int64_t R = select.ndim == 2 ? select.size(0) : 0;
-  Select* s = selects(select, R);
-  DAPO_CHECK_SHAPE(hist, {R, 2, kMaxBins});
-  DAPO_CHECK_DTYPE(hist, DType::i64);
-  DAPO_CHECK(level >= 0 && level < kLevels, "level ", level);
+  Select* s = selects(select);
   for (int64_t r = 0; r < R; ++r) {
     const int64_t* h = hist.ptr<int64_t>() + r * 2 * kMaxBins;
     descend(s[r], h, h + kMaxBins, level, top_p);
@@ -319,10 +293,8 @@ void sampling_shard_tie_count(const Ctx&, Tensor out, Tensor logits, Tensor logi
                               float temperature, Tensor select) {
   const int64_t R = out.numel();
   const Rows rows = check_rows(logits, logit_rows, R, "sampling_shard_tie_count");
-  DAPO_CHECK_SHAPE(out, {R});
-  DAPO_CHECK_DTYPE(out, DType::i64);
-  const Select* s = selects(select, R);
-  const float* mr = m_of(m, R);
+  const Select* s = selects(select);
+  const float* mr = m.ptr<float>();
   const float inv_t = inv_t_of(temperature);
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < R; ++r) {
@@ -342,11 +314,8 @@ void sampling_shard_tie_limit(const Ctx&, Tensor select, Tensor tie_counts, int 
                               Tensor logit_rows, Tensor m, float temperature) {
   const int64_t R = m.numel();
   const Rows rows = check_rows(logits, logit_rows, R, "sampling_shard_tie_limit");
-  Select* s = selects(select, R);
-  DAPO_CHECK(tie_counts.ndim == 2 && tie_counts.size(1) == R && rank >= 0 && rank < tie_counts.size(0),
-             "tie_counts (tp, R) ", tie_counts.shape_string(), " rank ", rank);
-  DAPO_CHECK_DTYPE(tie_counts, DType::i64);
-  const float* mr = m_of(m, R);
+  Select* s = selects(select);
+  const float* mr = m.ptr<float>();
   const float inv_t = inv_t_of(temperature);
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < R; ++r) {
@@ -361,9 +330,9 @@ void sampling_shard_kept_mass(const Ctx&, Tensor out, Tensor logits, Tensor logi
                               float temperature, Tensor select) {
   const int64_t R = out.numel();
   const Rows rows = check_rows(logits, logit_rows, R, "sampling_shard_kept_mass");
-  double* o = f64_of(out, {R}, "sampling_shard_kept_mass out");
-  const Select* s = selects(select, R);
-  const float* mr = m_of(m, R);
+  double* o = f64_of(out);
+  const Select* s = selects(select);
+  const float* mr = m.ptr<float>();
   const float inv_t = inv_t_of(temperature);
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < R; ++r) {
@@ -382,20 +351,11 @@ void sampling_shard_choose(const Ctx&, Tensor tokens, Tensor logprobs, Tensor lo
                            Tensor rng_counters, const SamplingParams& p, int rank, int64_t vocab_start) {
   const int64_t R = tokens.numel();
   const Rows rows = check_rows(logits, logit_rows, R, "sampling_shard_choose");
-  DAPO_CHECK_DTYPE(tokens, DType::i32);
-  DAPO_CHECK_SHAPE(logprobs, {R});
-  DAPO_CHECK_DTYPE(logprobs, DType::f32);
-  DAPO_CHECK(sums.ndim == 2 && sums.size(1) == R, "sums (tp, R), got ", sums.shape_string());
   const int tp = int(sums.size(0));
-  DAPO_CHECK(rank >= 0 && rank < tp, "rank ", rank, " of ", tp);
-  const double* sum = f64_of(sums, {int64_t(tp), R}, "sampling_shard_choose sums");
-  const double* kept_mass = f64_of(kept_t, {int64_t(tp), R}, "sampling_shard_choose kept");
-  DAPO_CHECK_SHAPE(rng_streams, {R});
-  DAPO_CHECK_SHAPE(rng_counters, {R});
-  DAPO_CHECK_DTYPE(rng_streams, DType::i64);
-  DAPO_CHECK_DTYPE(rng_counters, DType::i64);
-  const Select* s = selects(select, R);
-  const float* mr = m_of(m, R);
+  const double* sum = f64_of(sums);
+  const double* kept_mass = f64_of(kept_t);
+  const Select* s = selects(select);
+  const float* mr = m.ptr<float>();
   const float inv_t = inv_t_of(p.temperature);
   int32_t* tok = tokens.ptr<int32_t>();
   float* lp = logprobs.ptr<float>();

@@ -1,13 +1,15 @@
 // CPU reference of the SwiGLU activation (fp32, OpenMP over elements).
 #include "dapo/ops/swiglu.h"
+#include "src/ops/cpu/cpu_ops.h"
+#include "cpu_check.h"
 
 #include <cmath>
 
 namespace dapo::ops::cpu {
 
+// Shapes and dtypes agree (ops::swiglu_forward checks them); the reference computes in f32.
 void swiglu_forward(const Ctx&, Tensor out, Tensor gate, Tensor up) {
-  DAPO_CHECK(gate.same_shape(up) && gate.same_shape(out), "swiglu shapes ", out.shape_string(),
-             " ", gate.shape_string(), " ", up.shape_string());
+  detail::check_f32(out, "swiglu_forward: out");
   float* o = out.ptr<float>();
   const float* g = gate.ptr<float>();
   const float* u = up.ptr<float>();
@@ -20,9 +22,7 @@ void swiglu_forward(const Ctx&, Tensor out, Tensor gate, Tensor up) {
 }
 
 void swiglu_backward(const Ctx&, Tensor dgate, Tensor dup, Tensor dout, Tensor gate, Tensor up) {
-  DAPO_CHECK(gate.same_shape(up) && gate.same_shape(dout) && gate.same_shape(dgate) &&
-                 gate.same_shape(dup),
-             "swiglu_backward shapes");
+  detail::check_f32(dout, "swiglu_backward: dout");
   float* dg = dgate.ptr<float>();
   float* du = dup.ptr<float>();
   const float* d = dout.ptr<float>();

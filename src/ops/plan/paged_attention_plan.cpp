@@ -37,7 +37,7 @@ PagedSplit paged_choose_split(int64_t N, int64_t B, int64_t Hq, int64_t Hkv, int
   // Refitted for the shared-memory decode kernel (3 stages, 2 CTAs per SM)
   // to forced-split sweeps on an H100 SXM (3.0 TB/s copy): the three
   // Qwen2.5 shapes, batch 64-256 at 256-2048 positions and batch 8-128 at
-  // 4k-32k (PagedAttentionSplitSweepPerf); the pick is within 3.4% of the
+  // 4k-32k (`bench_ops_gpu --op paged_attention --sweep`); the pick is within 3.4% of the
   // best swept split everywhere.
   // The register kernel (prefill, D 16 and 32) keeps its earlier fit (same
   // sweeps: 1.5e4 bytes/us alone, 3 us of merge).
@@ -59,7 +59,7 @@ PagedSplit paged_choose_split(int64_t N, int64_t B, int64_t Hq, int64_t Hkv, int
   // The tail of a generation round, a few long sequences: with at most 4
   // (sequence, KV head) items the time model below picks many plain CTAs
   // and the merge kernel, where an H100 sweep (the tail part of
-  // PagedAttentionSplitSweepPerf: B 1-4 at 4k-20k positions, the three
+  // bench_ops_gpu --op paged_attention --sweep: B 1-4 at 4k-20k positions, the three
   // Qwen2.5 shapes) measured 4 clusters of 8 CTAs per item 1.07-2.0x faster
   // (median 1.3x; 1.5B, one sequence at 8,192: 664 against 427 GB/s) and
   // within 4% of the best swept split in every case with at most 4 items.
