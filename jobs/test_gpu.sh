@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Every GPU test, on a machine with NVIDIA GPUs (CI has none: there these
 # tests report themselves as skipped):
-#   1. test_gpu: every CUDA op against its CPU op (shapes, bf16 bounds, guard
-#      regions, determinism, device flags) and the model on one GPU against
-#      HF transformers' fixture and the CPU model;
+#   1. test_gpu: the op harness (every CUDA op against its CPU op over one
+#      table of shapes, dtypes and bounds, with guard regions and device
+#      flags), each op's GPU-only checks (determinism, fused against
+#      unfused, graph replay), and the model on one GPU against HF
+#      transformers' fixture and the CPU model;
 #   2. test_mpi's Nccl* tests under mpirun on 2 and (with 4 GPUs) 4 ranks:
 #      NCCL collectives, and the model + update step split tp x dp against
 #      one GPU;
@@ -28,7 +30,7 @@
 # Usage: bash jobs/test_gpu.sh [BIN]
 #   BIN: where dapo, test_gpu and test_mpi are (default: build/, after
 #   bash jobs/build.sh; or a gpu-bundle's bin/ after sourcing its env.sh).
-# DAPO_GPU_PERF=1 also prints each op's perf lines (JSON) from test_gpu.
+# Op timings and tuning sweeps are benchmarks, not tests: bench_ops_gpu --list.
 # DAPO_TEST_GPU_FROM=N starts at part N (re-running the later parts only;
 # 6 re-runs 3-5 first, which make its model; 7 alone makes its own), and
 # DAPO_TEST_GPU_TO=N stops after part N (parts 3-6 run as one: 3, 4 or 5
