@@ -35,8 +35,6 @@
 #include "dapo/ops/embedding.h"
 #include "dapo/ops/fill.h"
 #include "dapo/ops/kv_cache.h"
-#include "dapo/ops/linear_multi.h"
-#include "dapo/ops/linear_swiglu.h"
 #include "dapo/ops/lm_head_sample.h"
 #include "dapo/ops/logprob.h"
 #include "dapo/ops/matmul.h"

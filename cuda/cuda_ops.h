@@ -13,8 +13,6 @@
 #include "dapo/ops/fill.h"
 #include "dapo/ops/kv_cache.h"
 #include "dapo/ops/kv_copy.h"
-#include "dapo/ops/linear_multi.h"
-#include "dapo/ops/linear_swiglu.h"
 #include "dapo/ops/lm_head_sample.h"
 #include "dapo/ops/logprob.h"
 #include "dapo/ops/matmul.h"
@@ -31,19 +29,10 @@
 
 namespace dapo::ops::cuda {
 
-// adamw.h
-void adamw_step(const Ctx& ctx, Tensor param, Tensor grad, Tensor exp_avg, Tensor exp_avg_sq,
-                Tensor param_bf16, const AdamWParams& p);
+#include "src/ops/backend_ops.inc"
 
-// attention.h
-void attention_forward(const Ctx& ctx, Tensor out, Tensor lse, Tensor q, Tensor k, Tensor v,
-                       Tensor cu_seqlens, int64_t max_seqlen, float scale);
-void attention_backward(const Ctx& ctx, Tensor dq, Tensor dk, Tensor dv, Tensor dout, Tensor q,
-                        Tensor k, Tensor v, Tensor out, Tensor lse, Tensor cu_seqlens, int64_t max_seqlen,
-                        float scale);
-
-// cast.h
-void cast(const Ctx& ctx, Tensor out, Tensor in);
+// What only this backend has: copies and events, step I/O for graphs, and
+// the tuning entry points.
 
 // copy.h
 void copy(const Ctx& ctx, Tensor dst, Tensor src);
@@ -53,19 +42,7 @@ void event_destroy(void* event);
 void event_record(const Ctx& ctx, void* event);
 void event_synchronize(void* event);
 
-// embedding.h
-void embedding_forward(const Ctx& ctx, Tensor out, Tensor ids, Tensor weight, int64_t vocab_start);
-void embedding_backward(const Ctx& ctx, Tensor dweight, Tensor dout, Tensor ids, int64_t vocab_start);
-
-// fill.h
-void fill(const Ctx& ctx, Tensor t, double value);
-
 // kv_cache.h
-void kv_cache_write(const Ctx& ctx, Tensor k_cache, Tensor v_cache, Tensor k, Tensor v,
-                    Tensor slot_mapping);
-void paged_attention(const Ctx& ctx, Tensor out, Tensor q, Tensor k_cache, Tensor v_cache,
-                     Tensor block_table, Tensor context_lens, Tensor cu_seqlens_q, int64_t max_context_len,
-                     float scale);
 // Bytes of ctx.scratch that cuda::paged_attention takes for N new tokens
 // over B sequences (Hq, Hkv, D as in its call), on the current device.
 size_t paged_attention_scratch_bytes(int64_t N, int64_t B, int64_t Hq, int64_t Hkv, int64_t D,
@@ -84,12 +61,7 @@ void paged_attention_with_split(const Ctx& ctx, Tensor out, Tensor q, Tensor k_c
                                 int64_t max_context_len, float scale, const PagedSplit& split);
 }  // namespace detail
 
-// kv_copy.h
-void kv_block_copy(const Ctx& ctx, Tensor k_cache, Tensor v_cache, Tensor src_blocks, Tensor dst_blocks);
-
-// linear_multi.h
-void linear_forward_multi(const Ctx& ctx, Tensor in, std::span<const LinearSegment> segments);
-
+// matmul.h: linear_forward_multi
 namespace detail {
 // A skinny launch: a tile shape (an index into plan::kSkinnyTiles), the
 // number of K splits (1..8: a cluster), and launch options; planned on the
@@ -153,10 +125,7 @@ int linear_forward_multi_cublaslt(const Ctx& ctx, Tensor in, std::span<const Lin
 int linear_forward_cublaslt_batched(const Ctx& ctx, Tensor in, std::span<const LinearSegment> segments);
 }  // namespace detail
 
-// linear_swiglu.h
-void linear_swiglu_forward(const Ctx& ctx, Tensor h, Tensor gate, Tensor up, Tensor in, Tensor w_gate,
-                           Tensor w_up, const RowNorm& rn = {});
-
+// matmul.h: linear_swiglu_forward
 namespace detail {
 // The fused launch's tile (ops/plan/swiglu_plan.h): h columns (gate rows,
 // and as many up rows) per CTA, and input rows per CTA (64 or 128).
@@ -184,39 +153,17 @@ void linear_swiglu_wide(const Ctx& ctx, Tensor h, Tensor in, Tensor w_gate, Tens
 }  // namespace detail
 
 // lm_head_sample.h
-void lm_head_sample(const Ctx& ctx, Tensor tokens, Tensor logprobs, Tensor hidden, Tensor weight,
-                    Tensor logit_rows, Tensor rng_streams, Tensor rng_counters, const SamplingParams& p,
-                    const RowNorm& norm);
 namespace detail {
 bool lm_head_sample_built();  // the sm_90a kernels are in this build
 }  // namespace detail
 
-// logprob.h
-void logits_row_max(const Ctx& ctx, Tensor row_max, Tensor logits, float inv_temperature);
-void logits_partial_sums(const Ctx& ctx, Tensor sums, Tensor logits, Tensor targets, Tensor row_max,
-                         int64_t vocab_start, float inv_temperature);
-void logprob_entropy_finish(const Ctx& ctx, Tensor logprob, Tensor entropy, Tensor lse, Tensor sums,
-                            Tensor row_max);
-void logprob_entropy_forward(const Ctx& ctx, Tensor logprob, Tensor entropy, Tensor lse, Tensor logits,
-                             Tensor targets, int64_t vocab_start, float inv_temperature);
-void logprob_entropy_backward(const Ctx& ctx, Tensor dlogits, Tensor dlogprob, Tensor dentropy,
-                              Tensor logits, Tensor targets, Tensor lse, Tensor entropy,
-                              int64_t vocab_start, float inv_temperature);
-
 // matmul.h
-void matmul(const Ctx& ctx, Tensor c, Tensor a, Tensor b, bool trans_a, bool trans_b, float alpha,
-            float beta);
-void linear_forward(const Ctx& ctx, Tensor out, Tensor in, Tensor weight, Tensor bias);
-void linear_residual_forward(const Ctx& ctx, Tensor out, Tensor in, Tensor weight, Tensor res);
-void linear_backward(const Ctx& ctx, Tensor din, Tensor dweight, Tensor dbias, Tensor dout,
-                     Tensor in, Tensor weight);
-
 namespace detail {
 // From this many rows (a prefill chunk; the decode step's products stay on
 // the skinny kernel and its folds).
 constexpr int64_t kLinearResidualMinRows = 512;
 // linear_forward's cuBLASLt path alone. linear_forward itself sends the
-// decode step's skinny bf16 products (few rows, see linear_multi.h) to the
+// decode step's skinny bf16 products (few rows, see matmul.h) to the
 // kernel of linear_forward_multi instead; tests compare the two.
 void linear_forward_cublaslt(const Ctx& ctx, Tensor out, Tensor in, Tensor weight, Tensor bias);
 }  // namespace detail
@@ -225,50 +172,8 @@ void linear_forward_cublaslt(const Ctx& ctx, Tensor out, Tensor in, Tensor weigh
 namespace detail {
 bool norm_fold_preferred(int64_t M, int64_t C, int64_t I);
 }  // namespace detail
-void linear_residual_fold(const Ctx& ctx, Tensor sum, Tensor y, Tensor ssq, Tensor in, Tensor weight, Tensor res,
-                          Tensor norm_weight);
-void row_norm_apply(const Ctx& ctx, Tensor x, const RowNorm& rn);
-
-// qkv_rope_kv_write.h
-void qkv_rope_kv_write(const Ctx& ctx, Tensor in, std::span<const LinearSegment> qkv, Tensor k_cache,
-                       Tensor v_cache, Tensor positions, Tensor slot_mapping, float theta, const RowNorm& rn = {});
-
-// rmsnorm.h (the residual fusion)
-void residual_rmsnorm_forward(const Ctx& ctx, Tensor sum, Tensor out, Tensor rstd, Tensor a, Tensor b,
-                              Tensor weight, float eps);
-void residual_rmsnorm_backward(const Ctx& ctx, Tensor dsum, Tensor dweight, Tensor dout, Tensor sum,
-                               Tensor weight, Tensor rstd);
-
-// rmsnorm.h
-void rmsnorm_forward(const Ctx& ctx, Tensor out, Tensor rstd, Tensor in, Tensor weight, float eps);
-void rmsnorm_backward(const Ctx& ctx, Tensor din, Tensor dweight, Tensor dout, Tensor in,
-                      Tensor weight, Tensor rstd);
-
-// rope.h
-void rope_forward(const Ctx& ctx, Tensor out, Tensor in, Tensor positions, float theta);
-void rope_backward(const Ctx& ctx, Tensor din, Tensor dout, Tensor positions, float theta);
-void rope_kv_write(const Ctx& ctx, Tensor q, Tensor k, Tensor k_cache, Tensor v_cache, Tensor v, Tensor positions,
-                   Tensor slot_mapping, float theta);
 
 // sampling.h
-void sample_tokens(const Ctx& ctx, Tensor tokens, Tensor logprobs, Tensor logits, Tensor logit_rows,
-                   Tensor rng_streams, Tensor rng_counters, const SamplingParams& p);
-void sampling_shard_max(const Ctx& ctx, Tensor out, Tensor logits, Tensor logit_rows, float temperature);
-void sampling_shard_sum(const Ctx& ctx, Tensor out, Tensor logits, Tensor logit_rows, Tensor m,
-                        float temperature);
-void sampling_select_begin(const Ctx& ctx, Tensor select, const SamplingParams& p, int phase, int64_t vocab);
-void sampling_shard_histogram(const Ctx& ctx, Tensor hist, Tensor logits, Tensor logit_rows, Tensor m,
-                              float temperature, Tensor select, int level);
-void sampling_descend(const Ctx& ctx, Tensor select, Tensor hist, int level, float top_p);
-void sampling_shard_tie_count(const Ctx& ctx, Tensor out, Tensor logits, Tensor logit_rows, Tensor m,
-                              float temperature, Tensor select);
-void sampling_shard_tie_limit(const Ctx& ctx, Tensor select, Tensor tie_counts, int rank, Tensor logits,
-                              Tensor logit_rows, Tensor m, float temperature);
-void sampling_shard_kept_mass(const Ctx& ctx, Tensor out, Tensor logits, Tensor logit_rows, Tensor m,
-                              float temperature, Tensor select);
-void sampling_shard_choose(const Ctx& ctx, Tensor tokens, Tensor logprobs, Tensor logits, Tensor logit_rows,
-                           Tensor m, Tensor select, Tensor sums, Tensor kept, Tensor rng_streams,
-                           Tensor rng_counters, const SamplingParams& p, int rank, int64_t vocab_start);
 // out (B, 4) i32 (the u32 words): philox_draw(seed, rng_streams[b],
 // rng_counters[b]) computed on the device, for tests that the device draw
 // has the host's bits.
@@ -279,12 +184,5 @@ void step_in(const Ctx& ctx, const StepIn& a);
 void step_out(const Ctx& ctx, const StepOut& a);
 void set_step_in(CapturedGraph& graph, const StepIn& a);
 void set_step_out(CapturedGraph& graph, const StepOut& a);
-
-// sum_squares.h
-void sum_squares(const Ctx& ctx, Tensor out, Tensor x);
-
-// swiglu.h
-void swiglu_forward(const Ctx& ctx, Tensor out, Tensor gate, Tensor up);
-void swiglu_backward(const Ctx& ctx, Tensor dgate, Tensor dup, Tensor dout, Tensor gate, Tensor up);
 
 }  // namespace dapo::ops::cuda

@@ -25,7 +25,6 @@
 #include <cuda.h>
 
 #include "common.cuh"
-#include "dapo/ops/linear_multi.h"
 #include "dapo/ops/matmul.h"
 #include "dapo/ops/norm_fold.h"
 #include "dapo/ops/plan/skinny_gemm_plan.h"

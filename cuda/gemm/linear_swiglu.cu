@@ -1,4 +1,4 @@
-// CUDA fused gate/up products and SwiGLU (linear_swiglu.h), for the decode
+// CUDA fused gate/up products and SwiGLU (matmul.h), for the decode
 // step's few rows.
 //
 // The product runs rows-major, unlike linear_multi.cu's transposed skinny
@@ -23,8 +23,7 @@
 #include <utility>
 
 #include "common.cuh"
-#include "dapo/ops/linear_multi.h"
-#include "dapo/ops/linear_swiglu.h"
+#include "dapo/ops/matmul.h"
 #include "dapo/ops/plan/swiglu_plan.h"
 #include "dapo/ops/swiglu.h"
 #include "ptx/mma_ptx.cuh"

@@ -1,4 +1,4 @@
-// CUDA fused gate/up products and SwiGLU for many rows (linear_swiglu.h):
+// CUDA fused gate/up products and SwiGLU for many rows (matmul.h):
 // a generation prefill's MLP up to the down projection, where the products
 // are bound by the tensor cores, not by reading the weights.
 //
@@ -30,7 +30,7 @@
 #include <algorithm>
 
 #include "common.cuh"
-#include "dapo/ops/linear_swiglu.h"
+#include "dapo/ops/matmul.h"
 #include "dapo/ops/plan/swiglu_plan.h"
 #include "ptx/mma_ptx.cuh"
 #include "norm/norm_fold.cuh"

@@ -10,7 +10,6 @@
 #include <cstdint>
 #include <span>
 
-#include "dapo/ops/linear_multi.h"
 #include "dapo/ops/matmul.h"
 #include "gemm/gemm_plan_cache.cuh"
 #include "cuda/cuda_ops.h"

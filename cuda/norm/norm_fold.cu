@@ -3,8 +3,6 @@
 // product into y then one pass here; and row_norm_apply, the consumers'
 // fallback.
 #include "common.cuh"
-#include "dapo/ops/linear_multi.h"
-#include "dapo/ops/linear_swiglu.h"
 #include "dapo/ops/matmul.h"
 #include "dapo/ops/norm_fold.h"
 #include "dapo/ops/plan/swiglu_plan.h"

@@ -5,8 +5,6 @@
 
 #include "dapo/ops/attention.h"
 #include "dapo/ops/kv_cache.h"
-#include "dapo/ops/linear_multi.h"
-#include "dapo/ops/linear_swiglu.h"
 #include "dapo/ops/matmul.h"
 #include "dapo/ops/norm_fold.h"
 #include "dapo/ops/qkv_rope_kv_write.h"

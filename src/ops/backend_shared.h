@@ -7,8 +7,6 @@
 #include "dapo/ops/adamw.h"
 #include "dapo/ops/fill.h"
 #include "dapo/ops/kv_cache.h"
-#include "dapo/ops/linear_multi.h"
-#include "dapo/ops/linear_swiglu.h"
 #include "dapo/ops/lm_head_sample.h"
 #include "dapo/ops/matmul.h"
 #include "dapo/ops/norm_fold.h"
@@ -39,14 +37,14 @@ void check_paged_attention(const Tensor& out, const Tensor& q, const Tensor& k_c
                            const Tensor& block_table, const Tensor& context_lens, const Tensor& cu_seqlens_q,
                            int64_t max_context_len, float scale);
 
-// linear_multi.h
+// matmul.h: linear_forward_multi
 // linear_forward_multi's contract (1..kMaxLinearSegments segments, shapes,
 // dtypes, aliasing), failing in the name of `op`. Defined in
 // src/ops/linear_multi.cpp; also run by CUDA's entry points that tests and
 // other ops (qkv_rope_kv_write) call past the op.
 void check_linear_forward_multi(const char* op, const Tensor& in, std::span<const LinearSegment> segments);
 
-// linear_swiglu.h
+// matmul.h: linear_swiglu_forward
 // The product's contract: in (M, K), w_gate and w_up (I, K), h (M, I), all
 // 2-D and of in's dtype (f32 or bf16), h overlapping none of the others
 // (fails naming the tensor). Defined in src/ops/linear_swiglu.cpp; also run

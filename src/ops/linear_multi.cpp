@@ -1,7 +1,7 @@
-// Several linear layers over one input: the contract of linear_multi.h,
+// Several linear layers over one input: the contract of matmul.h,
 // checked once, then the backend. The segments' tensors sit in a span that
 // DAPO_DISPATCH's device check does not see: checked here.
-#include "dapo/ops/linear_multi.h"
+#include "dapo/ops/matmul.h"
 
 #include <string>
 

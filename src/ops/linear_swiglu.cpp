@@ -1,6 +1,6 @@
-// The fused gate/up products and SwiGLU: the contract of linear_swiglu.h,
+// The fused gate/up products and SwiGLU: the contract of matmul.h,
 // checked once, then the backend.
-#include "dapo/ops/linear_swiglu.h"
+#include "dapo/ops/matmul.h"
 
 #include <utility>
 

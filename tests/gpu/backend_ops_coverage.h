@@ -17,7 +17,7 @@ inline constexpr std::string_view kHarnessOps[] = {
     "adamw_step", "attention_forward", "attention_backward", "cast", "copy", "stream_synchronize",
     // embedding.h, fill.h, kv_cache.h, kv_copy.h
     "embedding_forward", "embedding_backward", "fill", "kv_cache_write", "paged_attention", "kv_block_copy",
-    // linear_multi.h, linear_swiglu.h, lm_head_sample.h
+    // matmul.h, lm_head_sample.h
     "linear_forward_multi", "linear_swiglu_forward", "lm_head_sample",
     // logprob.h
     "logits_row_max", "logits_partial_sums", "logprob_entropy_finish", "logprob_entropy_forward",

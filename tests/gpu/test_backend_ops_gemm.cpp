@@ -14,8 +14,6 @@
 #include <numeric>
 
 #include "cuda/cuda_ops.h"
-#include "dapo/ops/linear_multi.h"
-#include "dapo/ops/linear_swiglu.h"
 #include "dapo/ops/matmul.h"
 #include "dapo/ops/qkv_rope_kv_write.h"
 #include "dapo/ops/rope.h"

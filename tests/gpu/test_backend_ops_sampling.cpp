@@ -23,6 +23,7 @@
 #include "dapo/ops/sampling_select.h"
 #include "gpu/backend_ops.h"
 #include "gpu/op_shapes.h"
+#include "gpu/tp_sampling_emulation.h"
 #include "mpi/sampling_tp_cases.h"
 
 namespace dapo::test::backend_ops {
@@ -399,102 +400,17 @@ class Mem {
   std::deque<std::vector<unsigned char>> store_;
 };
 
-// rollout::sample_tokens_tp's composition of the shard ops over tp shards
-// of one backend, with the collectives done on the host.
+// The tp composition (tp_sampling_emulation.h) on mem's backend.
 Sampled sample_tp(Mem& mem, int tp, const std::vector<float>& x, int64_t B, int64_t V, DType dt,
                   const std::vector<int32_t>& rows_h, const std::vector<int64_t>& streams_h,
                   const std::vector<int64_t>& counters_h, const ops::SamplingParams& p) {
-  namespace sd = ops::detail;
-  const int64_t R = int64_t(rows_h.size()), Vs = V / tp;
-  const ops::Ctx ctx = mem.ctx();
+  const int64_t R = int64_t(rows_h.size());
   Tensor rows = mem.alloc(DType::i32, {R}), streams = mem.alloc(DType::i64, {R}), counters = mem.alloc(DType::i64, {R});
   mem.put(rows, rows_h);
   mem.put(streams, streams_h);
   mem.put(counters, counters_h);
-  struct Rank {
-    Tensor logits, m, sums, kept, ties, sel, hist, tok, lp;
-  };
-  std::vector<Rank> rk(static_cast<size_t>(tp));
-  for (int q = 0; q < tp; ++q) {
-    Rank& k = rk[size_t(q)];
-    k.logits = mem.logits(tp_shard(x, B, V, tp, q), B, Vs, dt);
-    k.m = mem.alloc(DType::f32, {R});
-    k.sums = mem.alloc(DType::i64, {int64_t(tp), R});
-    k.kept = mem.alloc(DType::i64, {int64_t(tp), R});
-    k.ties = mem.alloc(DType::i64, {int64_t(tp), R});
-    k.sel = mem.alloc(DType::i64, {R, sd::kSelectWords});
-    k.hist = mem.alloc(DType::i64, {R, 2, sd::kMaxBins});
-    k.tok = mem.alloc(DType::i32, {R});
-    k.lp = mem.alloc(DType::f32, {R});
-  }
-  auto block = [&](Tensor g, int q) {
-    return Tensor(static_cast<char*>(g.data) + size_t(q * R) * dtype_size(g.dtype), g.dtype, {R}, g.device);
-  };
-  auto gather = [&](Tensor Rank::*f) {
-    std::vector<int64_t> all;
-    for (int q = 0; q < tp; ++q) {
-      const auto b = mem.get<int64_t>(block(rk[size_t(q)].*f, q));
-      all.insert(all.end(), b.begin(), b.end());
-    }
-    for (auto& k : rk) mem.put(k.*f, all);
-  };
-  auto reduce = [&](Tensor Rank::*f, auto zero, auto op) {
-    using T = decltype(zero);
-    std::vector<T> acc = mem.get<T>(rk[0].*f);
-    for (int q = 1; q < tp; ++q) {
-      const auto v = mem.get<T>(rk[size_t(q)].*f);
-      for (size_t i = 0; i < acc.size(); ++i) acc[i] = op(acc[i], v[i]);
-    }
-    for (auto& k : rk) mem.put(k.*f, acc);
-  };
-  auto vmax = [](auto a, auto b) { return a > b ? a : b; };
-  const float T = p.temperature;
-  for (int q = 0; q < tp; ++q) ops::sampling_shard_max(ctx, rk[size_t(q)].m, rk[size_t(q)].logits, rows, T);
-  reduce(&Rank::m, 0.0f, vmax);
-  for (int q = 0; q < tp; ++q)
-    ops::sampling_shard_sum(ctx, block(rk[size_t(q)].sums, q), rk[size_t(q)].logits, rows, rk[size_t(q)].m, T);
-  gather(&Rank::sums);
-  const bool use_k = p.top_k > 0 && p.top_k < V, use_p = p.top_p < 1.0f;
-  ops::SamplingParams pp = p;
-  if (T == 0.0f) {
-    pp.top_k = 0;
-    pp.top_p = 1.0f;
-  }
-  for (auto& k : rk) ops::sampling_select_begin(ctx, k.sel, pp, 0, V);
-  if (T != 0.0f) {
-    for (int phase = 0; phase < int(use_k) + int(use_p); ++phase) {
-      if (phase == 1)
-        for (auto& k : rk) ops::sampling_select_begin(ctx, k.sel, p, 1, V);
-      for (int level = 0; level < sd::kLevels; ++level) {
-        for (auto& k : rk) ops::sampling_shard_histogram(ctx, k.hist, k.logits, rows, k.m, T, k.sel, level);
-        reduce(&Rank::hist, int64_t(0), [](int64_t a, int64_t b) { return a + b; });
-        for (auto& k : rk) ops::sampling_descend(ctx, k.sel, k.hist, level, p.top_p);
-      }
-      for (int q = 0; q < tp; ++q) {
-        Rank& k = rk[size_t(q)];
-        ops::sampling_shard_tie_count(ctx, block(k.ties, q), k.logits, rows, k.m, T, k.sel);
-      }
-      gather(&Rank::ties);
-      for (int q = 0; q < tp; ++q) {
-        Rank& k = rk[size_t(q)];
-        ops::sampling_shard_tie_limit(ctx, k.sel, k.ties, q, k.logits, rows, k.m, T);
-      }
-    }
-    for (int q = 0; q < tp; ++q) {
-      Rank& k = rk[size_t(q)];
-      ops::sampling_shard_kept_mass(ctx, block(k.kept, q), k.logits, rows, k.m, T, k.sel);
-    }
-    gather(&Rank::kept);
-  }
-  for (int q = 0; q < tp; ++q) {
-    Rank& k = rk[size_t(q)];
-    ops::sampling_shard_choose(ctx, k.tok, k.lp, k.logits, rows, k.m, k.sel, k.sums, k.kept, streams, counters, p, q,
-                               int64_t(q) * Vs);
-  }
-  if (T == 0.0f) reduce(&Rank::tok, int32_t(0), [](int32_t a, int32_t b) { return a < b ? a : b; });
-  else reduce(&Rank::tok, int32_t(0), vmax);
-  reduce(&Rank::lp, 0.0f, vmax);
-  return {mem.get<int32_t>(rk[0].tok), mem.get<float>(rk[0].lp)};
+  TpSampled got = sample_tp_shards(mem, tp, x, B, V, dt, rows, streams, counters, p);
+  return {std::move(got.tok), std::move(got.lp)};
 }
 
 // tp = 1, 2, 4 shards composed with the CPU shard ops and with the CUDA

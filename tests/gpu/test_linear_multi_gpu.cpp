@@ -6,7 +6,6 @@
 // path's strided batch: how many groups it runs (a batch counts once) for
 // weights placed adjacent, apart, backwards, and the calls that cannot
 // batch, with the same bits on a rerun.
-#include "dapo/ops/linear_multi.h"
 
 #include <algorithm>
 

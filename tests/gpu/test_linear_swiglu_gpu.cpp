@@ -3,7 +3,7 @@
 // kernel and the op as routed): every tile gives the same bits on a rerun
 // and with either ring (one fixed order over K), the wide kernel too, and
 // the op's own checks name a wrong shape or an aliased output.
-#include "dapo/ops/linear_swiglu.h"
+#include "dapo/ops/matmul.h"
 
 #include <cmath>
 

@@ -11,7 +11,7 @@
 
 #include "dapo/io/safetensors.h"
 #include "dapo/model/qwen2_model.h"
-#include "dapo/ops/linear_swiglu.h"
+#include "dapo/ops/matmul.h"
 #include "dapo/optim/adamw.h"
 #include "dapo/parallel/comm.h"
 #include "dapo/parallel/grid.h"

@@ -10,8 +10,7 @@
 #include <cstring>
 
 #include "dapo/ops/copy.h"
-#include "dapo/ops/linear_multi.h"
-#include "dapo/ops/linear_swiglu.h"
+#include "dapo/ops/matmul.h"
 #include "dapo/ops/qkv_rope_kv_write.h"
 #include "dapo/ops/rmsnorm.h"
 #include "dapo/ops/rope.h"

@@ -16,7 +16,7 @@
 
 #include "dapo/ops/copy.h"
 #include "dapo/ops/cuda_graph.h"
-#include "dapo/ops/linear_multi.h"
+#include "dapo/ops/matmul.h"
 #include "dapo/ops/rope.h"
 #include "gpu/gpu_test_util.h"
 #include "cuda/cuda_ops.h"

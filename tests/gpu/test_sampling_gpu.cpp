@@ -16,6 +16,7 @@
 #include "dapo/ops/sampling_select.h"
 #include "gpu/gpu_test_util.h"
 #include "gpu/op_shapes.h"
+#include "gpu/tp_sampling_emulation.h"
 #include "mpi/sampling_tp_cases.h"
 #include "ops/sampling_test_util.h"
 
@@ -186,103 +187,29 @@ TEST_F(SamplingGpu, ChiSquareOf200kDraws) {
 }
 
 // The CUDA shard ops of tp sampling, composed as rollout::sample_tokens_tp
-// does but with the collectives done on the host: tp shards on one GPU.
-struct TpResult {
-  std::vector<int32_t> tokens;
-  std::vector<float> logprobs;
-};
-
+// does but with the collectives done on the host (tp_sampling_emulation.h):
+// tp shards on one GPU.
 class SamplingShardsGpu : public SamplingGpu {
  protected:
-  TpResult emulate(int tp, const std::vector<float>& x, int64_t B, int64_t V, DType dt, Tensor rows, Tensor streams,
-                   Tensor counters, const ops::SamplingParams& p) {
-    namespace sd = ops::detail;
-    const int64_t R = rows.numel(), Vs = V / tp;
-    const ops::Ctx ctx = gpu();
-    struct Rank {
-      Tensor logits, m, sums, kept, ties, sel, hist, tok, lp;
-    };
-    std::vector<Rank> rk(static_cast<size_t>(tp));
-    for (int q = 0; q < tp; ++q) {
-      Rank& k = rk[size_t(q)];
-      k.logits = upload(tp_shard(x, B, V, tp, q), {B, Vs}, dt);
-      k.m = device_empty(DType::f32, {R});
-      k.sums = device_empty(DType::i64, {int64_t(tp), R});
-      k.kept = device_empty(DType::i64, {int64_t(tp), R});
-      k.ties = device_empty(DType::i64, {int64_t(tp), R});
-      k.sel = device_empty(DType::i64, {R, sd::kSelectWords});
-      k.hist = device_empty(DType::i64, {R, 2, sd::kMaxBins});
-      k.tok = device_empty(DType::i32, {R});
-      k.lp = device_empty(DType::f32, {R});
+  // The fixture's device tensors, as sample_tp_shards asks for them.
+  struct GpuMem {
+    SamplingShardsGpu& t;
+    ops::Ctx ctx() const { return t.gpu(); }
+    Tensor alloc(DType dt, std::initializer_list<int64_t> dims) { return t.device_empty(dt, dims); }
+    template <class T>
+    std::vector<T> get(const Tensor& x) {
+      return t.get<T>(x);
     }
-    auto block = [&](Tensor g, int q) {
-      return Tensor(static_cast<char*>(g.data) + size_t(q * R) * dtype_size(g.dtype), g.dtype, {R}, Device::cuda);
-    };
-    auto gather = [&](Tensor Rank::*f) {
-      std::vector<int64_t> all;
-      for (int q = 0; q < tp; ++q) {
-        const auto b = get<int64_t>(block(rk[size_t(q)].*f, q));
-        all.insert(all.end(), b.begin(), b.end());
-      }
-      for (auto& k : rk) put(k.*f, all);
-    };
-    auto reduce = [&](Tensor Rank::*f, auto zero, auto op) {
-      using T = decltype(zero);
-      std::vector<T> acc = get<T>(rk[0].*f);
-      for (int q = 1; q < tp; ++q) {
-        const auto v = get<T>(rk[size_t(q)].*f);
-        for (size_t i = 0; i < acc.size(); ++i) acc[i] = op(acc[i], v[i]);
-      }
-      for (auto& k : rk) put(k.*f, acc);
-    };
-    auto vmax = [](auto a, auto b) { return a > b ? a : b; };
-    const float T = p.temperature;
-    for (int q = 0; q < tp; ++q) ops::sampling_shard_max(ctx, rk[size_t(q)].m, rk[size_t(q)].logits, rows, T);
-    reduce(&Rank::m, 0.0f, vmax);
-    for (int q = 0; q < tp; ++q)
-      ops::sampling_shard_sum(ctx, block(rk[size_t(q)].sums, q), rk[size_t(q)].logits, rows, rk[size_t(q)].m, T);
-    gather(&Rank::sums);
-    const bool use_k = p.top_k > 0 && p.top_k < V, use_p = p.top_p < 1.0f;
-    ops::SamplingParams pp = p;
-    if (T == 0.0f) {
-      pp.top_k = 0;
-      pp.top_p = 1.0f;
+    template <class T>
+    void put(const Tensor& x, const std::vector<T>& v) {
+      t.put(x, v);
     }
-    for (auto& k : rk) ops::sampling_select_begin(ctx, k.sel, pp, 0, V);
-    if (T != 0.0f) {
-      for (int phase = 0; phase < int(use_k) + int(use_p); ++phase) {
-        if (phase == 1)
-          for (auto& k : rk) ops::sampling_select_begin(ctx, k.sel, p, 1, V);
-        for (int level = 0; level < sd::kLevels; ++level) {
-          for (auto& k : rk) ops::sampling_shard_histogram(ctx, k.hist, k.logits, rows, k.m, T, k.sel, level);
-          reduce(&Rank::hist, int64_t(0), [](int64_t a, int64_t b) { return a + b; });
-          for (auto& k : rk) ops::sampling_descend(ctx, k.sel, k.hist, level, p.top_p);
-        }
-        for (int q = 0; q < tp; ++q) {
-          Rank& k = rk[size_t(q)];
-          ops::sampling_shard_tie_count(ctx, block(k.ties, q), k.logits, rows, k.m, T, k.sel);
-        }
-        gather(&Rank::ties);
-        for (int q = 0; q < tp; ++q) {
-          Rank& k = rk[size_t(q)];
-          ops::sampling_shard_tie_limit(ctx, k.sel, k.ties, q, k.logits, rows, k.m, T);
-        }
-      }
-      for (int q = 0; q < tp; ++q) {
-        Rank& k = rk[size_t(q)];
-        ops::sampling_shard_kept_mass(ctx, block(k.kept, q), k.logits, rows, k.m, T, k.sel);
-      }
-      gather(&Rank::kept);
-    }
-    for (int q = 0; q < tp; ++q) {
-      Rank& k = rk[size_t(q)];
-      ops::sampling_shard_choose(ctx, k.tok, k.lp, k.logits, rows, k.m, k.sel, k.sums, k.kept, streams, counters, p,
-                                 q, int64_t(q) * Vs);
-    }
-    if (T == 0.0f) reduce(&Rank::tok, int32_t(0), [](int32_t a, int32_t b) { return a < b ? a : b; });
-    else reduce(&Rank::tok, int32_t(0), vmax);
-    reduce(&Rank::lp, 0.0f, vmax);
-    return TpResult{get<int32_t>(rk[0].tok), get<float>(rk[0].lp)};
+    Tensor logits(const std::vector<float>& x, int64_t B, int64_t V, DType dt) { return t.upload(x, {B, V}, dt); }
+  };
+  TpSampled emulate(int tp, const std::vector<float>& x, int64_t B, int64_t V, DType dt, Tensor rows, Tensor streams,
+                    Tensor counters, const ops::SamplingParams& p) {
+    GpuMem mem{*this};
+    return sample_tp_shards(mem, tp, x, B, V, dt, rows, streams, counters, p);
   }
 };
 
@@ -310,15 +237,15 @@ TEST_F(SamplingShardsGpu, ShardOpsMatchTheUnshardedOp) {
         const auto want_lp = get<float>(l);
         for (const int tp : {1, 2, 4}) {
           SCOPED_TRACE(testing::Message() << "V " << V << " " << dtype_name(dt) << " " << c.name << " tp " << tp);
-          const TpResult got = emulate(tp, x, B, V, dt, drows, ds, dc, c.p);
+          const TpSampled got = emulate(tp, x, B, V, dt, drows, ds, dc, c.p);
           for (int64_t r = 0; r < R; ++r) {
-            ASSERT_GE(got.tokens[r], 0);
-            ASSERT_LT(got.tokens[r], V);
-            if (got.tokens[r] != want[r]) {
+            ASSERT_GE(got.tok[r], 0);
+            ASSERT_LT(got.tok[r], V);
+            if (got.tok[r] != want[r]) {
               ++differ;
               continue;
             }
-            EXPECT_NEAR(got.logprobs[r], want_lp[r], 2e-6 + 1e-6 * std::fabs(want_lp[r])) << "row " << r;
+            EXPECT_NEAR(got.lp[r], want_lp[r], 2e-6 + 1e-6 * std::fabs(want_lp[r])) << "row " << r;
           }
           sampled += R;
         }

@@ -1,7 +1,8 @@
 // The GPU op harness's coverage, checked where there is no GPU (CI): every
 // public ops:: function (include/dapo/ops/*.h) that has a CUDA backend (a
-// declaration of the same name directly in namespace dapo::ops::cuda of
-// cuda/cuda_ops.h) is listed in tests/gpu/backend_ops_coverage.h, either
+// declaration of the same name directly in namespace dapo::ops::cuda:
+// cuda/cuda_ops.h, with the src/ops/backend_ops.inc it includes) is listed
+// in tests/gpu/backend_ops_coverage.h, either
 // as compared with the CPU by the harness (kHarnessOps, whose names the
 // harness's case files must name) or as tested elsewhere (a test that
 // exists in the file it names). So an op added with a CUDA backend but no
@@ -142,7 +143,13 @@ std::set<std::string> ops_with_cuda_backend() {
     }
   const fs::path cuda_ops = source_dir() / "cuda/cuda_ops.h";
   EXPECT_TRUE(fs::exists(cuda_ops)) << cuda_ops << ": the CUDA backend's declarations moved? Update this test.";
-  const std::set<std::string> cuda = functions_in(read_file(cuda_ops), "dapo::ops::cuda");
+  std::set<std::string> cuda = functions_in(read_file(cuda_ops), "dapo::ops::cuda");
+  // The ops every backend implements are listed once and included inside
+  // the backend's namespace.
+  const fs::path shared = source_dir() / "src/ops/backend_ops.inc";
+  EXPECT_TRUE(fs::exists(shared)) << shared << ": the backends' shared op list moved? Update this test.";
+  const auto listed = functions_in("namespace dapo::ops::cuda {\n" + read_file(shared) + "\n}", "dapo::ops::cuda");
+  cuda.insert(listed.begin(), listed.end());
   std::set<std::string> both;
   for (const std::string& name : cuda)
     if (pub.count(name)) both.insert(name);

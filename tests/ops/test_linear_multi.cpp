@@ -1,7 +1,6 @@
 // linear_forward_multi on the CPU: each segment equals its own
 // linear_forward (bias or none, segments of different widths, K == 0, no
 // rows), and outputs that alias an input or each other are refused.
-#include "dapo/ops/linear_multi.h"
 
 #include "dapo/ops/matmul.h"
 #include "ops/op_test_util.h"

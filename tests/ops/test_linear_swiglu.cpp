@@ -1,7 +1,7 @@
 // The fused gate/up products + SwiGLU on the CPU backend: the formula (its
 // scratch holding the two products), and bad shapes rejected with the
 // offending tensor named.
-#include "dapo/ops/linear_swiglu.h"
+#include "dapo/ops/matmul.h"
 
 #include <cmath>
 

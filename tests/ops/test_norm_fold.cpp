@@ -8,7 +8,6 @@
 
 #include <cmath>
 
-#include "dapo/ops/linear_swiglu.h"
 #include "dapo/ops/matmul.h"
 #include "dapo/ops/qkv_rope_kv_write.h"
 #include "dapo/ops/rmsnorm.h"

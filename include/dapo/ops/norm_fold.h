@@ -53,7 +53,7 @@ struct RowNorm {
 // y:   (M, C), OVERWRITTEN.   ssq: (M, norm_fold_parts(C)) f32, OVERWRITTEN.
 // y and ssq overlap nothing else.
 // CPU: f32 throughout. CUDA: bf16 in, weight, res, norm_weight, sum and y;
-// one launch (the skinny product's epilogue, linear_multi.h) where the skinny
+// one launch (the skinny product's epilogue, matmul.h) where the skinny
 // kernel can take the product (any M; it is the op's choice below
 // norm_fold_preferred's rows), else the product into y then one pass.
 void linear_residual_fold(const Ctx& ctx, Tensor sum, Tensor y, Tensor ssq, Tensor in, Tensor weight, Tensor res,

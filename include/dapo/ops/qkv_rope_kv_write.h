@@ -3,7 +3,7 @@
 // Exactly
 //   linear_forward_multi(in, {q, k, v});
 //   rope_kv_write(q (T, Hq, D), k (T, Hkv, D), k_cache, v_cache, v, positions, slot_mapping, theta);
-// (linear_multi.h, rope.h), with the same results on each backend;
+// (matmul.h, rope.h), with the same results on each backend;
 // on CUDA bit for bit, as the fused kernel sums every product in the order
 // and split of linear_forward_multi's own plan. It exists because a
 // decode step's RoPE + cache write is a kernel of its own whose launch
@@ -15,13 +15,13 @@
 #include <span>
 
 #include "dapo/ops/context.h"
-#include "dapo/ops/linear_multi.h"
+#include "dapo/ops/matmul.h"
 #include "dapo/ops/norm_fold.h"
 
 namespace dapo::ops {
 
 // in:           (T, C), the normed hidden states.
-// qkv:          three segments (linear_multi.h): q out (T, Hq * D), k and v
+// qkv:          three segments (matmul.h): q out (T, Hq * D), k and v
 //               outs (T, Hkv * D), OVERWRITTEN with the product, q and k then
 //               rotated in place (rope.h); weights and biases as HF's.
 // k_cache, v_cache: (num_blocks, block_size, Hkv, D), UPDATED: token i's

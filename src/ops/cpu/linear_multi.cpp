@@ -1,5 +1,4 @@
 // CPU reference of linear_forward_multi: one linear_forward per segment.
-#include "dapo/ops/linear_multi.h"
 
 #include "dapo/ops/matmul.h"
 #include "src/ops/cpu/cpu_ops.h"

@@ -1,8 +1,7 @@
 // CPU fused gate/up + SwiGLU: the two ops it stands for, through the
 // caller's gate and up scratch.
-#include "dapo/ops/linear_swiglu.h"
+#include "dapo/ops/matmul.h"
 
-#include "dapo/ops/linear_multi.h"
 #include "dapo/ops/swiglu.h"
 #include "src/ops/cpu/cpu_ops.h"
 

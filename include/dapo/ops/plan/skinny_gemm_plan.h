@@ -1,4 +1,4 @@
-// How CUDA's skinny GEMM (linear_multi.h: the decode step's products of few
+// How CUDA's skinny GEMM (matmul.h: the decode step's products of few
 // rows by every weight) is configured, planned on the host from plain
 // values: the shape (M input rows, K, the weight rows of each segment), the
 // GPU's SM count, whether the sm_90a tiles are built, and how many clusters

@@ -1,4 +1,4 @@
-// How CUDA's fused gate/up products and SwiGLU (linear_swiglu.h) are
+// How CUDA's fused gate/up products and SwiGLU (matmul.h) are
 // planned, on the host from plain values: the shape (M input rows, K, I h
 // columns), the GPU's SM count and whether the sm_90a kernels are built.
 // The kernel files (cuda/gemm/linear_swiglu.cu, linear_swiglu_wide.cu)
