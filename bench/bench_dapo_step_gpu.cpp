@@ -13,9 +13,17 @@
 // peak, and the device's use while generating.
 // Compare with bench/peers/peer_dapo_step.py (HF generate + a PyTorch update of
 // the same load) run in the same device command.
+// --mean-len M: the paper's shape instead of fixed lengths. Every M-th id of
+// the vocabulary is an EOS of the model (its config.json's eos_token_id),
+// so that the near-uniform random model answers in geometric lengths of
+// mean ~M, capped at --len, as bench_generate_gpu --dapo draws them; the
+// micro-batches then hold the longest prompt and answer. The JSON adds the
+// answers' mean and longest length.
 //   mpirun --bind-to none -np 4 bench_dapo_step_gpu 7b --tp 4 [--prompts 32 --n 8 --len 512 --steps 2] [--key=value ...]
+//   bench_dapo_step_gpu 1.5b --prompts 32 --n 16 --len 20480 --mean-len 3000
 // (--train.activation_recompute=true|false: the demo recipe's default is off;
 // a load the memory plan says will not fit exits 2 with the plan.)
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -51,7 +59,7 @@ std::string src(const std::string& rel) {
 int main(int argc, char** argv) {
   parallel::Runtime runtime(&argc, &argv);
   std::string size = "1.5b";
-  int64_t tp = 1, prompts = 32, n = 8, len = 512, steps = 2;
+  int64_t tp = 1, prompts = 32, n = 8, len = 512, steps = 2, mean_len = 0;
   std::vector<std::string> extra;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -61,6 +69,7 @@ int main(int argc, char** argv) {
     else if (a == "--n") n = next();
     else if (a == "--len") len = next();
     else if (a == "--steps") steps = next();
+    else if (a == "--mean-len") mean_len = next();
     else if (a.rfind("--", 0) == 0) extra.push_back(a.substr(2));
     else size = a;
   }
@@ -76,7 +85,9 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "bench_dapo_step_gpu: %s at %.1f s\n", what, seconds_since(t_start));
   };
   progress("loading the model");
-  const model::Qwen2Config shape = bench::qwen25(size, "bench_dapo_step_gpu");
+  model::Qwen2Config shape = bench::qwen25(size, "bench_dapo_step_gpu");
+  if (mean_len > 0)
+    for (int64_t id = 3; id < shape.vocab_size; id += mean_len) shape.eos_token_ids.push_back(id);
   // A config.json-only model directory: load_initial_model draws random weights.
   const std::string model_dir = "/tmp/dapo_bench_model_" + size;
   if (runtime.world_rank() == 0) {
@@ -92,8 +103,8 @@ int main(int argc, char** argv) {
       "rollout.max_response_length=" + std::to_string(len), "algorithm.overlong_buffer_len=" + std::to_string(len / 4),
       "train.train_batch_size=" + std::to_string(prompts),
       "train.ppo_mini_batch_size=" + std::to_string(std::max<int64_t>(1, prompts / 2)),
-      "train.max_token_len_per_gpu=8192", "optim.lr=1e-6",
-      "rollout.max_num_seqs=256"};
+      // Room for the longest prompt and answer in one micro-batch.
+      "train.max_token_len_per_gpu=" + std::to_string(std::max<int64_t>(8192, len + 512)), "optim.lr=1e-6"};
   for (const std::string& e : extra) overrides.push_back(e);
   const Config config = load_config(src("inputs/demo.ini"), overrides);
   check_training_config(config);
@@ -126,7 +137,7 @@ int main(int argc, char** argv) {
   const char* keys[] = {"timing_s/gen", "timing_s/reward", "timing_s/balance", "timing_s/old_log_prob",
                         "timing_s/update_actor", "timing_s/step"};
   std::vector<double> sum(std::size(keys), 0.0);
-  double trained = 0, generated = 0;
+  double trained = 0, generated = 0, length_mean = 0, length_max = 0;
   progress("model ready; warm-up step");
   t.step();  // warm-up: plans, graphs, arenas
   for (int64_t s = 0; s < steps; ++s) {
@@ -135,15 +146,18 @@ int main(int argc, char** argv) {
     for (size_t k = 0; k < std::size(keys); ++k) sum[k] += r.metrics.get(keys[k]);
     trained += r.metrics.get("perf/total_num_tokens");
     generated += r.metrics.get("perf/gen_throughput") * r.metrics.get("timing_s/gen");
+    length_mean += r.metrics.get("response_length/mean") / double(steps);
+    length_max = std::max(length_max, r.metrics.get("response_length/max"));
   }
   const trainer::UpdateRunner::ArenaUse arenas = t.last_update_memory();
   const double gib = double(size_t(1) << 30), step_s = sum[5] / double(steps);
   const int world = grid.world_size();
   if (runtime.world_rank() == 0) {
     std::printf("{\"bench\": \"dapo_step_gpu\", \"model\": \"%s\", \"gpu\": \"%s\", \"gpus\": %d, \"tp\": %d, "
-                "\"dp\": %d, \"prompts\": %lld, \"n\": %lld, \"response_len\": %lld, \"steps\": %lld",
+                "\"dp\": %d, \"prompts\": %lld, \"n\": %lld, \"response_len\": %lld, \"mean_len\": %lld, "
+                "\"length_mean\": %.0f, \"length_max\": %.0f, \"steps\": %lld",
                 size.c_str(), gpu->name().c_str(), world, grid.tp_size, grid.dp_size, (long long)prompts,
-                (long long)n, (long long)len, (long long)steps);
+                (long long)n, (long long)len, (long long)mean_len, length_mean, length_max, (long long)steps);
     for (size_t k = 0; k < std::size(keys); ++k)
       std::printf(", \"%s\": %.3f", std::string(keys[k]).substr(9).append("_s").c_str(), sum[k] / double(steps));
     std::printf(", \"generated_tokens_per_step\": %.0f, \"trained_tokens_per_step\": %.0f, "

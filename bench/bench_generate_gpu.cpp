@@ -17,7 +17,11 @@
 //    drains. Reports tokens/s, the split of the time into host work,
 //    prefill steps and decode steps, the sampling share (with --profile),
 //    and tokens/s and the share of the run's time by how many sequences
-//    were running (buckets of powers of two: 8 means 8 to 15).
+//    were running (buckets of powers of two: 8 means 8 to 15), against the
+//    roofline (each step reads the weights once and the KV positions its
+//    attention reads, at the card's specified bandwidth): for the whole
+//    run and per bucket. --max-seqs: EngineOptions::max_num_seqs (default
+//    0: as many as the KV pool holds).
 // With --trace, the load runs once more under CUPTI (bench/kernel_trace.h):
 // the GPU's idle time over the run (no kernel or copy on it: the host's
 // share of the critical path), which kernels and copies it came before, and
@@ -26,7 +30,7 @@
 // --unfused-head: EngineOptions::fused_head off (the LM head's logits, then the sampler; "fused_head" in the JSON).
 // --max-tokens: EngineOptions::max_batch_tokens (fixed load: batch x prompt, DAPO load: 8192).
 // Usage: bench_generate_gpu 0.5b [--batch 128 --prompt 256 --new 512] [--trace] [--no-launch-ahead]
-//        bench_generate_gpu 1.5b --dapo [--prompts 64 --n 16 --mean-len 800 --max-len 8192] [--profile]
+//        bench_generate_gpu 1.5b --dapo [--prompts 64 --n 16 --mean-len 800 --max-len 8192] [--max-seqs 0] [--profile]
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -102,7 +106,7 @@ int main(int argc, char** argv) {
   parallel::Runtime runtime(&argc, &argv);
   std::string size = "0.5b";
   int64_t batch = 128, prompt = 256, new_tokens = 512;
-  int64_t prompts = 64, n = 16, mean_len = 800, max_len = 8192, max_seqs = 256, max_tokens = 0;
+  int64_t prompts = 64, n = 16, mean_len = 800, max_len = 8192, max_seqs = 0, max_tokens = 0;
   bool dapo_load = false, profile = false, trace = false, launch_ahead = true, fused_head = true;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -179,17 +183,27 @@ int main(int argc, char** argv) {
   }
   // Throughput as the batch drains: tokens per second of the steps run
   // with a given number of sequences (in buckets of powers of two).
-  std::map<int64_t, std::pair<int64_t, double>> by_running;  // bucket -> (tokens, seconds)
-  int64_t last_tokens = 0;
+  // And the bytes those steps had to read: the weights once a step, the
+  // KV positions their attention read (for a roofline per bucket).
+  struct Bucket {
+    int64_t tokens = 0, steps = 0, kv_positions = 0;
+    double seconds = 0;
+  };
+  std::map<int64_t, Bucket> by_running;
+  int64_t last_tokens = 0, last_step = 0, last_kv = 0;
   double last_s = 0;
   const rollout::ProgressCallback progress = [&](const rollout::GenerationProgress& p) {
     int64_t bucket = 1;
     while (bucket * 2 <= std::max<int64_t>(p.running, 1)) bucket *= 2;
-    auto& [tok, sec] = by_running[bucket];
-    tok += p.generated_tokens - last_tokens;
-    sec += p.elapsed_s - last_s;
+    Bucket& b = by_running[bucket];
+    b.tokens += p.generated_tokens - last_tokens;
+    b.seconds += p.elapsed_s - last_s;
+    b.steps += p.step - last_step;
+    b.kv_positions += p.kv_positions_read - last_kv;
     last_tokens = p.generated_tokens;
     last_s = p.elapsed_s;
+    last_step = p.step;
+    last_kv = p.kv_positions_read;
   };
   const size_t used_before = gpu.memory_used();
   const rollout::RolloutBatch out = engine.generate(in, s, dapo_load ? progress : rollout::ProgressCallback{});
@@ -230,15 +244,26 @@ int main(int argc, char** argv) {
     for (int64_t r = 0; r < out.num_responses(); ++r) lengths.push_back(out.response_length(r));
     std::sort(lengths.begin(), lengths.end());
     auto pct = [&](double q) { return lengths[std::min(lengths.size() - 1, size_t(q * double(lengths.size())))]; };
+    // The run's roofline: every step reads the weights once and the KV
+    // positions its attention reads, at the card's bandwidth (prefill
+    // compute and sampling not counted: a floor no schedule of these
+    // lengths beats without reading less).
+    auto roofline_s = [&](double steps, double kv_positions) {
+      return bw_spec > 0 ? (steps * weight_bytes + kv_positions * kv_per_position) / bw_spec : 0.0;
+    };
+    const double roof_s = roofline_s(double(st.scheduler.steps), double(st.scheduler.kv_positions_read));
     std::printf(
         "{\"bench\": \"generate_gpu\", \"load\": \"dapo\", \"model\": \"%s\", \"gpu\": \"%s\", \"prompts\": %lld, "
-        "\"n\": %lld, \"max_num_seqs\": %lld, \"tokens\": %lld, \"length_mean\": %.0f, \"length_p50\": %lld, "
+        "\"n\": %lld, \"max_num_seqs\": %lld, \"peak_running\": %lld, \"roofline_s_spec_bw\": %.3f, "
+        "\"fraction_of_roofline\": %.3f, \"kv_read_gb\": %.1f, \"tokens\": %lld, \"length_mean\": %.0f, \"length_p50\": %lld, "
         "\"length_p90\": %lld, \"length_max\": %lld, \"s\": %.3f, \"tok_s\": %.0f, \"share_prefill_steps\": %.3f, "
         "\"share_decode_steps\": %.3f, \"share_host\": %.3f, \"steps\": %lld, \"preemptions\": %lld, "
         "\"decode_graphs\": %lld, \"padded_graph_steps\": %lld, \"graphs_captured_ahead\": %lld, "
         "\"graph_capture_s\": %.3f, \"steps_ahead\": %lld, \"fused_head\": %s, \"kv_cache_gib\": %.2f, "
         "\"tok_s_by_running\": {",
-        size.c_str(), gpu.name().c_str(), (long long)prompts, (long long)n, (long long)max_seqs, (long long)tokens,
+        size.c_str(), gpu.name().c_str(), (long long)prompts, (long long)n, (long long)max_seqs,
+        (long long)st.scheduler.peak_running, roof_s, roof_s / st.seconds,
+        double(st.scheduler.kv_positions_read) * kv_per_position / 1e9, (long long)tokens,
         double(tokens) / double(out.num_responses()), (long long)pct(0.5), (long long)pct(0.9),
         (long long)lengths.back(), st.seconds, double(tokens) / st.seconds, st.prefill_step_seconds / st.seconds,
         st.decode_step_seconds / st.seconds, st.host_seconds / st.seconds, (long long)st.scheduler.steps,
@@ -250,15 +275,21 @@ int main(int argc, char** argv) {
       bool first = true;
       for (auto it = by_running.rbegin(); it != by_running.rend(); ++it) {
         std::printf("%s\"%lld\": ", first ? "" : ", ", (long long)it->first);
-        std::printf(fmt, value(it->second.first, it->second.second));
+        std::printf(fmt, value(it->second));
         first = false;
       }
     };
-    print_by_running("%.0f", [](int64_t tok, double sec) { return sec > 0 ? double(tok) / sec : 0.0; });
+    print_by_running("%.0f", [](const Bucket& b) { return b.seconds > 0 ? double(b.tokens) / b.seconds : 0.0; });
     // Where the time goes as the batch drains: the share of the run spent
     // with each number of sequences running.
     std::printf("}, \"share_s_by_running\": {");
-    print_by_running("%.3f", [&](int64_t, double sec) { return st.seconds > 0 ? sec / st.seconds : 0.0; });
+    print_by_running("%.3f", [&](const Bucket& b) { return st.seconds > 0 ? b.seconds / st.seconds : 0.0; });
+    // How close each bucket's steps came to reading their bytes at the
+    // card's bandwidth.
+    std::printf("}, \"fraction_of_roofline_by_running\": {");
+    print_by_running("%.3f", [&](const Bucket& b) {
+      return b.seconds > 0 ? roofline_s(double(b.steps), double(b.kv_positions)) / b.seconds : 0.0;
+    });
     std::printf("}}\n");
   }
   std::fflush(stdout);

@@ -153,7 +153,8 @@ class Schema {
     add("rollout", "val_top_p", &C::rollout, &RolloutConfig::val_top_p, "validation nucleus sampling; 1: off");
     add("rollout", "val_top_k", &C::rollout, &RolloutConfig::val_top_k, "validation top-k; -1 or 0: off");
     add("rollout", "block_size", &C::rollout, &RolloutConfig::block_size, "positions per KV-cache block");
-    add("rollout", "max_num_seqs", &C::rollout, &RolloutConfig::max_num_seqs, "sequences per engine step");
+    add("rollout", "max_num_seqs", &C::rollout, &RolloutConfig::max_num_seqs,
+        "sequences per engine step; 0: every sequence of a round, as far as the KV pool holds them");
     add("rollout", "max_num_batched_tokens", &C::rollout, &RolloutConfig::max_num_batched_tokens,
         "new positions per engine step");
     add("rollout", "kv_cache_gib", &C::rollout, &RolloutConfig::kv_cache_gib,
@@ -402,7 +403,7 @@ void validate(const Config& c) {
   if (!(r.val_top_p > 0 && r.val_top_p <= 1)) fail("rollout.val_top_p", "must be in (0, 1]");
   if (r.val_top_k < -1) fail("rollout.val_top_k", "must be -1, 0 (off) or positive");
   if (r.block_size < 1) fail("rollout.block_size", "must be at least 1");
-  if (r.max_num_seqs < 1) fail("rollout.max_num_seqs", "must be at least 1");
+  if (r.max_num_seqs < 0) fail("rollout.max_num_seqs", "must be >= 0 (0 means as many as the KV pool holds)");
   if (r.max_num_batched_tokens < 1) fail("rollout.max_num_batched_tokens", "must be at least 1");
   if (!(r.kv_cache_gib >= 0)) fail("rollout.kv_cache_gib", "must be >= 0 (0 means sized from the requests)");
   if (!(r.kv_cache_memory_fraction > 0 && r.kv_cache_memory_fraction <= 1))
@@ -452,7 +453,7 @@ void validate(const Config& c) {
            {"rollout.gen_batch_size", r.gen_batch_size, kMaxTokens, "prompts per generation round (the paper: 1536)"},
            {"rollout.max_response_length", r.max_response_length, kMaxTokens, "tokens (the paper: 20480)"},
            {"rollout.block_size", r.block_size, 65536, "positions per KV-cache block (vLLM uses 16 to 128)"},
-           {"rollout.max_num_seqs", r.max_num_seqs, 65536, "sequences per engine step (vLLM's default: 256)"},
+           {"rollout.max_num_seqs", r.max_num_seqs, 65536, "sequences per engine step (vLLM's default: 256; 0 runs as many as the KV pool holds)"},
            {"rollout.max_num_batched_tokens", r.max_num_batched_tokens, kMaxTokens,
             "new positions per engine step (vLLM's default: 8192)"},
            {"data.max_prompt_length", c.data.max_prompt_length, kMaxTokens, "tokens (the paper: 2048)"},

@@ -47,6 +47,12 @@ EngineOptions engine_options(const Config& config) {
   return o;
 }
 
+int64_t engine_seats(const EngineOptions& options, int64_t sequences, int64_t n) {
+  const int64_t seats =
+      options.max_num_seqs > 0 ? options.max_num_seqs : std::clamp<int64_t>(sequences, 1, kAutoMaxNumSeqs);
+  return std::max(seats, n);
+}
+
 int64_t kv_blocks_for_budget(const model::Qwen2Config& config, int64_t tp_size, int64_t block_size,
                              size_t budget_bytes, Device device) {
   DAPO_CHECK(block_size >= 1, "block_size ", block_size);
@@ -96,7 +102,7 @@ GenerationMemory generation_memory(const model::Qwen2Model::Plan& plan, int64_t 
 GenerationEngine::GenerationEngine(const model::Qwen2Model& model, const parallel::Comm& tp, const ops::Ctx& ctx,
                                    EngineOptions options)
     : model_(model), tp_(tp), ctx_(ctx), options_(options) {
-  DAPO_CHECK(options_.block_size >= 1 && options_.max_num_seqs >= 1 && options_.max_batch_tokens >= 1,
+  DAPO_CHECK(options_.block_size >= 1 && options_.max_num_seqs >= 0 && options_.max_batch_tokens >= 1,
              "EngineOptions: block_size ", options_.block_size, ", max_num_seqs ", options_.max_num_seqs,
              ", max_batch_tokens ", options_.max_batch_tokens);
   DAPO_CHECK(tp.size() == model.dims().tp, "GenerationEngine: a tp Comm of ", tp.size(), " ranks for a model of tp ",

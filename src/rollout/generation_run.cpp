@@ -43,12 +43,12 @@ uint64_t tokens_hash(const int32_t* tokens, size_t n) {
   return h;
 }
 
-SchedulerLimits scheduler_limits(const EngineOptions& options, const SamplingOptions& sampling) {
+SchedulerLimits scheduler_limits(const EngineOptions& options, const SamplingOptions& sampling, size_t num_prompts) {
   SchedulerLimits limits;
   limits.n = sampling.n;
   limits.max_response_length = sampling.max_response_length;
   limits.eos_ids = sampling.eos_ids;
-  limits.max_num_seqs = std::max(options.max_num_seqs, sampling.n);
+  limits.max_num_seqs = engine_seats(options, int64_t(num_prompts) * sampling.n, sampling.n);
   limits.max_batch_tokens = std::max(options.max_batch_tokens, limits.max_num_seqs);
   return limits;
 }
@@ -107,7 +107,7 @@ GenerationRun::GenerationRun(const model::Qwen2Model& model, const parallel::Com
       device_(ops::backend_device(ctx.backend)),
       on_gpu_(ctx.backend == ops::Backend::cuda),
       bs_(options.block_size),
-      limits_(scheduler_limits(options, sampling)),
+      limits_(scheduler_limits(options, sampling, prompts.size())),
       max_seqs_(limits_.max_num_seqs),
       max_tokens_(limits_.max_batch_tokens),
       longest_prompt_(checked_longest_prompt(prompts, model.dims().V)),
@@ -342,6 +342,7 @@ void GenerationRun::report_progress(const ProgressCallback& progress) const {
   p.finished = sched_.num_finished();
   p.total = sched_.num_responses();
   p.generated_tokens = sched_.stats().sampled_tokens;
+  p.kv_positions_read = sched_.stats().kv_positions_read;
   p.elapsed_s = seconds_since(start_);
   p.tokens_per_s = p.elapsed_s > 0 ? double(p.generated_tokens) / p.elapsed_s : 0.0;
   progress(p);

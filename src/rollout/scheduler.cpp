@@ -80,6 +80,7 @@ void Scheduler::add_chunk(int64_t seq, int64_t count, int64_t& budget) {
   const bool ok = blocks_.prepare_write(s.table, s.computed, s.computed + count, plan_.copies);
   DAPO_CHECK(ok, "Scheduler: blocks vanished between the check and the write");
   plan_.chunks.push_back({seq, s.computed, count});
+  stats_.kv_positions_read += s.computed + count;
   s.scheduled_step = stats_.steps;
   budget -= count;
   const int64_t P = int64_t(prompts_[size_t(s.prompt)].ids.size());
@@ -234,6 +235,7 @@ const StepPlan& Scheduler::plan_ahead() {
     const bool ok = blocks_.prepare_write(s.table, c.begin + 1, c.begin + 2, ahead_.copies);
     DAPO_CHECK(ok, "Scheduler: blocks vanished between the check and the write");
     ahead_.chunks.push_back({c.seq, c.begin + 1, 1});
+    stats_.kv_positions_read += c.begin + 2;
     const SampleRow& r = plan_.rows[i];
     ahead_.rows.push_back({int64_t(i), r.prompt, r.sample, r.position + 1});
     s.scheduled_step = stats_.steps;

@@ -1,8 +1,8 @@
 // Generation rounds -> dynamic sampling -> balance -> exchange.
 #include "dapo/trainer/generation_phase.h"
 
+#include <algorithm>
 #include <cmath>
-
 
 #include "dapo/core/error.h"
 #include "dapo/core/rng.h"
@@ -19,6 +19,12 @@ constexpr uint64_t kRolloutStepTag = 0x726F6C6C6F75746Bull;
 
 uint64_t rollout_step_key(int64_t step, int64_t round) {
   return stream_id({kRolloutStepTag, uint64_t(step), uint64_t(round)});
+}
+
+double dp_round_idle(const parallel::Comm& dp, double round_s) {
+  const double slowest = dp.all_reduce_f64(round_s, parallel::ReduceOp::max);
+  const double total = dp.all_reduce_f64(round_s, parallel::ReduceOp::sum);
+  return std::max(0.0, slowest - total / double(dp.size()));
 }
 
 GenerationResult run_generation_phase(GenerationContext& ctx, const parallel::Grid& grid, int64_t step) {
@@ -43,7 +49,11 @@ GenerationResult run_generation_phase(GenerationContext& ctx, const parallel::Gr
     sampling.step = rollout_step_key(step, round);
     auto t0 = Clock::now();
     const rollout::RolloutBatch out = ctx.engine->generate(inputs, sampling, ctx.progress);
-    res.generated.generation_s += seconds_since(t0);
+    const double round_s = seconds_since(t0);
+    res.generated.generation_s += round_s;
+    // The ranks whose answers were short wait for the slowest one at the
+    // sampler's all-gather below: what that wait costs each round.
+    res.generated.dp_idle_s += dp_round_idle(grid.dp, round_s);
 
     for (const float lp : out.sampling_logprobs) res.generated.sampled_prob += std::exp(double(lp));
     t0 = Clock::now();

@@ -119,6 +119,7 @@ Metrics dapo_step_metrics(const Config& config, const parallel::Grid& grid, cons
       .add("actor/lr", update.lr)
       .add("actor/skipped_steps", update.skipped_steps)
       .add("timing_s/gen", times[0])
+      .add("timing_s/gen_dp_idle", gs.dp_idle_s)
       .add("timing_s/reward", times[1])
       .add("timing_s/balance", times[2])
       .add("timing_s/old_log_prob", times[3]);

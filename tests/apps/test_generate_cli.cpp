@@ -278,9 +278,11 @@ TEST(GenerateCli, BadCommandLinesAndModels) {
   r = run("generate --config " + ini + io + " --checkpoint " + dir.file("text.h5"));
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.output.find(dir.file("text.h5") + ": not an HDF5 file"), std::string::npos) << r.output;
-  r = run("generate --config " + ini + io + " --model.path=" + fixture("tiny_tied") + " --rollout.max_num_seqs=0");
+  r = run("generate --config " + ini + io + " --model.path=" + fixture("tiny_tied") + " --rollout.max_num_seqs=-1");
   EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.output.find("command line: rollout.max_num_seqs: must be at least 1"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("command line: rollout.max_num_seqs: must be >= 0 (0 means as many as the KV pool holds)"),
+            std::string::npos)
+      << r.output;
   r = run("generate --config " + ini + io + " --model.path=" + fixture("tiny_tied") + " --model.tokenizer=" +
           dir.file("t.json"));
   EXPECT_EQ(r.code, 2);

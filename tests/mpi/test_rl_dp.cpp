@@ -17,6 +17,7 @@
 #include "dapo/rl/balance.h"
 #include "dapo/rl/dynamic_sampling.h"
 #include "dapo/rl/group_data.h"
+#include "dapo/trainer/generation_phase.h"
 #include "mpi/mpi_test_util.h"
 
 namespace dapo {
@@ -73,6 +74,18 @@ rl::DynamicSamplingOptions options(int64_t batch, int64_t max_rounds) {
   o.max_num_gen_batches = max_rounds;
   o.on_short = ShortBatch::fail;
   return o;
+}
+
+// The dp barrier's idle time: the slowest rank's time less the mean, the
+// same on every rank (rank r takes r + 1 seconds: the wait of rank r is
+// D - (r + 1), their mean (D - 1) / 2); none alone.
+TEST(DynamicSamplingDp, RoundIdleIsTheWaitForTheSlowestRank) {
+  const Comm world = Comm::world();
+  const int D = world.size(), r = world.rank();
+  EXPECT_DOUBLE_EQ(trainer::dp_round_idle(world, double(r + 1)), double(D - 1) / 2.0);
+  EXPECT_DOUBLE_EQ(trainer::dp_round_idle(world, 2.5), 0.0);
+  const Comm self = world.split(r, 0);
+  EXPECT_DOUBLE_EQ(trainer::dp_round_idle(self, double(r + 7)), 0.0);
 }
 
 TEST(DynamicSamplingDp, EveryRankAgreesWithOneProcessForEveryTp) {

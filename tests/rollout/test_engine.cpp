@@ -297,6 +297,48 @@ TEST_F(EngineTest, KvPoolComesFromTheBudget) {
   EXPECT_GE(last_stats.num_blocks, 6 * 4);
 }
 
+// max_num_seqs = 0 (the default): every sequence of the round runs as soon
+// as the pool has blocks for it, so with a roomy pool all of them run from
+// the first decode step, and with a small one the pool alone bounds them.
+TEST_F(EngineTest, AdmitsByMemoryByDefault) {
+  EXPECT_EQ(engine_seats(EngineOptions{}, 40, 4), 40);
+  EXPECT_EQ(engine_seats(EngineOptions{}, 0, 4), 4);
+  EXPECT_EQ(engine_seats(EngineOptions{}, 100000, 4), kAutoMaxNumSeqs);
+  EXPECT_EQ(engine_seats(EngineOptions{}, 100000, 5000), 5000);
+  EXPECT_EQ(engine_seats(opts(4, 0, 8, 64), 40, 4), 8);
+  EXPECT_EQ(engine_seats(opts(4, 0, 2, 64), 40, 4), 4);
+
+  const auto prompts = prompts_of({3, 8, 1, 11, 6, 2, 9, 5, 4, 7}, 13);
+  SamplingOptions s = sampled(6, 14);
+  s.eos_ids = {7, 19, 33};
+  const RolloutBatch wide = run(prompts, s, opts(4, 0, 4096, 4096));
+  // Every prompt is prefilled in the first step, then every response that
+  // did not end at its first token decodes in the second.
+  int64_t decoding = 0;
+  for (int64_t r = 0; r < wide.num_responses(); ++r) decoding += wide.response_length(r) > 1;
+  EXPECT_GT(decoding, 50);
+  EXPECT_EQ(last_stats.scheduler.peak_running, decoding);
+  const RolloutBatch by_memory = run(prompts, s, opts(4, 0, 0, 4096));
+  EXPECT_EQ(last_stats.scheduler.peak_running, decoding);
+  EXPECT_EQ(last_stats.scheduler.preemptions, 0);
+  // The same steps over the same batches: the same bits.
+  EXPECT_EQ(by_memory.response_tokens, wide.response_tokens);
+  EXPECT_EQ(by_memory.sampling_logprobs, wide.sampling_logprobs);
+  // The old default of 256 seats would have run the same here; 16 seats
+  // queue the prompts, and the responses stay what they are.
+  expect_same_responses(run(prompts, s, opts(4, 0, 16, 4096)), wide, "16 seats");
+  EXPECT_LE(last_stats.scheduler.peak_running, 16);
+
+  // A pool of 24 blocks of 4 positions holds a few sequences at a time:
+  // the blocks bound how many run, and every response still completes.
+  const size_t small = model::kv_cache_bytes(config, 1, 24, 4);
+  expect_same_responses(run(prompts, s, opts(4, small, 0, 4096)), wide, "24 blocks");
+  EXPECT_EQ(last_stats.num_blocks, 24);
+  EXPECT_LE(last_stats.scheduler.peak_blocks, 24);
+  EXPECT_LT(last_stats.scheduler.peak_running, 24);
+  EXPECT_GT(last_stats.scheduler.peak_running, 6);
+}
+
 TEST_F(EngineTest, ZeroLengthAndEmptyRequests) {
   const RolloutBatch none = run({}, greedy(2, 5));
   EXPECT_EQ(none.num_prompts(), 0);

@@ -212,6 +212,14 @@ TEST(Scheduler, PromptIsPrefilledOnceForAllSamples) {
   for (int64_t r = 0; r < run.batch.num_responses(); ++r) response_positions += run.batch.response_length(r) - 1;
   EXPECT_EQ(run.stats.response_positions, response_positions);  // the last token is never run
   EXPECT_EQ(run.stats.sampled_tokens, run.batch.total_response_tokens());
+  // Attention reads each prompt's positions once at its prefill, then at
+  // response token t of a sample the prompt and the t + 1 positions so far.
+  int64_t kv_read = 16;
+  for (int64_t r = 0; r < run.batch.num_responses(); ++r) {
+    const int64_t P = int64_t(prompts[size_t(run.batch.response_prompt[size_t(r)])].size());
+    for (int64_t t = 0; t + 1 < run.batch.response_length(r); ++t) kv_read += P + t + 1;
+  }
+  EXPECT_EQ(run.stats.kv_positions_read, kv_read);
 }
 
 TEST(Scheduler, TightPoolPreemptsAndRecomputes) {

@@ -64,7 +64,7 @@ struct RolloutConfig {
   int64_t val_top_k = -1;
   // The generation engine (rollout/engine.h).
   int64_t block_size = 16;              // positions per KV-cache block
-  int64_t max_num_seqs = 256;           // sequences per engine step
+  int64_t max_num_seqs = 0;             // sequences per engine step; 0: as many as the KV pool holds
   int64_t max_num_batched_tokens = 8192;  // new positions per engine step
   double kv_cache_gib = 0;              // KV-cache budget per rank in GiB; 0: sized from the requests
   // With kv_cache_gib = 0 on a GPU: the pool takes at most this fraction

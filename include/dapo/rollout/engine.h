@@ -67,7 +67,14 @@ struct EngineOptions {
   size_t kv_cache_bytes = 0;
   // kv_cache_bytes = 0 on a GPU: at most this fraction of the free memory.
   double kv_cache_memory_fraction = 0.9;
-  int64_t max_num_seqs = 256;       // sequences per step (raised to n)
+  // Sequences per step. 0: every sequence of the round may run at once,
+  // as far as the KV pool holds them (the scheduler admits a sequence while
+  // the pool has blocks for it and preempts the youngest when it runs out),
+  // up to kAutoMaxNumSeqs; the long answers of a round then start with the
+  // rest instead of waiting for seats, and the round ends sooner (H200,
+  // 1.5B, 512 answers up to 20,480 tokens: see docs/PERFORMANCE.md).
+  // > 0: a cap (raised to n). engine_seats() says what a round gets.
+  int64_t max_num_seqs = 0;
   int64_t max_batch_tokens = 4096;  // new positions per step (raised to max_num_seqs)
   // All-reduce a hash of every step's sampled tokens over tp and fail if
   // the ranks disagree (one tiny all-reduce per step).
@@ -128,6 +135,16 @@ SamplingOptions sampling_options(const Config& config, std::vector<int32_t> eos_
 // The same with the validation settings rollout.val_{n, temperature, top_p, top_k}.
 SamplingOptions validation_sampling_options(const Config& config, std::vector<int32_t> eos_ids, uint64_t step);
 
+// max_num_seqs = 0 runs at most this many sequences per step: the step's
+// buffers (sampled rows, metadata, the logits rows of an unfused head) are
+// carved for them before the KV pool.
+inline constexpr int64_t kAutoMaxNumSeqs = 2048;
+
+// The seats a generate() of `sequences` sequences (prompts x n) with n
+// samples per prompt runs: max_num_seqs, or with 0 every sequence up to
+// kAutoMaxNumSeqs; never fewer than n (a prompt's samples start together).
+int64_t engine_seats(const EngineOptions& options, int64_t sequences, int64_t n);
+
 // rollout.{block_size, max_num_seqs, max_num_batched_tokens, kv_cache_gib,
 // kv_cache_memory_fraction}.
 EngineOptions engine_options(const Config& config);
@@ -152,6 +169,7 @@ struct GenerationProgress {
   int64_t finished = 0;           // complete responses
   int64_t total = 0;              // responses asked for
   int64_t generated_tokens = 0;   // response tokens sampled so far
+  int64_t kv_positions_read = 0;  // SchedulerStats::kv_positions_read of the steps planned so far
   double elapsed_s = 0;
   double tokens_per_s = 0;        // generated_tokens / elapsed_s
 };

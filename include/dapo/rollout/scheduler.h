@@ -86,6 +86,9 @@ struct SchedulerStats {
   int64_t block_copies = 0;        // copy-on-write copies
   int64_t peak_running = 0;        // most sequences in one step
   int64_t peak_blocks = 0;         // most blocks in use at once
+  // Cached positions the steps' attention reads: per scheduled chunk, its
+  // context at its end (what a roofline of the run counts as KV traffic).
+  int64_t kv_positions_read = 0;
 };
 
 class Scheduler {

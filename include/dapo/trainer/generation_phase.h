@@ -52,7 +52,16 @@ struct GeneratedStats {
   double sampled_prob = 0;
   double generation_s = 0;      // this rank's time in GenerationEngine::generate
   double verify_s = 0;          // decoding, verifying and shaping
+  // The dp barrier at the end of each round (the same on every rank): how
+  // long the dp ranks waited for the slowest one's generate() on average
+  // (max - mean of their times), summed over the rounds.
+  double dp_idle_s = 0;
 };
+
+// The dp barrier of one round: each dp rank passes its generate() time;
+// returns, on every rank, how long the dp ranks wait on average for the
+// slowest one (its time less their mean). Collective over `dp`.
+double dp_round_idle(const parallel::Comm& dp, double round_s);
 
 struct GenerationResult {
   rl::DynamicSampler sampler{rl::DynamicSamplingOptions{}};  // rounds, counts, selection
