@@ -34,8 +34,11 @@
 // The head and the draw are fused (Qwen2Model::forward_cached_sample,
 // ops/lm_head_sample.h) where the engine fuses them ("fused_head" in the
 // JSON); --unfused: the head's logits, then sample_tokens, always.
+// --drafts k: every sequence also runs k speculative draft rows sharing its
+// block table (the engine's verify step); "batch" counts all rows, the
+// roofline each sequence's KV once.
 //   bench_decode_step_gpu [0.5b|1.5b|7b] [--batch 128] [--context 512] [--reps 20] [--by-grid] [--interleaved]
-//                         [--bucket Cb] [--unfused]
+//                         [--bucket Cb] [--unfused] [--drafts k]
 #include <algorithm>
 #include <cstdio>
 #include <functional>
@@ -77,6 +80,7 @@ int main(int argc, char** argv) {
   parallel::Runtime runtime(&argc, &argv);
   std::string size = "0.5b";
   int64_t B = 128, C = 512, reps = 20, bucket = 0;
+  int64_t drafts = 0;
   bool by_grid = false, interleaved = false, unfused = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -88,13 +92,14 @@ int main(int argc, char** argv) {
     else if (a == "--interleaved") interleaved = true;
     else if (a == "--bucket") bucket = next();
     else if (a == "--unfused") unfused = true;
+    else if (a == "--drafts") drafts = next();
     else size = a;
   }
   if (ops::cuda_device_count() == 0) {
     std::printf("{\"bench\": \"decode_step_gpu\", \"skipped\": \"no GPU\"}\n");
     return 0;
   }
-  DAPO_CHECK(B >= 1 && C >= 1 && reps >= 1, "--batch, --context and --reps must be >= 1");
+  DAPO_CHECK(B >= 1 && C >= 1 && reps >= 1 && drafts >= 0, "--batch, --context and --reps must be >= 1");
   configure_logging({runtime.world_rank(), false, LogLevel::warn});
   const model::Qwen2Config c = bench::qwen25(size, "bench_decode_step_gpu");
   const parallel::Comm tp = parallel::Comm::world().split(runtime.world_rank(), 0);
@@ -110,22 +115,31 @@ int main(int argc, char** argv) {
   // table's width and max_context_len), as an engine graph whose context
   // bucket is above the sequences' lengths.
   DAPO_CHECK(bucket == 0 || bucket >= C, "--bucket ", bucket, " below --context ", C);
-  const int64_t bs = 16, Cb = bucket > 0 ? bucket : C, W = (Cb + bs - 1) / bs;
-  Arena kv_arena(model::kv_cache_bytes(c, 1, B * W, bs, Device::cuda), Device::cuda, "kv-cache");
-  const model::KvCache cache = model::allocate_kv_cache(kv_arena, c, 1, B * W, bs);
+  // --drafts k: each sequence also runs k draft rows, as the engine's
+  // speculative steps do (rollout/scheduler.h): row j of sequence b feeds
+  // position C - 1 + j with b's block table and context C + j; B counts
+  // the step's rows from here on.
+  const int64_t sequences = B, per_seq = 1 + drafts;
+  B = sequences * per_seq;
+  const int64_t bs = 16, Cb = std::max(bucket > 0 ? bucket : C, C + drafts), W = (Cb + bs - 1) / bs;
+  Arena kv_arena(model::kv_cache_bytes(c, 1, sequences * W, bs, Device::cuda), Device::cuda, "kv-cache");
+  const model::KvCache cache = model::allocate_kv_cache(kv_arena, c, 1, sequences * W, bs);
   const size_t nb = size_t(B);
-  std::vector<int32_t> tokens(nb), positions(nb, int32_t(C - 1)), cu(nb + 1), last(nb), slots(nb),
-      table(nb * size_t(W)), lens(nb, int32_t(C));
+  std::vector<int32_t> tokens(nb), positions(nb), cu(nb + 1), last(nb), slots(nb), table(nb * size_t(W)), lens(nb);
   std::mt19937 gen(1);
-  for (int64_t b = 0; b < B; ++b) {
-    tokens[size_t(b)] = int32_t(gen() % uint32_t(c.vocab_size));
-    cu[size_t(b)] = int32_t(b);
-    last[size_t(b)] = int32_t(b);
+  for (int64_t r = 0; r < B; ++r) {
+    const int64_t b = r / per_seq, j = r % per_seq;
+    tokens[size_t(r)] = int32_t(gen() % uint32_t(c.vocab_size));
+    cu[size_t(r)] = int32_t(r);
+    last[size_t(r)] = int32_t(r);
+    positions[size_t(r)] = int32_t(C - 1 + j);
+    lens[size_t(r)] = int32_t(C + j);
     // Each sequence's blocks one after the other, or (--interleaved) block
     // j of every sequence next to each other, as a pool hands out blocks to
     // sequences that grow in lockstep.
-    for (int64_t j = 0; j < W; ++j) table[size_t(b * W + j)] = int32_t(interleaved ? j * B + b : b * W + j);
-    slots[size_t(b)] = int32_t(table[size_t(b * W + (C - 1) / bs)] * bs + (C - 1) % bs);
+    for (int64_t w = 0; w < W; ++w)
+      table[size_t(r * W + w)] = int32_t(interleaved ? w * sequences + b : b * W + w);
+    slots[size_t(r)] = int32_t(table[size_t(r * W + (C - 1 + j) / bs)] * bs + (C - 1 + j) % bs);
   }
   cu[size_t(B)] = int32_t(B);
   Arena meta(size_t(16) << 20, Device::cuda, "metadata");
@@ -258,19 +272,20 @@ int main(int argc, char** argv) {
   }
   gpu.check_flags("decode step");
 
-  const double kv_bytes = double(B) * double(C) * bench::kv_bytes_per_position(c);
+  const double kv_bytes = double(sequences) * double(C + drafts) * bench::kv_bytes_per_position(c);
   const double weight_bytes = bench::decode_weight_bytes(c);
   const double bw = bench::spec_bandwidth(gpu.name());
   const double roof_ms = bw > 0 ? 1e3 * (weight_bytes + kv_bytes) / bw : 0;
   double ops_ms = 0;
   for (const auto& e : entries) ops_ms += e.ms / double(reps);
-  std::printf("{\"bench\": \"decode_step_gpu\", \"model\": \"%s\", \"gpu\": \"%s\", \"batch\": %lld, \"context\": %lld, "
-              "\"bucket\": %lld, \"blocks\": \"%s\", \"fused_head\": %s, "
+  std::printf("{\"bench\": \"decode_step_gpu\", \"model\": \"%s\", \"gpu\": \"%s\", \"batch\": %lld, "
+              "\"sequences\": %lld, \"drafts\": %lld, \"context\": %lld, \"bucket\": %lld, \"blocks\": \"%s\", \"fused_head\": %s, "
               "\"graph_step_ms\": %.3f, \"tok_s\": %.0f, \"weight_mb\": %.1f, \"kv_mb\": %.1f, "
               "\"roofline_step_ms_spec_bw\": %.3f, \"fraction_of_roofline\": %.3f, \"step_with_h2d_ms\": %.3f, "
               "\"step_with_d2d_ms\": %.3f, \"step_with_d2h_ms\": %.3f, \"step_with_copies_ms\": %.3f, "
               "\"step_with_io_in_graph_ms\": %.3f, \"ops_sum_ms\": %.3f, \"ops\": [",
-              size.c_str(), gpu.name().c_str(), (long long)B, (long long)C, (long long)Cb,
+              size.c_str(), gpu.name().c_str(), (long long)B, (long long)sequences, (long long)drafts, (long long)C,
+              (long long)Cb,
               interleaved ? "interleaved" : "contiguous", fused_head ? "true" : "false",
               graph_ms, double(B) / graph_ms * 1e3,
               weight_bytes / 1e6, kv_bytes / 1e6, roof_ms, roof_ms > 0 ? roof_ms / graph_ms : 0.0, h2d_ms, d2d_ms,

@@ -29,6 +29,14 @@
 // --no-launch-ahead: EngineOptions::launch_ahead off (on by default on GPUs; steps_ahead counts its steps).
 // --unfused-head: EngineOptions::fused_head off (the LM head's logits, then the sampler; "fused_head" in the JSON).
 // --max-tokens: EngineOptions::max_batch_tokens (fixed load: batch x prompt, DAPO load: 8192).
+// --spec K / --spec-max-running R: EngineOptions::spec_tokens (default -1:
+// the engine's) and spec_max_running; the DAPO load reports the drafts run
+// and accepted. --temperature T (default 1; 0: greedy). --init-scale S:
+// weights S times the HF-like scale. The HF-like random model's answers do
+// not repeat (near-uniform logits: n-gram drafts find nothing); larger
+// weights and lower temperatures peak the logits until answers repeat, a
+// stand-in for the repetitive traces of a trained reasoning model (whose
+// weights the GPU machine does not have) where drafts are taken.
 // Usage: bench_generate_gpu 0.5b [--batch 128 --prompt 256 --new 512] [--trace] [--no-launch-ahead]
 //        bench_generate_gpu 1.5b --dapo [--prompts 64 --n 16 --mean-len 800 --max-len 8192] [--max-seqs 0] [--profile]
 #include <algorithm>
@@ -107,6 +115,8 @@ int main(int argc, char** argv) {
   std::string size = "0.5b";
   int64_t batch = 128, prompt = 256, new_tokens = 512;
   int64_t prompts = 64, n = 16, mean_len = 800, max_len = 8192, max_seqs = 0, max_tokens = 0;
+  int64_t spec_tokens = -1, spec_max_running = 32;
+  double temperature = 1.0, init_scale = 1.0;
   bool dapo_load = false, profile = false, trace = false, launch_ahead = true, fused_head = true;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -121,6 +131,10 @@ int main(int argc, char** argv) {
     else if (a == "--max-seqs") max_seqs = next();
     else if (a == "--max-tokens") max_tokens = next();
     else if (a == "--dapo") dapo_load = true;
+    else if (a == "--spec") spec_tokens = next();
+    else if (a == "--spec-max-running") spec_max_running = next();
+    else if (a == "--temperature") temperature = i + 1 < argc ? std::stod(argv[++i]) : 1.0;
+    else if (a == "--init-scale") init_scale = i + 1 < argc ? std::stod(argv[++i]) : 1.0;
     else if (a == "--profile") profile = true;
     else if (a == "--trace") trace = true;
     else if (a == "--no-launch-ahead") launch_ahead = false;
@@ -138,7 +152,9 @@ int main(int argc, char** argv) {
   Arena no_scratch(0, Device::cuda, "unused");
   const ops::Ctx ctx = gpu.ctx(&no_scratch);
   model::ParamStore params(c, 0, 1, Device::cuda, ctx.stream);
-  params.init_random(bench::hf_like_init());
+  model::RandomInit init = bench::hf_like_init();
+  init.weight_scale *= float(init_scale);
+  params.init_random(init);
   const model::Qwen2Model model(params, tp);
   const double bw_copy = measured_copy_bandwidth(ctx), bw_spec = bench::spec_bandwidth(gpu.name());
 
@@ -151,8 +167,10 @@ int main(int argc, char** argv) {
   o.max_batch_tokens = max_tokens;
   o.launch_ahead = launch_ahead;
   o.fused_head = fused_head;
+  o.spec_tokens = spec_tokens;
+  o.spec_max_running = spec_max_running;
   rollout::SamplingOptions s;
-  s.temperature = 1.0;
+  s.temperature = temperature;
   s.seed = 1;
   std::vector<rollout::PromptInput> in;
   if (!dapo_load) {
@@ -228,7 +246,9 @@ int main(int argc, char** argv) {
         "\"max_batch_tokens\": %lld, \"decode_step_ms\": %.3f, \"decode_enqueue_ms\": %.3f, \"prefill_s\": %.3f, \"decode_s\": %.3f, "
         "\"host_s\": %.3f, "
         "\"decode_graphs\": %lld, \"padded_graph_steps\": %lld, \"graphs_captured_ahead\": %lld, "
-        "\"graph_capture_s\": %.3f, \"steps_ahead\": %lld, \"fused_head\": %s, \"kv_cache_gib\": %.2f, \"device_used_gib\": %.2f}\n",
+        "\"graph_capture_s\": %.3f, \"steps_ahead\": %lld, \"fused_head\": %s, \"kv_cache_gib\": %.2f, \"device_used_gib\": %.2f, "
+        "\"temperature\": %.2f, \"init_scale\": %.2f, \"spec_tokens\": %lld, \"spec_steps\": %lld, \"drafted_tokens\": %lld, "
+        "\"accepted_tokens\": %lld}\n",
         size.c_str(), gpu.name().c_str(), (long long)batch, (long long)prompt, (long long)new_tokens,
         (long long)tokens, st.seconds, tok_s, roof_spec, roof_spec > 0 ? tok_s / roof_spec : 0.0, bw_copy / 1e9,
         roof_copy, tok_s / roof_copy, (long long)st.scheduler.steps, (long long)max_tokens,
@@ -238,7 +258,9 @@ int main(int argc, char** argv) {
         st.decode_step_seconds, st.host_seconds, (long long)st.decode_graphs, (long long)st.padded_graph_steps,
         (long long)st.graphs_captured_ahead, st.graph_capture_seconds, (long long)st.steps_ahead,
         st.fused_head ? "true" : "false", double(st.kv_cache_bytes) / gib,
-        double(used_before) / gib);
+        double(used_before) / gib, temperature, init_scale, (long long)rollout::engine_spec_tokens(o, true),
+        (long long)st.scheduler.spec_steps, (long long)st.scheduler.drafted_tokens,
+        (long long)st.scheduler.accepted_tokens);
   } else {
     std::vector<int64_t> lengths;
     for (int64_t r = 0; r < out.num_responses(); ++r) lengths.push_back(out.response_length(r));
@@ -260,7 +282,8 @@ int main(int argc, char** argv) {
         "\"share_decode_steps\": %.3f, \"share_host\": %.3f, \"steps\": %lld, \"preemptions\": %lld, "
         "\"decode_graphs\": %lld, \"padded_graph_steps\": %lld, \"graphs_captured_ahead\": %lld, "
         "\"graph_capture_s\": %.3f, \"steps_ahead\": %lld, \"fused_head\": %s, \"kv_cache_gib\": %.2f, "
-        "\"tok_s_by_running\": {",
+        "\"temperature\": %.2f, \"init_scale\": %.2f, \"spec_tokens\": %lld, \"spec_steps\": %lld, \"drafted_tokens\": %lld, "
+        "\"accepted_tokens\": %lld, \"tok_s_by_running\": {",
         size.c_str(), gpu.name().c_str(), (long long)prompts, (long long)n, (long long)max_seqs,
         (long long)st.scheduler.peak_running, roof_s, roof_s / st.seconds,
         double(st.scheduler.kv_positions_read) * kv_per_position / 1e9, (long long)tokens,
@@ -269,7 +292,9 @@ int main(int argc, char** argv) {
         st.decode_step_seconds / st.seconds, st.host_seconds / st.seconds, (long long)st.scheduler.steps,
         (long long)st.scheduler.preemptions, (long long)st.decode_graphs, (long long)st.padded_graph_steps,
         (long long)st.graphs_captured_ahead, st.graph_capture_seconds, (long long)st.steps_ahead,
-        st.fused_head ? "true" : "false", double(st.kv_cache_bytes) / gib);
+        st.fused_head ? "true" : "false", double(st.kv_cache_bytes) / gib, temperature, init_scale,
+        (long long)rollout::engine_spec_tokens(o, true), (long long)st.scheduler.spec_steps,
+        (long long)st.scheduler.drafted_tokens, (long long)st.scheduler.accepted_tokens);
     // One JSON object over the running-count buckets, largest first.
     auto print_by_running = [&](const char* fmt, auto value) {
       bool first = true;

@@ -157,6 +157,11 @@ class Schema {
         "sequences per engine step; 0: every sequence of a round, as far as the KV pool holds them");
     add("rollout", "max_num_batched_tokens", &C::rollout, &RolloutConfig::max_num_batched_tokens,
         "new positions per engine step");
+    add("rollout", "spec_tokens", &C::rollout, &RolloutConfig::spec_tokens,
+        "exact speculative decoding: n-gram draft tokens per answer and step in a round's tail; "
+        "-1: 4 on GPUs, 0 on CPUs; 0: off");
+    add("rollout", "spec_max_running", &C::rollout, &RolloutConfig::spec_max_running,
+        "speculate while at most this many answers are being generated");
     add("rollout", "kv_cache_gib", &C::rollout, &RolloutConfig::kv_cache_gib,
         "KV-cache budget per rank (GiB); 0: sized from the requests");
     add("rollout", "kv_cache_memory_fraction", &C::rollout, &RolloutConfig::kv_cache_memory_fraction,
@@ -405,6 +410,8 @@ void validate(const Config& c) {
   if (r.block_size < 1) fail("rollout.block_size", "must be at least 1");
   if (r.max_num_seqs < 0) fail("rollout.max_num_seqs", "must be >= 0 (0 means as many as the KV pool holds)");
   if (r.max_num_batched_tokens < 1) fail("rollout.max_num_batched_tokens", "must be at least 1");
+  if (r.spec_tokens < -1) fail("rollout.spec_tokens", "must be -1 (4 on GPUs, 0 on CPUs), 0 (off) or positive");
+  if (r.spec_max_running < 1) fail("rollout.spec_max_running", "must be at least 1");
   if (!(r.kv_cache_gib >= 0)) fail("rollout.kv_cache_gib", "must be >= 0 (0 means sized from the requests)");
   if (!(r.kv_cache_memory_fraction > 0 && r.kv_cache_memory_fraction <= 1))
     fail("rollout.kv_cache_memory_fraction", "must be in (0, 1]");
@@ -454,6 +461,8 @@ void validate(const Config& c) {
            {"rollout.max_response_length", r.max_response_length, kMaxTokens, "tokens (the paper: 20480)"},
            {"rollout.block_size", r.block_size, 65536, "positions per KV-cache block (vLLM uses 16 to 128)"},
            {"rollout.max_num_seqs", r.max_num_seqs, 65536, "sequences per engine step (vLLM's default: 256; 0 runs as many as the KV pool holds)"},
+           {"rollout.spec_tokens", r.spec_tokens, 64, "draft tokens per answer and step (vLLM's n-gram: 3 to 5)"},
+           {"rollout.spec_max_running", r.spec_max_running, 65536, "answers running at once"},
            {"rollout.max_num_batched_tokens", r.max_num_batched_tokens, kMaxTokens,
             "new positions per engine step (vLLM's default: 8192)"},
            {"data.max_prompt_length", c.data.max_prompt_length, kMaxTokens, "tokens (the paper: 2048)"},

@@ -95,6 +95,14 @@ void BlockManager::free(BlockTable& table) {
   table.clear();
 }
 
+void BlockManager::truncate(BlockTable& table, int64_t positions) {
+  const size_t keep = size_t(std::max<int64_t>(0, blocks_for(positions)));
+  while (table.size() > keep) {
+    release(table.back());
+    table.pop_back();
+  }
+}
+
 int32_t BlockManager::allocate() {
   DAPO_CHECK(!free_.empty(), "BlockManager: allocate() with no free block (callers check blocks_needed)");
   const int32_t b = free_.back();

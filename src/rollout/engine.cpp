@@ -44,6 +44,8 @@ EngineOptions engine_options(const Config& config) {
   o.max_batch_tokens = config.rollout.max_num_batched_tokens;
   o.kv_cache_bytes = size_t(config.rollout.kv_cache_gib * 1024.0 * 1024.0 * 1024.0);
   o.kv_cache_memory_fraction = config.rollout.kv_cache_memory_fraction;
+  o.spec_tokens = config.rollout.spec_tokens;
+  o.spec_max_running = config.rollout.spec_max_running;
   return o;
 }
 
@@ -51,6 +53,16 @@ int64_t engine_seats(const EngineOptions& options, int64_t sequences, int64_t n)
   const int64_t seats =
       options.max_num_seqs > 0 ? options.max_num_seqs : std::clamp<int64_t>(sequences, 1, kAutoMaxNumSeqs);
   return std::max(seats, n);
+}
+
+int64_t engine_spec_tokens(const EngineOptions& options, bool on_gpu) {
+  return options.spec_tokens >= 0 ? options.spec_tokens : (on_gpu ? 4 : 0);
+}
+
+int64_t engine_step_rows(const EngineOptions& options, int64_t seats, bool on_gpu) {
+  const int64_t k = engine_spec_tokens(options, on_gpu);
+  if (k == 0) return seats;
+  return std::max(seats, std::min(seats, std::max<int64_t>(options.spec_max_running, 1)) * (1 + k));
 }
 
 int64_t kv_blocks_for_budget(const model::Qwen2Config& config, int64_t tp_size, int64_t block_size,

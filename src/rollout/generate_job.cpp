@@ -123,6 +123,10 @@ GenerateSummary run_generate_job(const Config& config, const GenerateJob& job, c
   DAPO_INFO("generate: KV cache ", double(st.kv_cache_bytes) / 1048576.0, " MiB (", st.num_blocks, " blocks of ",
             st.block_size, " positions, peak ", st.scheduler.peak_blocks, " used), ", st.scheduler.steps, " steps, ",
             st.scheduler.preemptions, " preemptions, ", st.scheduler.block_copies, " block copies");
+  if (st.scheduler.drafted_tokens > 0)
+    DAPO_INFO("generate: speculative decoding: ", st.scheduler.spec_steps, " steps with ",
+              st.scheduler.drafted_tokens, " draft tokens, ", st.scheduler.accepted_tokens, " taken (",
+              int64_t(100.0 * double(st.scheduler.accepted_tokens) / double(st.scheduler.drafted_tokens)), "%)");
 
   std::vector<RolloutBatch> by_dp = gather_batches(grid, batch);
   GenerateSummary summary;

@@ -43,13 +43,18 @@ uint64_t tokens_hash(const int32_t* tokens, size_t n) {
   return h;
 }
 
-SchedulerLimits scheduler_limits(const EngineOptions& options, const SamplingOptions& sampling, size_t num_prompts) {
+SchedulerLimits scheduler_limits(const EngineOptions& options, const SamplingOptions& sampling, size_t num_prompts,
+                                 bool on_gpu) {
   SchedulerLimits limits;
   limits.n = sampling.n;
   limits.max_response_length = sampling.max_response_length;
   limits.eos_ids = sampling.eos_ids;
   limits.max_num_seqs = engine_seats(options, int64_t(num_prompts) * sampling.n, sampling.n);
   limits.max_batch_tokens = std::max(options.max_batch_tokens, limits.max_num_seqs);
+  limits.spec_tokens = engine_spec_tokens(options, on_gpu);
+  limits.spec_max_running = options.spec_max_running;
+  limits.max_step_rows = engine_step_rows(options, limits.max_num_seqs, on_gpu);
+  limits.max_batch_tokens = std::max(limits.max_batch_tokens, limits.max_step_rows);
   return limits;
 }
 
@@ -107,8 +112,8 @@ GenerationRun::GenerationRun(const model::Qwen2Model& model, const parallel::Com
       device_(ops::backend_device(ctx.backend)),
       on_gpu_(ctx.backend == ops::Backend::cuda),
       bs_(options.block_size),
-      limits_(scheduler_limits(options, sampling, prompts.size())),
-      max_seqs_(limits_.max_num_seqs),
+      limits_(scheduler_limits(options, sampling, prompts.size(), ctx.backend == ops::Backend::cuda)),
+      max_seqs_(limits_.max_step_rows),
       max_tokens_(limits_.max_batch_tokens),
       longest_prompt_(checked_longest_prompt(prompts, model.dims().V)),
       max_len_(longest_prompt_ + sampling.max_response_length),
@@ -156,7 +161,8 @@ GenerationRun::KvPool GenerationRun::plan_kv_pool(size_t num_prompts) const {
                           " GiB); lower it, or set 0 to size the pool from the requests"));
   }
   if (budget == 0) {
-    const int64_t seqs = std::min<int64_t>(max_seqs_, std::max<int64_t>(1, int64_t(num_prompts) * sampling_.n));
+    const int64_t seqs =
+        std::min<int64_t>(limits_.max_num_seqs, std::max<int64_t>(1, int64_t(num_prompts) * sampling_.n));
     const KvPoolSizes sizes = kv_pool_sizes(config, tp_size, seqs, max_len_, bs_, graphs_, device_);
     const double fraction = std::clamp(options_.kv_cache_memory_fraction, 0.0, 1.0);
     const size_t cap = on_gpu_ ? size_t(double(device_memory_free()) * fraction) : host_memory_bytes() / 4;

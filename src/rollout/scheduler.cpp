@@ -29,7 +29,8 @@ Scheduler::Scheduler(BlockManager& blocks, SchedulerLimits limits) : blocks_(blo
              limits_.max_num_seqs, ", max_batch_tokens = ", limits_.max_batch_tokens);
   // A group needs n seats at once, and every running decode one token.
   limits_.max_num_seqs = std::max(limits_.max_num_seqs, limits_.n);
-  limits_.max_batch_tokens = std::max(limits_.max_batch_tokens, limits_.max_num_seqs);
+  limits_.max_step_rows = std::max(limits_.max_step_rows, limits_.max_num_seqs);
+  limits_.max_batch_tokens = std::max(limits_.max_batch_tokens, limits_.max_step_rows);
 }
 
 int64_t Scheduler::add_prompt(uint64_t uid, std::span<const int32_t> ids) {
@@ -44,6 +45,7 @@ int64_t Scheduler::add_prompt(uint64_t uid, std::span<const int32_t> ids) {
                         " positions, but the KV-cache budget holds only ", blocks_.num_blocks(),
                         " blocks: raise the KV-cache memory budget or shorten the prompt or response"));
   prompts_.push_back({uid, std::vector<int32_t>(ids.begin(), ids.end())});
+  if (limits_.spec_tokens > 0) proposer_.add_group(ids, limits_.n);
   responses_.resize(prompts_.size() * size_t(limits_.n));
   if (R == 0) {
     for (int64_t k = 0; k < limits_.n; ++k) {
@@ -82,6 +84,7 @@ void Scheduler::add_chunk(int64_t seq, int64_t count, int64_t& budget) {
   plan_.chunks.push_back({seq, s.computed, count});
   stats_.kv_positions_read += s.computed + count;
   s.scheduled_step = stats_.steps;
+  s.drafts.clear();
   budget -= count;
   const int64_t P = int64_t(prompts_[size_t(s.prompt)].ids.size());
   const int64_t in_prompt = std::clamp<int64_t>(P - s.computed, 0, count);
@@ -156,6 +159,7 @@ const StepPlan& Scheduler::schedule() {
   DAPO_CHECK(!done(), "Scheduler::schedule() with nothing left to run");
   DAPO_CHECK(!has_ahead_ && !plan_is_ahead_, "Scheduler::schedule() before the steps planned ahead are committed");
   ++stats_.steps;
+  if (spec_pause_ > 0) --spec_pause_;
   plan_.clear();
   int64_t budget = limits_.max_batch_tokens;
   // 1. decodes, 2. running prefills (preempt() only removes entries after i).
@@ -173,10 +177,20 @@ const StepPlan& Scheduler::schedule() {
   }
   DAPO_CHECK(!plan_.chunks.empty(), "Scheduler: empty step with ", running_.size(), " running and ",
              waiting_.size(), " waiting");
+  // 4. drafts after the decodes, in the tail of the round.
+  if (speculating()) add_drafts(budget);
   // Sequences whose known tokens are all cached after this step sample the
-  // next one from the logits of their chunk's last position.
+  // next one from the logits of their chunk's last position; a draft chunk
+  // samples the token after its draft (its response position: the
+  // decode's, plus its place among the drafts).
   for (size_t c = 0; c < plan_.chunks.size(); ++c) {
     const ScheduledChunk& chunk = plan_.chunks[c];
+    if (chunk.draft >= 0) {
+      const Seq& s = seqs_[size_t(chunk.seq)];
+      plan_.rows.push_back(
+          {int64_t(c), s.prompt, s.sample, int64_t(response_of(s).tokens.size()) + chunk.begin - s.computed});
+      continue;
+    }
     seqs_[size_t(chunk.seq)].first_row = -1;
     if (chunk.begin + chunk.count != length(chunk.seq)) continue;
     Seq& s = seqs_[size_t(chunk.seq)];
@@ -200,6 +214,7 @@ bool Scheduler::take(size_t row, int32_t token, float logprob) {
              " does not continue its response");
   resp.tokens.push_back(token);
   resp.logprobs.push_back(logprob);
+  if (limits_.spec_tokens > 0) proposer_.append(r.prompt, r.sample, token);
   const bool eos = std::find(limits_.eos_ids.begin(), limits_.eos_ids.end(), token) != limits_.eos_ids.end();
   if (eos || int64_t(resp.tokens.size()) >= limits_.max_response_length) {
     resp.finished = true;
@@ -211,7 +226,7 @@ bool Scheduler::take(size_t row, int32_t token, float logprob) {
 }
 
 bool Scheduler::can_plan_ahead() const {
-  if (has_ahead_ || plan_.chunks.empty() || !waiting_.empty()) return false;
+  if (has_ahead_ || plan_.chunks.empty() || !waiting_.empty() || speculating()) return false;
   if (plan_.rows.size() != plan_.chunks.size() || running_.size() != plan_.chunks.size()) return false;
   int64_t need = 0;
   for (size_t i = 0; i < plan_.chunks.size(); ++i) {
@@ -228,6 +243,7 @@ bool Scheduler::can_plan_ahead() const {
 const StepPlan& Scheduler::plan_ahead() {
   DAPO_CHECK(can_plan_ahead(), "Scheduler::plan_ahead() where can_plan_ahead() is false");
   ++stats_.steps;
+  if (spec_pause_ > 0) --spec_pause_;
   ahead_.clear();
   for (size_t i = 0; i < plan_.chunks.size(); ++i) {
     const ScheduledChunk& c = plan_.chunks[i];
@@ -279,10 +295,14 @@ void Scheduler::commit(std::span<const int32_t> tokens, std::span<const float> l
   // With a step planned ahead (or this one planned ahead), rows are
   // decodes of distinct samples, one per chunk in order.
   if (has_ahead_ || plan_is_ahead_) return commit_decodes(tokens, logprobs);
-  for (const ScheduledChunk& c : plan_.chunks) seqs_[size_t(c.seq)].computed += c.count;
+  int64_t drafted = 0, accepted = 0;
+  for (const ScheduledChunk& c : plan_.chunks) {
+    if (c.draft >= 0) ++drafted;
+    else seqs_[size_t(c.seq)].computed += c.count;
+  }
   // Appends a row's token; returns whether its response is now complete.
   auto take = [&](size_t row) { return this->take(row, tokens[row], logprobs[row]); };
-  stats_.sampled_tokens += int64_t(plan_.rows.size());
+  stats_.sampled_tokens += int64_t(plan_.rows.size()) - drafted;  // drafts: + the accepted ones below
   // The rows of a sequence start at its first_row (set by schedule()).
   auto first_row = [&](int64_t seq) -> int64_t {
     const Seq& s = seqs_[size_t(seq)];
@@ -297,10 +317,22 @@ void Scheduler::commit(std::span<const int32_t> tokens, std::span<const float> l
       continue;
     }
     if (seqs_[size_t(seq)].sample >= 0) {
-      if (take(size_t(r0))) {
-        blocks_.free(seqs_[size_t(seq)].table);
+      // The decode's token, then each draft's while the draft before it was
+      // the token the target drew there (scheduler.h: exact speculation).
+      Seq& s = seqs_[size_t(seq)];
+      bool ended = take(size_t(r0));
+      for (size_t j = 0; j < s.drafts.size() && !ended; ++j) {
+        if (response_of(s).tokens.back() != s.drafts[j]) break;
+        s.computed += 1;
+        ++accepted;
+        ++stats_.sampled_tokens;
+        ended = take(size_t(r0) + 1 + j);
+      }
+      if (ended) {
+        blocks_.free(s.table);
         running_seats_ -= 1;
       } else {
+        if (!s.drafts.empty()) blocks_.truncate(s.table, s.computed + 1);
         next_running.push_back(seq);
       }
       continue;
@@ -324,6 +356,81 @@ void Scheduler::commit(std::span<const int32_t> tokens, std::span<const float> l
   }
   running_ = std::move(next_running);
   plan_.clear();
+  update_speculation(drafted, accepted);
+}
+
+bool Scheduler::speculating() const {
+  return limits_.spec_tokens > 0 && spec_pause_ == 0 && waiting_.empty() && !running_.empty() &&
+         int64_t(running_.size()) <= limits_.spec_max_running;
+}
+
+// Each decoding sample's draft (at most spec_tokens, within its response's
+// length, the step's seats and tokens and the free blocks) as chunks of one
+// position right after its decode chunk: schedule() adds rows in chunk
+// order, so draft j's row is the decode row's first_row + j.
+void Scheduler::add_drafts(int64_t& budget) {
+  std::vector<ScheduledChunk> chunks;
+  chunks.swap(plan_.chunks);
+  // The step's rows before drafts (a group whose prefill completes samples
+  // n): chunks and rows both stay within the seats.
+  int64_t rows = 0;
+  for (const ScheduledChunk& c : chunks)
+    if (c.begin + c.count == length(c.seq)) rows += seqs_[size_t(c.seq)].sample < 0 ? limits_.n : 1;
+  const int64_t seats_left = limits_.max_step_rows - std::max(int64_t(chunks.size()), rows);
+  // Drafts leave every running sequence a block for its next position, so
+  // that they never cause a preemption.
+  const int64_t keep_free = int64_t(running_.size());
+  std::vector<int32_t> draft(size_t(limits_.spec_tokens));
+  int64_t drafted = 0;
+  for (const ScheduledChunk& c : chunks) {
+    plan_.chunks.push_back(c);
+    Seq& s = seqs_[size_t(c.seq)];
+    if (c.count != 1 || s.sample < 0 || c.begin + 1 != length(c.seq)) continue;
+    const int64_t room = std::min({limits_.max_response_length - int64_t(response_of(s).tokens.size()) - 1,
+                                   limits_.spec_tokens, budget, seats_left - drafted});
+    if (room <= 0) continue;
+    const int64_t m = proposer_.propose(s.prompt, s.sample, std::span<int32_t>(draft.data(), size_t(room)));
+    if (m == 0 || blocks_.blocks_needed(s.table, c.begin + 1, c.begin + 1 + m) + keep_free > blocks_.num_free())
+      continue;
+    const bool ok = blocks_.prepare_write(s.table, c.begin + 1, c.begin + 1 + m, plan_.copies);
+    DAPO_CHECK(ok, "Scheduler: blocks vanished between the check and the write");
+    for (int64_t j = 1; j <= m; ++j) {
+      plan_.chunks.push_back({c.seq, c.begin + j, 1, draft[size_t(j - 1)]});
+      stats_.kv_positions_read += c.begin + j + 1;
+    }
+    s.drafts.assign(draft.begin(), draft.begin() + m);
+    budget -= m;
+    drafted += m;
+  }
+  if (drafted > 0) {
+    ++stats_.spec_steps;
+    stats_.drafted_tokens += drafted;
+    spec_dry_ = 0;
+  } else if (++spec_dry_ >= kSpecDryLimit) {
+    pause_speculation();
+  }
+}
+
+void Scheduler::pause_speculation() {
+  spec_pause_ = spec_next_pause_;
+  spec_next_pause_ = std::min<int64_t>(2 * spec_next_pause_, 16 * kSpecPauseSteps);
+  spec_dry_ = 0;
+  window_steps_ = window_drafted_ = window_accepted_ = 0;
+}
+
+// Speculation pays when its drafts are taken: a window of speculative
+// steps whose drafts were accepted less than kSpecMinAcceptance of the
+// time pauses it (a pause keeps launch-ahead, whose plans never draft).
+void Scheduler::update_speculation(int64_t drafted, int64_t accepted) {
+  if (drafted == 0) return;
+  stats_.accepted_tokens += accepted;
+  ++window_steps_;
+  window_drafted_ += drafted;
+  window_accepted_ += accepted;
+  if (window_steps_ < kSpecWindow) return;
+  if (double(window_accepted_) < kSpecMinAcceptance * double(window_drafted_)) return pause_speculation();
+  spec_next_pause_ = kSpecPauseSteps;
+  window_steps_ = window_drafted_ = window_accepted_ = 0;
 }
 
 RolloutBatch Scheduler::result() const {

@@ -40,7 +40,7 @@ void StepBuffers::build(const StepPlan& plan, const Scheduler& sched, int64_t bl
     const ScheduledChunk& c = plan.chunks[b];
     const BlockTable& table = sched.table(c.seq);
     for (int64_t p = c.begin; p < c.begin + c.count; ++p) {
-      tokens.push_back(fed ? 0 : sched.token_at(c.seq, p));
+      tokens.push_back(fed ? 0 : c.draft >= 0 ? c.draft : sched.token_at(c.seq, p));
       positions.push_back(int32_t(p));
       slot_mapping.push_back(int32_t(table[size_t(p / block_size)] * block_size + p % block_size));
     }

@@ -50,6 +50,8 @@ GenerationResult run_generation_phase(GenerationContext& ctx, const parallel::Gr
     auto t0 = Clock::now();
     const rollout::RolloutBatch out = ctx.engine->generate(inputs, sampling, ctx.progress);
     const double round_s = seconds_since(t0);
+    res.generated.spec_drafted += double(ctx.engine->stats().scheduler.drafted_tokens);
+    res.generated.spec_accepted += double(ctx.engine->stats().scheduler.accepted_tokens);
     res.generated.generation_s += round_s;
     // The ranks whose answers were short wait for the slowest one at the
     // sampler's all-gather below: what that wait costs each round.

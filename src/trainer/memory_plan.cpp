@@ -56,7 +56,8 @@ MemoryPlan memory_plan(const Config& config, const model::Qwen2Config& model, in
   const rollout::EngineOptions eo = rollout::engine_options(config);
   const int64_t n = std::max(config.rollout.n, config.rollout.val_n);
   const int64_t prompts_per_rank = (config.rollout.gen_batch_size + dp - 1) / dp;
-  const int64_t max_seqs = rollout::engine_seats(eo, prompts_per_rank * config.rollout.n, n);
+  const int64_t seats_per_step = rollout::engine_seats(eo, prompts_per_rank * config.rollout.n, n);
+  const int64_t max_seqs = rollout::engine_step_rows(eo, seats_per_step, true);
   const int64_t max_tokens = std::max(eo.max_batch_tokens, max_seqs);
   const int64_t seq_len = config.data.max_prompt_length + config.rollout.max_response_length;
   const rollout::GenerationMemory g =
@@ -66,7 +67,7 @@ MemoryPlan memory_plan(const Config& config, const model::Qwen2Config& model, in
   p.gen_rows = g.rows;
   p.gen_staging = g.staging;
   const int64_t blocks_per_seq = (seq_len + eo.block_size - 1) / eo.block_size;
-  const int64_t seats = std::min<int64_t>(max_seqs, std::max<int64_t>(1, prompts_per_rank * config.rollout.n));
+  const int64_t seats = std::min<int64_t>(seats_per_step, std::max<int64_t>(1, prompts_per_rank * config.rollout.n));
   const rollout::KvPoolSizes kv =
       rollout::kv_pool_sizes(model, tp, seats, seq_len, eo.block_size, eo.cuda_graphs, Device::cuda);
   p.kv_min = kv.min;

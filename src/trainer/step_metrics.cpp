@@ -47,7 +47,8 @@ Metrics dapo_step_metrics(const Config& config, const parallel::Grid& grid, cons
     }
   }
   const GeneratedStats& gs = gen.generated;
-  std::vector<double> gsum{gs.responses, gs.acc, gs.score, gs.response_tokens, gs.truncated, gs.sampled_prob};
+  std::vector<double> gsum{gs.responses,    gs.acc,          gs.score,        gs.response_tokens,
+                           gs.truncated,    gs.sampled_prob, gs.spec_drafted, gs.spec_accepted};
   // tp ranks of a dp group hold the same groups: reduce over dp only.
   grid.dp.all_reduce_f64(sum, parallel::ReduceOp::sum);
   grid.dp.all_reduce_f64(gsum, parallel::ReduceOp::sum);
@@ -78,6 +79,8 @@ Metrics dapo_step_metrics(const Config& config, const parallel::Grid& grid, cons
       .add("gen/response_length/mean", div(gsum[3], gsum[0]))
       .add("gen/response_length/clip_ratio", div(gsum[4], gsum[0]))
       .add("gen/mean_prob", div(gsum[5], gsum[3]))
+      .add("gen/spec_draft_tokens", gsum[6])
+      .add("gen/spec_accept_rate", div(gsum[7], gsum[6]))
       .add("critic/score/mean", mean(kScore))
       .add("critic/score/max", hi[kScoreX])
       .add("critic/score/min", -lo[kScoreX])

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "dapo/core/error.h"
 #include "dapo/io/safetensors.h"
 #include "dapo/model/qwen2_model.h"
 #include "dapo/parallel/comm.h"
@@ -277,6 +278,7 @@ TEST_F(EngineGpu, LaunchAheadGivesTheSameResponses) {
   s.max_response_length = 48;
   s.seed = 5;
   rollout::EngineOptions o;
+  o.spec_tokens = 0;  // speculative steps are never launched ahead
   o.launch_ahead = false;
   const rollout::RolloutBatch plain = run(true, prompts, s, o);
   EXPECT_EQ(stats_.steps_ahead, 0);
@@ -301,6 +303,51 @@ TEST_F(EngineGpu, LaunchAheadGivesTheSameResponses) {
   EXPECT_EQ(stats_.scheduler.sampled_tokens, ended.total_response_tokens());
   const rollout::RolloutBatch again = run(true, prompts, s, o);
   ASSERT_NO_FATAL_FAILURE(expect_same_bits(again, ended));
+}
+
+// Exact speculative decoding (rollout/scheduler.h) on the GPU, in decode
+// graphs: greedy answers of a random model repeat themselves, so n-gram
+// drafts are taken; the kept tokens are plain decoding's up to a tie of the
+// fp32 model (a step with draft rows has other products' plans, so other
+// roundings); sampled answers are mostly the same bits as plain decoding's;
+// a rerun gives the same bits.
+TEST_F(EngineGpu, SpeculationKeepsThePlainTokens) {
+  load_random(mid_config(), 17);
+  const auto prompts = random_prompts({9, 33, 2, 17}, config_.vocab_size, 8);
+  rollout::EngineOptions off, on;
+  off.spec_tokens = 0;
+  on.spec_tokens = 4;
+  on.spec_max_running = 64;
+  const rollout::RolloutBatch plain = run(true, prompts, greedy(2, 96), off);
+  EXPECT_EQ(stats_.scheduler.drafted_tokens, 0);
+  const rollout::RolloutBatch spec = run(true, prompts, greedy(2, 96), on);
+  EXPECT_GT(stats_.scheduler.drafted_tokens, 0);
+  EXPECT_GT(stats_.scheduler.accepted_tokens, 0);
+  EXPECT_GT(stats_.decode_graphs, 0);
+  EXPECT_EQ(stats_.scheduler.sampled_tokens, spec.total_response_tokens());
+  for (int64_t r = 0; r < spec.num_responses(); ++r)
+    expect_agree_until_tie(spec.prompt(spec.response_prompt[size_t(r)]), spec.response(r), plain.response(r),
+                           cat("greedy response ", r));
+  const rollout::RolloutBatch again = run(true, prompts, greedy(2, 96), on);
+  ASSERT_NO_FATAL_FAILURE(expect_same_bits(again, spec));
+
+  rollout::SamplingOptions s;
+  s.n = 3;
+  s.temperature = 0.8;
+  s.top_k = 50;
+  s.top_p = 0.9;
+  s.max_response_length = 48;
+  s.seed = 7;
+  const rollout::RolloutBatch sampled_plain = run(true, prompts, s, off);
+  const rollout::RolloutBatch sampled_spec = run(true, prompts, s, on);
+  EXPECT_GT(stats_.scheduler.drafted_tokens, 0);
+  int64_t same = 0;
+  for (int64_t r = 0; r < sampled_spec.num_responses(); ++r)
+    same += std::equal(sampled_spec.response(r).begin(), sampled_spec.response(r).end(),
+                       sampled_plain.response(r).begin(), sampled_plain.response(r).end());
+  EXPECT_GE(same, sampled_spec.num_responses() * 3 / 4);
+  const rollout::RolloutBatch sampled_again = run(true, prompts, s, on);
+  ASSERT_NO_FATAL_FAILURE(expect_same_bits(sampled_again, sampled_spec));
 }
 
 // Decode graphs captured while a long prefill step runs (the engine's

@@ -339,6 +339,118 @@ TEST_F(EngineTest, AdmitsByMemoryByDefault) {
   EXPECT_GT(last_stats.scheduler.peak_running, 6);
 }
 
+EngineOptions speculative(int64_t spec_tokens, int64_t max_running = 1 << 20) {
+  EngineOptions o = opts(4, 0, 0, 4096);
+  o.spec_tokens = spec_tokens;
+  o.spec_max_running = max_running;
+  return o;
+}
+
+// Exact speculation: the kept tokens are the ones plain decoding samples
+// with the same random draws, greedy and sampled (temperature, top-p,
+// top-k), at any draft length; a rerun gives the same bits. Greedy answers
+// of a random model soon repeat themselves, so drafts are taken there.
+TEST_F(EngineTest, SpeculationKeepsTheResponses) {
+  EXPECT_EQ(engine_spec_tokens(EngineOptions{}, true), 4);
+  EXPECT_EQ(engine_spec_tokens(EngineOptions{}, false), 0);
+  const auto prompts = prompts_of({3, 8, 1, 11, 6}, 15);
+  SamplingOptions plain_sampled = sampled(4, 24);
+  plain_sampled.eos_ids = {7, 19};
+  for (const SamplingOptions& s : {greedy(2, 40), plain_sampled}) {
+    const RolloutBatch plain = run(prompts, s, speculative(0));
+    EXPECT_EQ(last_stats.scheduler.drafted_tokens, 0);
+    const int64_t plain_steps = last_stats.scheduler.steps;
+    for (const int64_t k : {1, 3, 6}) {
+      const std::string what = cat(s.temperature == 0 ? "greedy" : "sampled", ", ", k, " draft tokens");
+      const RolloutBatch spec = run(prompts, s, speculative(k));
+      const SchedulerStats st = last_stats.scheduler;
+      expect_same_responses(spec, plain, what);
+      EXPECT_GT(st.drafted_tokens, 0) << what;
+      EXPECT_EQ(st.sampled_tokens, spec.total_response_tokens()) << what;
+      if (s.temperature == 0) {
+        EXPECT_GT(st.accepted_tokens, st.drafted_tokens / 4) << what;
+        EXPECT_LT(st.steps, plain_steps) << what;
+      }
+      const RolloutBatch again = run(prompts, s, speculative(k));
+      EXPECT_EQ(again.response_tokens, spec.response_tokens) << what;
+      EXPECT_EQ(again.sampling_logprobs, spec.sampling_logprobs) << what;
+    }
+  }
+  // Only in the tail: with 6 sequences or fewer running (of 10; two of
+  // the greedy tokens end answers, at different lengths).
+  SamplingOptions ending = greedy(2, 40);
+  const RolloutBatch free_run = run(prompts, ending, speculative(0));
+  ending.eos_ids = {free_run.response(0)[6], free_run.response(4)[15]};
+  const RolloutBatch plain_ending = run(prompts, ending, speculative(0));
+  const RolloutBatch tail = run(prompts, ending, speculative(3, 6));
+  expect_same_responses(tail, plain_ending, "tail");
+  EXPECT_GT(last_stats.scheduler.drafted_tokens, 0);
+  EXPECT_GT(last_stats.scheduler.spec_steps, 0);
+  EXPECT_LT(last_stats.scheduler.spec_steps, last_stats.decode_steps - 3);
+}
+
+// The distribution, tested as a statistic: tokens of speculative and of
+// plain decoding, drawn with different seeds, by a two-sample chi-square
+// test over the vocabulary, at each of three sampling settings. A test
+// that cannot pass by identity: the two runs share no random draw.
+TEST_F(EngineTest, SpeculationSamplesTheSameDistribution) {
+  const auto prompts = prompts_of({2, 3}, 16);
+  EXPECT_EQ(engine_step_rows(speculative(4, 10), 600, false), 600);
+  EXPECT_EQ(engine_step_rows(speculative(4, 200), 600, false), 1000);
+  EXPECT_EQ(engine_step_rows(speculative(0), 600, true), 600);
+  EXPECT_EQ(engine_step_rows(EngineOptions{}, 20, true), 100);
+  struct Setting {
+    double temperature, top_p;
+    int64_t top_k;
+  };
+  for (const Setting set : {Setting{0.6, 1.0, 0}, Setting{1.0, 0.8, 0}, Setting{0.8, 1.0, 12}}) {
+    SamplingOptions s = sampled(300, 12);
+    s.temperature = set.temperature;
+    s.top_p = set.top_p;
+    s.top_k = set.top_k;
+    s.seed = 21;
+    const RolloutBatch plain = run(prompts, s, speculative(0));
+    s.seed = 22;
+    const RolloutBatch spec = run(prompts, s, speculative(4));
+    const SchedulerStats st = last_stats.scheduler;
+    const std::string what = cat("T ", set.temperature, ", top-p ", set.top_p, ", top-k ", set.top_k);
+    EXPECT_GT(st.accepted_tokens, 100) << what;
+    EXPECT_GT(st.drafted_tokens - st.accepted_tokens, 100) << what;
+    // Counts of each token at response positions 2.. (those drafts reach).
+    std::vector<double> a(64, 0.0), b(64, 0.0);
+    auto count = [](const RolloutBatch& batch, std::vector<double>& c) {
+      for (int64_t r = 0; r < batch.num_responses(); ++r)
+        for (size_t t = 2; t < batch.response(r).size(); ++t) c[size_t(batch.response(r)[t])] += 1;
+    };
+    count(plain, a);
+    count(spec, b);
+    double na = 0, nb = 0;
+    for (size_t v = 0; v < 64; ++v) na += a[v], nb += b[v];
+    // Pool the rare tokens (expected count under 5) into one cell.
+    double chi2 = 0, rare_a = 0, rare_b = 0;
+    int cells = 0;
+    auto add_cell = [&](double x, double y) {
+      const double e_a = (x + y) * na / (na + nb), e_b = (x + y) * nb / (na + nb);
+      chi2 += (x - e_a) * (x - e_a) / e_a + (y - e_b) * (y - e_b) / e_b;
+      ++cells;
+    };
+    for (size_t v = 0; v < 64; ++v) {
+      if ((a[v] + b[v]) * std::min(na, nb) / (na + nb) < 5) {
+        rare_a += a[v];
+        rare_b += b[v];
+      } else {
+        add_cell(a[v], b[v]);
+      }
+    }
+    if (rare_a + rare_b > 0) add_cell(rare_a, rare_b);
+    // The 0.999 quantile of chi-square with df = cells - 1 (Wilson-Hilferty).
+    const double df = cells - 1, z = 3.0902;
+    const double q = df * std::pow(1 - 2 / (9 * df) + z * std::sqrt(2 / (9 * df)), 3);
+    EXPECT_LT(chi2, q) << what << ": chi2 " << chi2 << " over " << cells << " cells";
+    EXPECT_GT(cells, 8) << what;
+  }
+}
+
 TEST_F(EngineTest, ZeroLengthAndEmptyRequests) {
   const RolloutBatch none = run({}, greedy(2, 5));
   EXPECT_EQ(none.num_prompts(), 0);

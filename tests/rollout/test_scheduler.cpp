@@ -26,6 +26,18 @@ int32_t next_token(int64_t prompt, int64_t sample, int64_t position) {
   return h % 12 == 0 ? kEos : int32_t(1 + h % (kVocab - 1));
 }
 
+// A model that repeats itself (what n-gram drafts are for): a cycle of 5
+// tokens per prompt, with a detour now and then, ending at a length that
+// depends on the sample.
+int32_t cyclic_token(int64_t prompt, int64_t sample, int64_t position) {
+  if (position == 12 + 7 * sample + 3 * prompt) return kEos;
+  const uint64_t h = stream_id({uint64_t(prompt), uint64_t(sample), uint64_t(position)});
+  if (h % 9 == 0) return int32_t(1 + h % (kVocab - 1));
+  return int32_t(1 + (prompt * 3 + position % 5) % (kVocab - 1));
+}
+
+using TokenModel = int32_t (*)(int64_t, int64_t, int64_t);
+
 std::vector<std::vector<int32_t>> make_prompts(const std::vector<int>& lengths) {
   std::vector<std::vector<int32_t>> prompts;
   for (size_t p = 0; p < lengths.size(); ++p) {
@@ -37,7 +49,8 @@ std::vector<std::vector<int32_t>> make_prompts(const std::vector<int>& lengths) 
 }
 
 // What every schedule must produce.
-RolloutBatch expected(const std::vector<std::vector<int32_t>>& prompts, int64_t n, int64_t max_len) {
+RolloutBatch expected(const std::vector<std::vector<int32_t>>& prompts, int64_t n, int64_t max_len,
+                      TokenModel model = next_token) {
   RolloutBatch b;
   for (size_t p = 0; p < prompts.size(); ++p) b.add_prompt(1000 + p, prompts[p]);
   for (size_t p = 0; p < prompts.size(); ++p) {
@@ -45,7 +58,7 @@ RolloutBatch expected(const std::vector<std::vector<int32_t>>& prompts, int64_t 
       std::vector<int32_t> tokens;
       FinishReason finish = FinishReason::length;
       for (int64_t t = 0; t < max_len; ++t) {
-        tokens.push_back(next_token(int64_t(p), k, t));
+        tokens.push_back(model(int64_t(p), k, t));
         if (tokens.back() == kEos) {
           finish = FinishReason::eos;
           break;
@@ -69,10 +82,13 @@ struct Outcome {
 // cache. With `ahead`, as the engine does: while a step is "in flight"
 // (executed, not committed), the next one is planned ahead whenever
 // can_plan_ahead() allows, its row r fed the in-flight step's token r.
+// With spec_tokens > 0 the scheduler speculates (while at most
+// spec_max_running sequences run); draft chunks feed their draft tokens.
 Outcome drive(const std::vector<std::vector<int32_t>>& prompts, int64_t n, int64_t max_len, int64_t num_blocks,
-              int64_t block_size, int64_t max_num_seqs, int64_t max_batch_tokens, bool ahead = false) {
+              int64_t block_size, int64_t max_num_seqs, int64_t max_batch_tokens, bool ahead = false,
+              int64_t spec_tokens = 0, int64_t spec_max_running = 32, TokenModel model = next_token) {
   BlockManager blocks(num_blocks, block_size);
-  SchedulerLimits limits{n, max_len, {kEos}, max_num_seqs, max_batch_tokens};
+  SchedulerLimits limits{n, max_len, {kEos}, max_num_seqs, max_batch_tokens, spec_tokens, spec_max_running};
   Scheduler s(blocks, limits);
   for (size_t p = 0; p < prompts.size(); ++p) EXPECT_EQ(s.add_prompt(1000 + p, prompts[p]), int64_t(p));
   std::vector<int32_t> slots(size_t(num_blocks * block_size), -1);
@@ -84,9 +100,16 @@ Outcome drive(const std::vector<std::vector<int32_t>>& prompts, int64_t n, int64
     EXPECT_LE(int64_t(plan.chunks.size()), seats);
     EXPECT_LE(plan.num_tokens(), budget);
     EXPECT_LE(int64_t(plan.rows.size()), seats);
+    // A draft chunk's position holds its draft; the positions past a
+    // sequence's known tokens are its draft chunks' of this step.
     auto token = [&](size_t chunk, int64_t p) {
       const ScheduledChunk& c = plan.chunks[chunk];
-      return fed != nullptr && p == c.begin ? (*fed)[chunk] : s.token_at(c.seq, p);
+      if (fed != nullptr && p == c.begin) return (*fed)[chunk];
+      if (p < s.length(c.seq)) return s.token_at(c.seq, p);
+      for (const ScheduledChunk& d : plan.chunks)
+        if (d.seq == c.seq && d.draft >= 0 && d.begin == p) return d.draft;
+      ADD_FAILURE() << "sequence " << c.seq << " has no token at " << p;
+      return int32_t(-1);
     };
     // Copies in order, then the step's writes.
     for (const BlockCopy& c : plan.copies)
@@ -115,8 +138,8 @@ Outcome drive(const std::vector<std::vector<int32_t>>& prompts, int64_t n, int64
     std::vector<int32_t> tokens;
     for (const SampleRow& r : plan.rows) {
       const ScheduledChunk& c = plan.chunks[size_t(r.chunk)];
-      if (fed == nullptr) EXPECT_EQ(c.begin + c.count, s.length(c.seq)) << "a row of an unfinished prefill";
-      tokens.push_back(next_token(r.prompt, r.sample, r.position));
+      if (fed == nullptr && c.draft < 0) EXPECT_EQ(c.begin + c.count, s.length(c.seq)) << "a row of an unfinished prefill";
+      tokens.push_back(model(r.prompt, r.sample, r.position));
     }
     return tokens;
   };
@@ -178,6 +201,46 @@ TEST(Scheduler, ResponsesDoNotDependOnLimitsOrPool) {
     expect_same(ahead.batch, want, what + ", planned ahead");
     EXPECT_LE(ahead.stats.peak_blocks, c.blocks) << what;
     EXPECT_EQ(ahead.stats.steps, run.stats.steps) << what;
+  }
+}
+
+// Speculation keeps every response what plain decoding gives, whatever
+// the limits and pools: with drafts that the model mostly rejects (the
+// hash model), and with drafts it mostly takes (the cyclic model), where
+// the round then takes fewer steps.
+TEST(Scheduler, SpeculationKeepsTheResponses) {
+  const auto prompts = make_prompts({5, 9, 3, 12, 7});
+  const int64_t n = 3, max_len = 40;
+  struct Case {
+    int64_t blocks, block_size, seqs, tokens, spec, running;
+  };
+  for (const TokenModel model : {next_token, cyclic_token}) {
+    const RolloutBatch want = expected(prompts, n, max_len, model);
+    const Outcome plain = drive(prompts, n, max_len, 200, 4, 64, 512, false, 0, 32, model);
+    EXPECT_EQ(plain.stats.drafted_tokens, 0);
+    for (const Case c : {Case{200, 4, 64, 512, 4, 32}, Case{200, 4, 64, 512, 1, 32}, Case{200, 4, 64, 512, 8, 4},
+                         Case{200, 1, 6, 7, 3, 32}, Case{14, 4, 64, 512, 4, 32}, Case{200, 4, 16, 9, 5, 16}}) {
+      const std::string what = cat(model == cyclic_token ? "cyclic" : "hash", ": blocks ", c.blocks, " of ",
+                                   c.block_size, ", seqs ", c.seqs, ", tokens ", c.tokens, ", spec ", c.spec,
+                                   " while <= ", c.running, " run");
+      for (const bool ahead : {false, true}) {
+        const Outcome run = drive(prompts, n, max_len, c.blocks, c.block_size, c.seqs, c.tokens, ahead, c.spec,
+                                  c.running, model);
+        expect_same(run.batch, want, what);
+        EXPECT_LE(run.stats.peak_blocks, c.blocks) << what;
+        EXPECT_LE(run.stats.accepted_tokens, run.stats.drafted_tokens) << what;
+        EXPECT_EQ(run.stats.sampled_tokens, run.batch.total_response_tokens()) << what;
+        if (model == cyclic_token) {
+          EXPECT_GT(run.stats.accepted_tokens, 0) << what;
+          EXPECT_LT(run.stats.accepted_tokens, run.stats.drafted_tokens) << what;  // rejections too
+          if (c.blocks == 200 && c.spec >= 4 && c.running == 32)
+            EXPECT_LT(run.stats.steps, plain.stats.steps * 4 / 5) << what;
+        }
+        std::printf("%s%s: steps %lld (plain %lld), drafted %lld, accepted %lld\n", what.c_str(),
+                    ahead ? ", ahead" : "", (long long)run.stats.steps, (long long)plain.stats.steps,
+                    (long long)run.stats.drafted_tokens, (long long)run.stats.accepted_tokens);
+      }
+    }
   }
 }
 

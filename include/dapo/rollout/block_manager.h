@@ -74,6 +74,9 @@ class BlockManager {
   // Drops the table's reference to each of its blocks (a block whose count
   // reaches 0 is free again) and clears the table.
   void free(BlockTable& table);
+  // Drops the table's blocks past the first blocks_for(positions) (the
+  // blocks of rejected speculative positions).
+  void truncate(BlockTable& table, int64_t positions);
 
  private:
   int32_t allocate();

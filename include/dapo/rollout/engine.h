@@ -116,6 +116,16 @@ struct EngineOptions {
   // (for comparisons; the tokens agree except where a draw falls within
   // rounding of a CDF boundary).
   bool fused_head = true;
+  // Exact speculative decoding in the tail of a round (rollout/scheduler.h,
+  // rollout/ngram_proposer.h): up to spec_tokens n-gram draft tokens per
+  // sample and step while at most spec_max_running sequences run. The
+  // kept tokens are the ones plain decoding samples (the same random
+  // draws), so the distribution does not change; the tokens may differ
+  // where a logit's rounding in the larger step tips a draw, as with
+  // launch_ahead. -1: 4 on CUDA, 0 (off) on the CPU backend, whose steps
+  // cost in proportion to their rows. 0: off.
+  int64_t spec_tokens = -1;
+  int64_t spec_max_running = 32;
 };
 
 struct SamplingOptions {
@@ -144,6 +154,14 @@ inline constexpr int64_t kAutoMaxNumSeqs = 2048;
 // samples per prompt runs: max_num_seqs, or with 0 every sequence up to
 // kAutoMaxNumSeqs; never fewer than n (a prompt's samples start together).
 int64_t engine_seats(const EngineOptions& options, int64_t sequences, int64_t n);
+
+// EngineOptions::spec_tokens resolved for a backend.
+int64_t engine_spec_tokens(const EngineOptions& options, bool on_gpu);
+
+// The rows (chunks, sampled tokens) a step of `seats` seats carves room
+// for: the seats, or when speculating more, the drafts of a tail of
+// spec_max_running sequences included.
+int64_t engine_step_rows(const EngineOptions& options, int64_t seats, bool on_gpu);
 
 // rollout.{block_size, max_num_seqs, max_num_batched_tokens, kv_cache_gib,
 // kv_cache_memory_fraction}.

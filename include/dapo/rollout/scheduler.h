@@ -32,6 +32,26 @@
 // and the sampled tokens; tp ranks, which sample the same tokens, make the
 // same decisions. Which step a token is computed in never changes its
 // random draw (keyed by prompt uid, sample index and response position).
+//
+// Speculative decoding (spec_tokens > 0), exact. In the tail of a round
+// (at most spec_max_running sequences running, none waiting), a decoding
+// sample with an n-gram draft d_1..d_k (rollout/ngram_proposer.h) runs k
+// more chunks of one position in the same step: chunk j feeds d_j at the
+// position after chunk j - 1's and shares the sample's block table, so it
+// attends to the positions before it, drafts included (their cache writes
+// come first in every layer). Each chunk has its row, sampled with the
+// random draw of its response position, as a plain decode would. Row j's
+// token x_j is the target's own draw given the drafts before it; it is
+// kept while every earlier draft equals the token the target drew there
+// (d_j == x_{j-1}): the kept tokens are then exactly the ones plain
+// decoding would sample, with the same random draws, so the distribution
+// is the target's whatever the drafts (for a point-mass draft this is the
+// rejection rule of Leviathan et al. 2023 with the residual draw coupled to
+// the target's). The step keeps x_0..x_m, m the first j where d_{j+1} !=
+// x_j (or k); the cache positions of rejected drafts are written over
+// later. Speculation pauses for kSpecPauseSteps steps, then twice as long
+// each time again, when few drafts were accepted (it costs a host round
+// trip per step: no plan ahead) or no sequence found one.
 #pragma once
 
 #include <cstdint>
@@ -40,6 +60,7 @@
 #include <vector>
 
 #include "dapo/rollout/block_manager.h"
+#include "dapo/rollout/ngram_proposer.h"
 #include "dapo/rollout/rollout_batch.h"
 
 namespace dapo::rollout {
@@ -50,13 +71,19 @@ struct SchedulerLimits {
   std::vector<int32_t> eos_ids;     // sampling one of these ends a response
   int64_t max_num_seqs = 256;       // sequences per step; raised to n
   int64_t max_batch_tokens = 4096;  // new positions per step; raised to max_num_seqs
+  int64_t spec_tokens = 0;          // draft tokens per sample and step; 0: no speculation
+  int64_t spec_max_running = 32;    // speculate while at most this many sequences run
+  int64_t max_step_rows = 0;        // chunks and sampled rows per step; raised to max_num_seqs
 };
 
 // Positions [begin, begin + count) of sequence `seq` run in this step.
+// draft >= 0: a speculative chunk (count 1) whose input token is this
+// draft, not yet the sequence's.
 struct ScheduledChunk {
   int64_t seq = 0;
   int64_t begin = 0;
   int64_t count = 0;
+  int32_t draft = -1;
 };
 
 // One token to sample after the step: from the logits of chunk `chunk`'s
@@ -89,6 +116,9 @@ struct SchedulerStats {
   // Cached positions the steps' attention reads: per scheduled chunk, its
   // context at its end (what a roofline of the run counts as KV traffic).
   int64_t kv_positions_read = 0;
+  int64_t spec_steps = 0;        // steps with draft chunks
+  int64_t drafted_tokens = 0;    // draft chunks run
+  int64_t accepted_tokens = 0;   // drafts equal to the target's token: positions gained
 };
 
 class Scheduler {
@@ -137,6 +167,11 @@ class Scheduler {
   bool can_plan_ahead() const;
   const StepPlan& plan_ahead();
 
+  // Whether the next schedule() may speculate (spec_tokens > 0, the tail of
+  // the round, not pausing). While it may, can_plan_ahead() is false: a
+  // speculative step needs the tokens of the step before it on the host.
+  bool speculating() const;
+
   // Every response, ordered by prompt, then sample (done() required).
   RolloutBatch result() const;
   const SchedulerStats& stats() const { return stats_; }
@@ -160,7 +195,13 @@ class Scheduler {
     BlockTable table;
     int64_t scheduled_step = -1;  // the last step that ran some of its positions
     int64_t first_row = -1;       // in that step: its first SampleRow, -1 for none
+    std::vector<int32_t> drafts;  // in that step: its draft chunks' tokens
   };
+  static constexpr int64_t kSpecWindow = 32;      // speculative steps between two looks at the acceptance
+  static constexpr int64_t kSpecPauseSteps = 256;  // steps without speculation after a poor window,
+                                                   // doubling while windows stay poor (to 4,096)
+  static constexpr int64_t kSpecDryLimit = 16;    // speculative-eligible steps without a draft before a pause
+  static constexpr double kSpecMinAcceptance = 0.2;  // accepted / drafted below this in a window: pause
 
   int64_t seats(const Seq& s) const { return s.sample < 0 ? limits_.n : 1; }
   Response& response_of(const Seq& s) { return responses_[size_t(s.prompt * limits_.n + s.sample)]; }
@@ -174,6 +215,11 @@ class Scheduler {
   bool admit(int64_t& budget);
   // Appends row `row` of plan_'s token; returns whether its response is now complete.
   bool take(size_t row, int32_t token, float logprob);
+  // Adds draft chunks and rows after every decode of plan_ (speculating()).
+  void add_drafts(int64_t& budget);
+  // After a committed step: the acceptance window, pauses.
+  void update_speculation(int64_t drafted, int64_t accepted);
+  void pause_speculation();
   // commit() of a plan that decodes one position of distinct samples, row r
   // from chunk r (what can_plan_ahead() requires and plan_ahead() makes).
   void commit_decodes(std::span<const int32_t> tokens, std::span<const float> logprobs);
@@ -192,6 +238,11 @@ class Scheduler {
   bool has_ahead_ = false;
   bool plan_is_ahead_ = false;  // plan_ came from plan_ahead()
   SchedulerStats stats_;
+  NgramProposer proposer_;
+  int64_t spec_pause_ = 0;              // steps left without speculation
+  int64_t spec_next_pause_ = kSpecPauseSteps;
+  int64_t spec_dry_ = 0;                // eligible steps in a row without a draft
+  int64_t window_steps_ = 0, window_drafted_ = 0, window_accepted_ = 0;
 };
 
 }  // namespace dapo::rollout

@@ -56,6 +56,9 @@ struct GeneratedStats {
   // long the dp ranks waited for the slowest one's generate() on average
   // (max - mean of their times), summed over the rounds.
   double dp_idle_s = 0;
+  // Exact speculative decoding: draft tokens run and taken (gen/spec_*).
+  double spec_drafted = 0;
+  double spec_accepted = 0;
 };
 
 // The dp barrier of one round: each dp rank passes its generate() time;
