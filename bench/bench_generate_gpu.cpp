@@ -115,7 +115,7 @@ int main(int argc, char** argv) {
   std::string size = "0.5b";
   int64_t batch = 128, prompt = 256, new_tokens = 512;
   int64_t prompts = 64, n = 16, mean_len = 800, max_len = 8192, max_seqs = 0, max_tokens = 0;
-  int64_t spec_tokens = -1, spec_max_running = 32;
+  int64_t spec_tokens = -1, spec_max_running = 8;
   double temperature = 1.0, init_scale = 1.0;
   bool dapo_load = false, profile = false, trace = false, launch_ahead = true, fused_head = true;
   for (int i = 1; i < argc; ++i) {

@@ -398,7 +398,7 @@ TEST_F(EngineTest, SpeculationSamplesTheSameDistribution) {
   EXPECT_EQ(engine_step_rows(speculative(4, 10), 600, false), 600);
   EXPECT_EQ(engine_step_rows(speculative(4, 200), 600, false), 1000);
   EXPECT_EQ(engine_step_rows(speculative(0), 600, true), 600);
-  EXPECT_EQ(engine_step_rows(EngineOptions{}, 20, true), 100);
+  EXPECT_EQ(engine_step_rows(EngineOptions{}, 20, true), 40);
   struct Setting {
     double temperature, top_p;
     int64_t top_k;

@@ -67,7 +67,7 @@ struct RolloutConfig {
   int64_t max_num_seqs = 0;             // sequences per engine step; 0: as many as the KV pool holds
   int64_t max_num_batched_tokens = 8192;  // new positions per engine step
   int64_t spec_tokens = -1;             // n-gram draft tokens per sample and step; -1: 4 on GPUs, 0 on CPUs; 0: off
-  int64_t spec_max_running = 32;        // speculate while at most this many sequences run
+  int64_t spec_max_running = 8;        // speculate while at most this many sequences run
   double kv_cache_gib = 0;              // KV-cache budget per rank in GiB; 0: sized from the requests
   // With kv_cache_gib = 0 on a GPU: the pool takes at most this fraction
   // of the GPU memory free when generation starts (after the engine's

@@ -123,9 +123,12 @@ struct EngineOptions {
   // draws), so the distribution does not change; the tokens may differ
   // where a logit's rounding in the larger step tips a draw, as with
   // launch_ahead. -1: 4 on CUDA, 0 (off) on the CPU backend, whose steps
-  // cost in proportion to their rows. 0: off.
+  // cost in proportion to their rows. 0: off. A draft row re-reads its
+  // sequence's KV (H200, 1.5B, 4 drafts a sequence: the step costs +6% at
+  // 1 sequence of 4,096 positions, +21% at 8, +55% at 8 of 16,384, +94% at
+  // 32 of 4,096: bench_decode_step_gpu --drafts), hence the tail of 8.
   int64_t spec_tokens = -1;
-  int64_t spec_max_running = 32;
+  int64_t spec_max_running = 8;
 };
 
 struct SamplingOptions {

@@ -72,7 +72,7 @@ struct SchedulerLimits {
   int64_t max_num_seqs = 256;       // sequences per step; raised to n
   int64_t max_batch_tokens = 4096;  // new positions per step; raised to max_num_seqs
   int64_t spec_tokens = 0;          // draft tokens per sample and step; 0: no speculation
-  int64_t spec_max_running = 32;    // speculate while at most this many sequences run
+  int64_t spec_max_running = 8;    // speculate while at most this many sequences run
   int64_t max_step_rows = 0;        // chunks and sampled rows per step; raised to max_num_seqs
 };
 
