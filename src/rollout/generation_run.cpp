@@ -17,6 +17,9 @@
 namespace dapo::rollout {
 namespace {
 
+// The automatic KV pool's cap is a multiple of this (free memory jitters).
+constexpr size_t kPoolQuantum = size_t(256) << 20;
+
 // A prefill step of at least this many new positions keeps the GPU busy
 // longer than a decode graph's capture takes on the host (H100, 0.5B: a
 // step of 8,192 positions ~13 ms, a capture ~3.5 ms): the engine captures
@@ -165,13 +168,21 @@ GenerationRun::KvPool GenerationRun::plan_kv_pool(size_t num_prompts) const {
         std::min<int64_t>(limits_.max_num_seqs, std::max<int64_t>(1, int64_t(num_prompts) * sampling_.n));
     const KvPoolSizes sizes = kv_pool_sizes(config, tp_size, seqs, max_len_, bs_, graphs_, device_);
     const double fraction = std::clamp(options_.kv_cache_memory_fraction, 0.0, 1.0);
-    const size_t cap = on_gpu_ ? size_t(double(device_memory_free()) * fraction) : host_memory_bytes() / 4;
+    size_t cap = on_gpu_ ? size_t(double(device_memory_free()) * fraction) : host_memory_bytes() / 4;
+    // Free memory jitters by a few MB between runs and ranks: a cap rounded
+    // down to a coarse quantum gives the same pool, so the same schedule and
+    // the same bits, at every rerun.
+    if (cap > kPoolQuantum) cap -= cap % kPoolQuantum;
     // At least one full sequence; if the device cannot give that, the
     // allocation below says so.
     budget = std::max(sizes.min, std::min(sizes.requests, cap));
   }
   KvPool pool;
   pool.pool_blocks = kv_blocks_for_budget(config, tp_size, bs_, budget, device_);
+  // The tp ranks of a group must plan the same steps (their collectives
+  // pair up step by step), and admission and preemption follow the pool:
+  // every rank takes the smallest pool of the group.
+  if (tp_.size() > 1) pool.pool_blocks = tp_.all_reduce_i64(pool.pool_blocks, parallel::ReduceOp::min);
   pool.num_blocks = pool.pool_blocks - reserved;
   if (pool.num_blocks < 1)
     throw UserError(cat("rollout: a KV-cache budget of ", budget, " bytes cannot hold one block of ", bs_,
@@ -328,6 +339,9 @@ void GenerationRun::commit_running() {
   const int64_t R = running_->R;
   const int32_t* const tokens_back = readback_.tokens[running_->slot];
   if (options_.check_tp_agreement && tp_.size() > 1) check_tp_agreement(tokens_back, R);
+  // What every step ran and sampled, for the check at the end of the run.
+  run_hash_ = stream_combine(run_hash_, uint64_t(running_->tokens));
+  run_hash_ = stream_combine(run_hash_, tokens_hash(tokens_back, size_t(R)));
   sched_.commit(std::span<const int32_t>(tokens_back, size_t(R)),
                 std::span<const float>(readback_.logprobs[running_->slot], size_t(R)));
 }
@@ -355,6 +369,17 @@ void GenerationRun::report_progress(const ProgressCallback& progress) const {
 }
 
 RolloutBatch GenerationRun::finish() {
+  // The tp ranks ran the same steps and sampled the same tokens: checked
+  // once a run in every build (check_tp_agreement checks every step, in
+  // debug builds). A difference means their collectives summed different
+  // sequences' activations.
+  if (tp_.size() > 1) {
+    int64_t both[2] = {int64_t(run_hash_ >> 2), -int64_t(run_hash_ >> 2)};
+    tp_.all_reduce_i64(both, parallel::ReduceOp::max);
+    DAPO_CHECK(both[0] == int64_t(run_hash_ >> 2) && both[1] == -int64_t(run_hash_ >> 2),
+               "GenerationEngine: the tp ranks of this group planned or sampled different steps over ",
+               sched_.stats().steps, " steps (their schedules diverged)");
+  }
   stats_.scheduler = sched_.stats();
   stats_.decode_graphs = decode_graphs_.size();
   stats_.padded_graph_steps = decode_graphs_.padded_steps();

@@ -131,6 +131,7 @@ class GenerationRun {
   const bool fused_head_;
   std::optional<Launched> running_;  // launched, not committed
   int slot_ = 0;
+  uint64_t run_hash_ = kStreamHashInit;  // every committed step's positions and tokens
 };
 
 }  // namespace dapo::rollout
