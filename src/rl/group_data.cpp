@@ -9,7 +9,7 @@ namespace {
 
 // Guards against decoding bytes of another kind (or an older layout).
 constexpr uint32_t kGroupMagic = 0x50524744;  // "DGRP"
-constexpr uint32_t kGroupVersion = 1;
+constexpr uint32_t kGroupVersion = 2;
 
 template <class V>
 void check_per_response(const V& v, int64_t n, const char* name, int64_t uid) {
@@ -39,6 +39,8 @@ void GroupData::validate() const {
              response_offsets.back(), ", response_ids has ", response_ids.size());
   DAPO_CHECK(old_logprobs.empty() || old_logprobs.size() == response_ids.size(), "group uid ", uid,
              ": old_logprobs has ", old_logprobs.size(), " entries for ", response_ids.size(), " tokens");
+  DAPO_CHECK(sampling_logprobs.empty() || sampling_logprobs.size() == response_ids.size(), "group uid ", uid,
+             ": sampling_logprobs has ", sampling_logprobs.size(), " entries for ", response_ids.size(), " tokens");
   const int64_t n = num_responses();
   check_per_response(finish_reason, n, "finish_reason", uid);
   check_per_response(score, n, "score", uid);
@@ -65,6 +67,7 @@ std::vector<std::byte> serialize_group(const GroupData& g) {
   w.put_array(g.response_offsets);
   w.put_array(g.response_ids);
   w.put_array(g.old_logprobs);
+  w.put_array(g.sampling_logprobs);
   w.put_array(g.finish_reason);
   w.put_array(g.score);
   w.put_array(g.acc);
@@ -93,6 +96,7 @@ GroupData deserialize_group(std::span<const std::byte> bytes) {
   g.response_offsets = r.get_array<int64_t>();
   g.response_ids = r.get_array<int32_t>();
   g.old_logprobs = r.get_array<float>();
+  g.sampling_logprobs = r.get_array<float>();
   g.finish_reason = r.get_array<uint8_t>();
   g.score = r.get_array<double>();
   g.acc = r.get_array<double>();

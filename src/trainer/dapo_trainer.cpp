@@ -36,6 +36,15 @@ DapoTrainer::DapoTrainer(model::ParamStore& params, std::unique_ptr<model::Param
   if (eos_ids_.empty())
     throw UserError("the tokenizer has no <|im_end|> or <|endoftext|> and the model's config.json names no "
                     "eos_token_id: responses could never end before rollout.max_response_length");
+  // The engine records each token's log-prob under the full softmax (the
+  // trainer's old log-prob is that too); truncated sampling draws from
+  // another distribution, so the ratios would be off-policy.
+  if (grid.world_rank() == 0 && (config.rollout.top_p < 1 || config.rollout.top_k > 0))
+    DAPO_WARN("rollout.top_p = ", config.rollout.top_p, ", rollout.top_k = ", config.rollout.top_k,
+              ": training answers are drawn from a truncated distribution while their log-probs (the engine's, "
+              "rollout_corr/*, and the old log-probs of the loss) are the full softmax's, so the importance "
+              "ratios are biased; the DAPO recipe trains at top_p = 1, top_k = -1 (truncate only the validation "
+              "with val_top_p / val_top_k)");
 }
 
 void DapoTrainer::restore(int64_t steps_done, const data::PromptOrderState& order, const std::string& origin) {

@@ -60,6 +60,8 @@ std::vector<rl::GroupData> score_rollouts(const rollout::RolloutBatch& batch, st
       const std::span<const int32_t> ids = batch.response(r);
       g.response_ids.insert(g.response_ids.end(), ids.begin(), ids.end());
       g.response_offsets.push_back(int64_t(g.response_ids.size()));
+      const std::span<const float> lp = batch.logprobs(r);
+      g.sampling_logprobs.insert(g.sampling_logprobs.end(), lp.begin(), lp.end());
       const rollout::FinishReason finish = batch.finish_reason[size_t(r)];
       g.finish_reason.push_back(uint8_t(finish));
       const reward::Verdict& v = verdict[size_t(r)];

@@ -52,6 +52,10 @@ Metrics dapo_step_metrics(const Config& config, const parallel::Grid& grid, cons
   // tp ranks of a dp group hold the same groups: reduce over dp only.
   grid.dp.all_reduce_f64(sum, parallel::ReduceOp::sum);
   grid.dp.all_reduce_f64(gsum, parallel::ReduceOp::sum);
+  const UpdatePhaseResult::RolloutCorrection& rc = update.rollout_corr;
+  std::vector<double> corr{rc.tokens, rc.k3_sum, rc.abs_diff_sum};
+  grid.dp.all_reduce_f64(corr, parallel::ReduceOp::sum);
+  const double corr_max = grid.dp.all_reduce_f64(rc.abs_diff_max, parallel::ReduceOp::max);
   grid.dp.all_reduce_f64(hi, parallel::ReduceOp::max);
   grid.dp.all_reduce_f64(lo, parallel::ReduceOp::max);
   // Phase times: the slowest rank sets the pace.
@@ -79,6 +83,9 @@ Metrics dapo_step_metrics(const Config& config, const parallel::Grid& grid, cons
       .add("gen/response_length/mean", div(gsum[3], gsum[0]))
       .add("gen/response_length/clip_ratio", div(gsum[4], gsum[0]))
       .add("gen/mean_prob", div(gsum[5], gsum[3]))
+      .add("rollout_corr/kl", div(corr[1], corr[0]))
+      .add("rollout_corr/max_abs_logprob_diff", corr_max)
+      .add("rollout_corr/mean_abs_logprob_diff", div(corr[2], corr[0]))
       .add("gen/spec_draft_tokens", gsum[6])
       .add("gen/spec_accept_rate", div(gsum[7], gsum[6]))
       .add("critic/score/mean", mean(kScore))

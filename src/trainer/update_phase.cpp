@@ -122,6 +122,16 @@ UpdatePhaseResult run_update_phase(const UpdatePhaseContext& ctx, const parallel
     store_old_logprobs(mbs[size_t(m)], groups);
   }
   res.old_logprob_s = seconds_since(t0);
+  for (const rl::GroupData& g : groups) {
+    if (g.sampling_logprobs.size() != g.old_logprobs.size()) continue;
+    for (size_t t = 0; t < g.old_logprobs.size(); ++t) {
+      const double d = double(g.old_logprobs[t]) - double(g.sampling_logprobs[t]);  // log(p / q)
+      res.rollout_corr.tokens += 1;
+      res.rollout_corr.k3_sum += std::expm1(d) - d;
+      res.rollout_corr.abs_diff_sum += std::fabs(d);
+      res.rollout_corr.abs_diff_max = std::max(res.rollout_corr.abs_diff_max, std::fabs(d));
+    }
+  }
   if (kl) {
     t0 = Clock::now();
     for (MiniBatch& mb : mbs) score_into(*ctx.reference, ctx.inv_temperature, mb, kRefLogprob);

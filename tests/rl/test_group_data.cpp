@@ -29,6 +29,7 @@ GroupData sample_group() {
   g.response_offsets = {0, 3, 3, 7};
   g.response_ids = {10, 11, 12, 20, 21, 22, 23};
   g.old_logprobs = {-0.5f, -1.25f, -1e-30f, -3.0f, -0.0f, std::numeric_limits<float>::denorm_min(), -7.0f};
+  g.sampling_logprobs = {-0.5f, -1.5f, -2e-7f, -3.25f, -0.0f, -1e-9f, -6.5f};
   g.finish_reason = {0, 1, 0};
   g.score = {1, -1, -1};
   g.acc = {1, 0, 0};
@@ -120,6 +121,9 @@ TEST(GroupDataDeathTest, CorruptBytesAndInconsistentGroups) {
   g = sample_group();
   g.old_logprobs.resize(2);
   EXPECT_DEATH(g.validate(), "old_logprobs has 2 entries for 7 tokens");
+  g = sample_group();
+  g.sampling_logprobs.resize(8);
+  EXPECT_DEATH(g.validate(), "sampling_logprobs has 8 entries for 7 tokens");
   EXPECT_DEATH(sample_group().response(3), "response 3 of 3");
 
   rl::ByteWriter w;

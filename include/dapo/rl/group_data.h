@@ -7,7 +7,8 @@
 // Layout (n = number of responses):
 //   response_offsets (n+1): response r's tokens are
 //       response_ids[response_offsets[r] .. response_offsets[r+1]),
-//   old_logprobs: empty, or aligned with response_ids (one per token),
+//   old_logprobs, sampling_logprobs: empty, or aligned with response_ids
+//       (one per token),
 //   per-response vectors (finish_reason, score, acc, reward, in_loss,
 //       advantage, response_text, pred): empty or of length n.
 // Optional fields (empty vectors/strings) round-trip as empty.
@@ -33,6 +34,9 @@ struct GroupData {
   std::vector<int64_t> response_offsets{0};  // (n+1), starts at 0, non-decreasing
   std::vector<int32_t> response_ids;         // flat response tokens
   std::vector<float> old_logprobs;           // flat, empty or one per response token
+  // flat, empty or one per response token: the rollout engine's log-prob of
+  // each sampled token (the sampler's, against the trainer's old_logprobs)
+  std::vector<float> sampling_logprobs;
   std::vector<uint8_t> finish_reason;        // (n) the rollout engine's code (e.g. eos / length)
   std::vector<double> score;                 // (n) verifier score (+1 / -1)
   std::vector<double> acc;                   // (n) 1 correct, 0 wrong

@@ -37,6 +37,14 @@ struct UpdatePhaseResult {
   int64_t skipped_steps = 0;      // non-finite gradient norm
   double grad_norm_mean = 0;      // over the optimizer steps that were not skipped
   double lr = 0;
+  // The sampler against the trainer, over this rank's trained response
+  // tokens with the engine's log-prob q and the old log-prob p (this
+  // rank's sums; reduce over dp): k3 = p/q - 1 - log(p/q), whose mean
+  // estimates KL(sampler || trainer), and |log p - log q|.
+  struct RolloutCorrection {
+    double tokens = 0, k3_sum = 0, abs_diff_sum = 0, abs_diff_max = 0;
+  };
+  RolloutCorrection rollout_corr;
   double old_logprob_s = 0;       // wall times of this rank
   double ref_s = 0;
   double update_s = 0;
