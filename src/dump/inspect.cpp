@@ -283,6 +283,16 @@ void write_dump_jsonl(const RolloutDump& d, std::ostream& out) {
         }
         j["old_logprobs"] = std::move(lp);
       }
+      if (g.sampling_logprobs.empty()) {
+        j["sampling_logprobs"] = nullptr;
+      } else {
+        json lp = json::array();
+        for (int64_t t = g.response_offsets[S]; t < g.response_offsets[S + 1]; ++t) {
+          const float x = g.sampling_logprobs[size_t(t)];
+          lp.push_back(std::isnan(x) ? json(nullptr) : json(shortest(x)));
+        }
+        j["sampling_logprobs"] = std::move(lp);
+      }
       out << j.dump(-1, ' ', false, json::error_handler_t::replace) << '\n';
     }
   }

@@ -69,7 +69,7 @@ struct LocalRows {
   // responses
   std::vector<int64_t> prompt_index, sample_index, length;
   Ragged<int32_t> tokens;
-  std::vector<float> old_logprob;
+  std::vector<float> old_logprob, sampling_logprob;
   Ragged<uint8_t> text, pred;
   std::vector<uint8_t> finish_reason, in_loss;
   std::vector<double> score, reward, acc, advantage;
@@ -118,6 +118,12 @@ LocalRows flatten(std::span<const DumpGroup> groups) {
       } else {
         const auto first = g.old_logprobs.begin() + g.response_offsets[K];
         L.old_logprob.insert(L.old_logprob.end(), first, first + int64_t(ids.size()));
+      }
+      if (g.sampling_logprobs.empty()) {
+        L.sampling_logprob.insert(L.sampling_logprob.end(), ids.size(), std::numeric_limits<float>::quiet_NaN());
+      } else {
+        const auto first = g.sampling_logprobs.begin() + g.response_offsets[K];
+        L.sampling_logprob.insert(L.sampling_logprob.end(), first, first + int64_t(ids.size()));
       }
       L.text.add(g.response_text[K]);
       L.pred.add(g.pred[K]);
@@ -264,6 +270,7 @@ void write_rollout_dump(const std::string& path, const parallel::Comm& comm, std
     w.column("/responses/sample_index", kResponses, rows.sample_index);
     w.ragged("/responses/tokens", kResponses, kTokens, rows.tokens);
     w.column("/responses/old_logprob", kTokens, rows.old_logprob);
+    w.column("/responses/sampling_logprob", kTokens, rows.sampling_logprob);
     w.ragged("/responses/text", kResponses, kText, rows.text);
     w.ragged("/responses/pred", kResponses, kPred, rows.pred);
     w.column("/responses/finish_reason", kResponses, rows.finish_reason);
@@ -412,6 +419,11 @@ RolloutDump read_rollout_dump(const std::string& path) {
   const auto tokens = r.ragged<int32_t>("/responses/tokens", R, "responses + 1");
   const auto old_logprob =
       r.column<float>("/responses/old_logprob", int64_t(tokens.data.size()), "one per token, as /responses/tokens");
+  // Format 1 had no sampler log-probs.
+  const std::vector<float> sampling_logprob =
+      d.format_version >= 2 ? r.column<float>("/responses/sampling_logprob", int64_t(tokens.data.size()),
+                                              "one per token, as /responses/tokens")
+                            : std::vector<float>(tokens.data.size(), std::numeric_limits<float>::quiet_NaN());
   const auto text = r.ragged<uint8_t>("/responses/text", R, "responses + 1");
   const auto pred = r.ragged<uint8_t>("/responses/pred", R, "responses + 1");
   const auto finish_reason = r.column<uint8_t>("/responses/finish_reason", R, per_response);
@@ -442,7 +454,7 @@ RolloutDump read_rollout_dump(const std::string& path) {
     g.data_source = data_source.string(p);
     const int64_t first = response_rows[I], last = response_rows[I + 1];
     if (last == first) throw UserError(cat(path, ": /prompts/response_rows: prompt ", p, " has no responses"));
-    std::vector<float> logprobs;
+    std::vector<float> logprobs, sampler;
     for (int64_t row = first; row < last; ++row) {
       const size_t J = size_t(row);
       if (prompt_index[J] != p)
@@ -457,6 +469,8 @@ RolloutDump read_rollout_dump(const std::string& path) {
       g.response_ids.insert(g.response_ids.end(), tokens.data.begin() + tokens.begin(row),
                             tokens.data.begin() + tokens.end(row));
       logprobs.insert(logprobs.end(), old_logprob.begin() + tokens.begin(row), old_logprob.begin() + tokens.end(row));
+      sampler.insert(sampler.end(), sampling_logprob.begin() + tokens.begin(row),
+                     sampling_logprob.begin() + tokens.end(row));
       g.response_offsets.push_back(int64_t(g.response_ids.size()));
       g.finish_reason.push_back(finish_reason[J]);
       g.score.push_back(score[J]);
@@ -471,6 +485,8 @@ RolloutDump read_rollout_dump(const std::string& path) {
     for (const float x : logprobs)
       if (!std::isnan(x)) logprobs_nan = false;
     if (!logprobs_nan) g.old_logprobs = std::move(logprobs);
+    if (std::any_of(sampler.begin(), sampler.end(), [](float x) { return !std::isnan(x); }))
+      g.sampling_logprobs = std::move(sampler);
     if (all_nan(g.advantage)) g.advantage.clear();
   }
   return d;

@@ -18,7 +18,8 @@ namespace dapo::test {
 
 // Group number `seed`: its shape and values follow from the seed alone, so
 // every rank can build every rank's groups. `trained`: advantages and old
-// log-probs filled (else empty, as for a group that was not trained).
+// log-probs filled (else empty, as for a group that was not trained); the
+// sampler's log-probs in all but every 7th group.
 inline rl::GroupData make_dump_group(int64_t seed, bool trained) {
   rl::GroupData g;
   g.uid = int64_t(0x9e3779b97f4a7c15ull * uint64_t(seed + 1));  // often above INT64_MAX as uint64
@@ -34,6 +35,7 @@ inline rl::GroupData make_dump_group(int64_t seed, bool trained) {
     for (int64_t t = 0; t < len; ++t) {
       g.response_ids.push_back(int32_t(1000 + seed * 100 + k * 10 + t));
       if (trained) g.old_logprobs.push_back(-0.125f * float(t + 1) - 0.01f * float(seed));
+      if (seed % 7 != 6) g.sampling_logprobs.push_back(-0.25f * float(t + 1) - 0.03f * float(seed + k));
     }
     g.response_offsets.push_back(int64_t(g.response_ids.size()));
     g.finish_reason.push_back(uint8_t(len == 5 ? 1 : 0));
@@ -66,6 +68,7 @@ inline void expect_group_eq(const rl::GroupData& got, const rl::GroupData& want,
   EXPECT_EQ(got.response_offsets, want.response_offsets);
   EXPECT_EQ(got.response_ids, want.response_ids);
   EXPECT_EQ(got.old_logprobs, want.old_logprobs);
+  EXPECT_EQ(got.sampling_logprobs, want.sampling_logprobs);
   EXPECT_EQ(got.finish_reason, want.finish_reason);
   EXPECT_EQ(got.score, want.score);
   EXPECT_EQ(got.acc, want.acc);

@@ -54,6 +54,7 @@ std::string write_known_dump(const TempDir& dir) {
   add(a, {6, 7, 8}, "3 and more", "3", -1, -1, 1, 1);
   a.advantage = {0.7071, -0.7071};
   a.old_logprobs = {-0.5f, -0.25f, -1.5f, -2.0f};
+  a.sampling_logprobs = {-0.5f, -0.375f, -1.5f, -1.75f};
   rl::GroupData b = group(9, 0, 0, "gsm", "2+2=?", {4, 5}, "4");
   add(b, {9}, "4", "4", 1, 1, 0, 1);
   add(b, {9, 10}, "4.", "4", 1, 1, 0, 1);
@@ -78,7 +79,7 @@ TEST(Inspect, SummaryOfAKnownDump) {
   TempDir dir;
   const std::string path = write_known_dump(dir);
   const RolloutDump d = read_rollout_dump(path);
-  EXPECT_EQ(dump_summary(d), "rollout dump " + path + "\n" + R"(step 3, format_version 1, world_size 1, rollout.n 2, max_response_length 3
+  EXPECT_EQ(dump_summary(d), "rollout dump " + path + "\n" + R"(step 3, format_version 2, world_size 1, rollout.n 2, max_response_length 3
 groups: 3 generated, 2 kept by dynamic sampling (66.7%), 2 trained (100.0% of kept)
 outcomes: mixed 2, all_correct 1, all_wrong 0, uniform_other 0
 rounds: [0] 2 groups, 1 kept; [1] 1 group, 1 kept
@@ -197,12 +198,13 @@ TEST(Inspect, JsonlHasOneObjectPerResponseInGenerationOrder) {
             R"({"step":3,"uid":7,"round":0,"position":1,"trained":true,"outcome":"mixed","data_source":"math",)"
             R"("prompt":"1+1=?","prompt_ids":[1,2,3],"ground_truth":"2","sample_index":1,"response":"3 and more",)"
             R"("response_ids":[6,7,8],"pred":"3","finish_reason":"length","length":3,"score":-1.0,"acc":0.0,)"
-            R"("reward":-1.0,"in_loss":true,"advantage":-0.7071,"old_logprobs":[-0.25,-1.5,-2.0]})");
+            R"("reward":-1.0,"in_loss":true,"advantage":-0.7071,"old_logprobs":[-0.25,-1.5,-2.0],)"
+            R"("sampling_logprobs":[-0.375,-1.5,-1.75]})");
   EXPECT_EQ(lines[0],
             R"({"step":3,"uid":9,"round":0,"position":0,"trained":false,"outcome":"all_correct","data_source":"gsm",)"
             R"("prompt":"2+2=?","prompt_ids":[4,5],"ground_truth":"4","sample_index":0,"response":"4",)"
             R"("response_ids":[9],"pred":"4","finish_reason":"eos","length":1,"score":1.0,"acc":1.0,)"
-            R"("reward":1.0,"in_loss":true,"advantage":null,"old_logprobs":null})");
+            R"("reward":1.0,"in_loss":true,"advantage":null,"old_logprobs":null,"sampling_logprobs":null})");
   const auto last = nlohmann::json::parse(lines[5]);
   EXPECT_EQ(last["uid"], 3);
   EXPECT_EQ(last["sample_index"], 1);

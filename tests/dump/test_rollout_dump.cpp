@@ -73,7 +73,7 @@ TEST(RolloutDump, EveryFieldRoundTrips) {
 
   const RolloutDump d = read_rollout_dump(path);
   EXPECT_EQ(d.path, path);
-  EXPECT_EQ(d.format_version, 1);
+  EXPECT_EQ(d.format_version, 2);
   EXPECT_EQ(d.info.step, 12);
   EXPECT_EQ(d.info.config_ini, test_info().config_ini);
   EXPECT_EQ(d.info.n, 4);
@@ -107,7 +107,7 @@ TEST(RolloutDump, FileLayoutIsWhatH5pyReads) {
 
   const H5File f = H5File::open_local(path);
   EXPECT_EQ(f.attr_string("/", "format"), "dapo-rollout-dump");
-  EXPECT_EQ(f.attr_int("/", "format_version"), 1);
+  EXPECT_EQ(f.attr_int("/", "format_version"), 2);
   EXPECT_EQ(f.attr_int("/", "step"), 12);
   EXPECT_EQ(f.attr_string("/", "config"), test_info().config_ini);
   EXPECT_EQ(f.attr_int("/", "world_size"), 1);
@@ -278,10 +278,21 @@ TEST(RolloutDump, BadFilesNameTheFileAndWhatIsWrong) {
   const std::string newer = valid_dump(dir, "newer.h5");
   {
     H5File f = H5File::open(newer, world, io::H5Access::read_write);
-    f.set_attr("/", "format_version", int64_t(2));
+    f.set_attr("/", "format_version", int64_t(3));
   }
   EXPECT_EQ(error_of([&] { read_rollout_dump(newer); }),
-            newer + ": format_version 2 is newer than this dapo reads (up to 1): use a newer dapo");
+            newer + ": format_version 3 is newer than this dapo reads (up to 2): use a newer dapo");
+  // Format 1 (no /responses/sampling_logprob) still reads, without the
+  // sampler's log-probs.
+  const std::string older = valid_dump(dir, "older.h5");
+  {
+    H5File f = H5File::open(older, world, io::H5Access::read_write);
+    f.set_attr("/", "format_version", int64_t(1));
+  }
+  const RolloutDump v1 = read_rollout_dump(older);
+  EXPECT_EQ(v1.format_version, 1);
+  ASSERT_FALSE(v1.groups.empty());
+  for (const DumpedGroup& g : v1.groups) EXPECT_TRUE(g.group.sampling_logprobs.empty());
 
   // The right attributes, a dataset of the wrong length.
   const std::string partial = dir.file("partial.h5");

@@ -39,7 +39,8 @@ std::string dump_samples(const RolloutDump& dump, int64_t k);
 // order. Fields: step, uid (unsigned), round, position, trained, outcome,
 // data_source, prompt, prompt_ids, ground_truth, sample_index, response,
 // response_ids, pred, finish_reason, length, score, acc, reward, in_loss,
-// advantage (null when not trained), old_logprobs (null when not trained).
+// advantage (null when not trained), old_logprobs (null when not trained),
+// sampling_logprobs (the rollout engine's; null when the dump has none).
 // Invalid UTF-8 in texts (a response cut inside a character) becomes U+FFFD.
 void write_dump_jsonl(const RolloutDump& dump, std::ostream& out);
 

@@ -26,6 +26,9 @@
 //   /responses  prompt_index i64 (row of /prompts), sample_index i64,
 //                 tokens i32 + tokens_offsets, old_logprob f32 (one per
 //                 token, aligned with tokens; NaN where not trained),
+//                 sampling_logprob f32 (the rollout engine's log-prob of
+//                 each token, aligned with tokens; format 2 on; NaN where
+//                 the group did not carry them),
 //                 text u8 + text_offsets, pred u8 + pred_offsets (the
 //                 extracted answer), finish_reason u8 (attribute `names` =
 //                 "eos,length": code i is the i-th name), length i64
@@ -61,7 +64,7 @@
 namespace dapo::dump {
 
 inline constexpr const char* kRolloutDumpFormat = "dapo-rollout-dump";
-inline constexpr int64_t kRolloutDumpFormatVersion = 1;
+inline constexpr int64_t kRolloutDumpFormatVersion = 2;
 
 // The root attributes besides format and format_version.
 struct DumpInfo {
