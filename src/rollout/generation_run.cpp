@@ -46,6 +46,15 @@ uint64_t tokens_hash(const int32_t* tokens, size_t n) {
   return h;
 }
 
+// Whether every rank of `tp` holds the same hash (one all-reduce of its
+// max and its negated min).
+bool tp_agree(const parallel::Comm& tp, uint64_t hash) {
+  const int64_t h = int64_t(hash >> 2);
+  int64_t both[2] = {h, -h};
+  tp.all_reduce_i64(both, parallel::ReduceOp::max);
+  return both[0] == h && both[1] == -h;
+}
+
 SchedulerLimits scheduler_limits(const EngineOptions& options, const SamplingOptions& sampling, size_t num_prompts,
                                  bool on_gpu) {
   SchedulerLimits limits;
@@ -53,11 +62,10 @@ SchedulerLimits scheduler_limits(const EngineOptions& options, const SamplingOpt
   limits.max_response_length = sampling.max_response_length;
   limits.eos_ids = sampling.eos_ids;
   limits.max_num_seqs = engine_seats(options, int64_t(num_prompts) * sampling.n, sampling.n);
-  limits.max_batch_tokens = std::max(options.max_batch_tokens, limits.max_num_seqs);
   limits.spec_tokens = engine_spec_tokens(options, on_gpu);
   limits.spec_max_running = options.spec_max_running;
-  limits.max_step_rows = engine_step_rows(options, limits.max_num_seqs, on_gpu);
-  limits.max_batch_tokens = std::max(limits.max_batch_tokens, limits.max_step_rows);
+  limits.max_step_rows = engine_step_rows(options, limits.max_num_seqs, on_gpu);  // >= max_num_seqs
+  limits.max_batch_tokens = std::max(options.max_batch_tokens, limits.max_step_rows);
   return limits;
 }
 
@@ -347,10 +355,7 @@ void GenerationRun::commit_running() {
 }
 
 void GenerationRun::check_tp_agreement(const int32_t* tokens, int64_t R) const {
-  const int64_t h = int64_t(tokens_hash(tokens, size_t(R)) >> 2);
-  int64_t both[2] = {h, -h};
-  tp_.all_reduce_i64(both, parallel::ReduceOp::max);
-  DAPO_CHECK(both[0] == h && both[1] == -h, "GenerationEngine: tp ranks sampled different tokens in step ",
+  DAPO_CHECK(tp_agree(tp_, tokens_hash(tokens, size_t(R))), "GenerationEngine: tp ranks sampled different tokens in step ",
              sched_.stats().steps, " (their logits differ)");
 }
 
@@ -373,13 +378,9 @@ RolloutBatch GenerationRun::finish() {
   // once a run in every build (check_tp_agreement checks every step, in
   // debug builds). A difference means their collectives summed different
   // sequences' activations.
-  if (tp_.size() > 1) {
-    int64_t both[2] = {int64_t(run_hash_ >> 2), -int64_t(run_hash_ >> 2)};
-    tp_.all_reduce_i64(both, parallel::ReduceOp::max);
-    DAPO_CHECK(both[0] == int64_t(run_hash_ >> 2) && both[1] == -int64_t(run_hash_ >> 2),
-               "GenerationEngine: the tp ranks of this group planned or sampled different steps over ",
-               sched_.stats().steps, " steps (their schedules diverged)");
-  }
+  if (tp_.size() > 1)
+    DAPO_CHECK(tp_agree(tp_, run_hash_), "GenerationEngine: the tp ranks of this group planned or sampled different ",
+               "steps over ", sched_.stats().steps, " steps (their schedules diverged)");
   stats_.scheduler = sched_.stats();
   stats_.decode_graphs = decode_graphs_.size();
   stats_.padded_graph_steps = decode_graphs_.padded_steps();

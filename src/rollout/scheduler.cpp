@@ -82,7 +82,6 @@ void Scheduler::add_chunk(int64_t seq, int64_t count, int64_t& budget) {
   const bool ok = blocks_.prepare_write(s.table, s.computed, s.computed + count, plan_.copies);
   DAPO_CHECK(ok, "Scheduler: blocks vanished between the check and the write");
   plan_.chunks.push_back({seq, s.computed, count});
-  stats_.kv_positions_read += s.computed + count;
   s.scheduled_step = stats_.steps;
   s.drafts.clear();
   budget -= count;
@@ -158,8 +157,7 @@ bool Scheduler::admit(int64_t& budget) {
 const StepPlan& Scheduler::schedule() {
   DAPO_CHECK(!done(), "Scheduler::schedule() with nothing left to run");
   DAPO_CHECK(!has_ahead_ && !plan_is_ahead_, "Scheduler::schedule() before the steps planned ahead are committed");
-  ++stats_.steps;
-  if (spec_pause_ > 0) --spec_pause_;
+  begin_step();
   plan_.clear();
   int64_t budget = limits_.max_batch_tokens;
   // 1. decodes, 2. running prefills (preempt() only removes entries after i).
@@ -201,7 +199,10 @@ const StepPlan& Scheduler::schedule() {
       plan_.rows.push_back({int64_t(c), s.prompt, s.sample, int64_t(response_of(s).tokens.size())});
     }
   }
-  stats_.peak_running = std::max(stats_.peak_running, int64_t(plan_.chunks.size()));
+  const int64_t sequences = std::count_if(plan_.chunks.begin(), plan_.chunks.end(),
+                                          [](const ScheduledChunk& c) { return c.draft < 0; });
+  stats_.peak_running = std::max(stats_.peak_running, sequences);
+  count_kv_reads(plan_);
   stats_.block_copies += int64_t(plan_.copies.size());
   stats_.peak_blocks = blocks_.peak_used();
   return plan_;
@@ -242,8 +243,7 @@ bool Scheduler::can_plan_ahead() const {
 
 const StepPlan& Scheduler::plan_ahead() {
   DAPO_CHECK(can_plan_ahead(), "Scheduler::plan_ahead() where can_plan_ahead() is false");
-  ++stats_.steps;
-  if (spec_pause_ > 0) --spec_pause_;
+  begin_step();
   ahead_.clear();
   for (size_t i = 0; i < plan_.chunks.size(); ++i) {
     const ScheduledChunk& c = plan_.chunks[i];
@@ -251,13 +251,13 @@ const StepPlan& Scheduler::plan_ahead() {
     const bool ok = blocks_.prepare_write(s.table, c.begin + 1, c.begin + 2, ahead_.copies);
     DAPO_CHECK(ok, "Scheduler: blocks vanished between the check and the write");
     ahead_.chunks.push_back({c.seq, c.begin + 1, 1});
-    stats_.kv_positions_read += c.begin + 2;
     const SampleRow& r = plan_.rows[i];
     ahead_.rows.push_back({int64_t(i), r.prompt, r.sample, r.position + 1});
     s.scheduled_step = stats_.steps;
     s.first_row = int64_t(i);
   }
   stats_.response_positions += int64_t(ahead_.chunks.size());
+  count_kv_reads(ahead_);
   stats_.block_copies += int64_t(ahead_.copies.size());
   stats_.peak_blocks = blocks_.peak_used();
   has_ahead_ = true;
@@ -359,6 +359,15 @@ void Scheduler::commit(std::span<const int32_t> tokens, std::span<const float> l
   update_speculation(drafted, accepted);
 }
 
+void Scheduler::begin_step() {
+  ++stats_.steps;
+  if (spec_pause_ > 0) --spec_pause_;
+}
+
+void Scheduler::count_kv_reads(const StepPlan& plan) {
+  for (const ScheduledChunk& c : plan.chunks) stats_.kv_positions_read += c.begin + c.count;
+}
+
 bool Scheduler::speculating() const {
   return limits_.spec_tokens > 0 && spec_pause_ == 0 && waiting_.empty() && !running_.empty() &&
          int64_t(running_.size()) <= limits_.spec_max_running;
@@ -394,10 +403,7 @@ void Scheduler::add_drafts(int64_t& budget) {
       continue;
     const bool ok = blocks_.prepare_write(s.table, c.begin + 1, c.begin + 1 + m, plan_.copies);
     DAPO_CHECK(ok, "Scheduler: blocks vanished between the check and the write");
-    for (int64_t j = 1; j <= m; ++j) {
-      plan_.chunks.push_back({c.seq, c.begin + j, 1, draft[size_t(j - 1)]});
-      stats_.kv_positions_read += c.begin + j + 1;
-    }
+    for (int64_t j = 1; j <= m; ++j) plan_.chunks.push_back({c.seq, c.begin + j, 1, draft[size_t(j - 1)]});
     s.drafts.assign(draft.begin(), draft.begin() + m);
     budget -= m;
     drafted += m;

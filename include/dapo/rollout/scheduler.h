@@ -219,6 +219,10 @@ class Scheduler {
   void add_drafts(int64_t& budget);
   // After a committed step: the acceptance window, pauses.
   void update_speculation(int64_t drafted, int64_t accepted);
+  // A new step (scheduled or planned ahead): its count, the pause's clock.
+  void begin_step();
+  // Adds the positions `plan`'s attention reads to kv_positions_read.
+  void count_kv_reads(const StepPlan& plan);
   void pause_speculation();
   // commit() of a plan that decodes one position of distinct samples, row r
   // from chunk r (what can_plan_ahead() requires and plan_ahead() makes).
