@@ -14,7 +14,7 @@ namespace {
 // Sums over this rank's training groups, then over dp.
 enum Sum : size_t { kResponses, kScore, kReward, kAdv, kAcc, kRespLen, kPromptLen, kClipped, kTokens, kSums };
 // Maxima (minima are taken as maxima of the negated values).
-enum Ext : size_t { kScoreX, kRewardX, kAdvX, kRespLenX, kPromptLenX, kExts };
+enum Ext : size_t { kScoreX, kRewardX, kAdvX, kRespLenX, kPromptLenX, kCorrDiffX, kExts };
 
 }  // namespace
 
@@ -47,15 +47,14 @@ Metrics dapo_step_metrics(const Config& config, const parallel::Grid& grid, cons
     }
   }
   const GeneratedStats& gs = gen.generated;
-  std::vector<double> gsum{gs.responses,    gs.acc,          gs.score,        gs.response_tokens,
-                           gs.truncated,    gs.sampled_prob, gs.spec_drafted, gs.spec_accepted};
+  const UpdatePhaseResult::RolloutCorrection& rc = update.rollout_corr;
+  std::vector<double> gsum{gs.responses,   gs.acc,           gs.score,         gs.response_tokens,
+                           gs.truncated,   gs.sampled_prob,  gs.spec_drafted,  gs.spec_accepted,
+                           rc.tokens,      rc.k3_sum,        rc.abs_diff_sum};
+  hi[kCorrDiffX] = rc.abs_diff_max;
   // tp ranks of a dp group hold the same groups: reduce over dp only.
   grid.dp.all_reduce_f64(sum, parallel::ReduceOp::sum);
   grid.dp.all_reduce_f64(gsum, parallel::ReduceOp::sum);
-  const UpdatePhaseResult::RolloutCorrection& rc = update.rollout_corr;
-  std::vector<double> corr{rc.tokens, rc.k3_sum, rc.abs_diff_sum};
-  grid.dp.all_reduce_f64(corr, parallel::ReduceOp::sum);
-  const double corr_max = grid.dp.all_reduce_f64(rc.abs_diff_max, parallel::ReduceOp::max);
   grid.dp.all_reduce_f64(hi, parallel::ReduceOp::max);
   grid.dp.all_reduce_f64(lo, parallel::ReduceOp::max);
   // Phase times: the slowest rank sets the pace.
@@ -83,9 +82,9 @@ Metrics dapo_step_metrics(const Config& config, const parallel::Grid& grid, cons
       .add("gen/response_length/mean", div(gsum[3], gsum[0]))
       .add("gen/response_length/clip_ratio", div(gsum[4], gsum[0]))
       .add("gen/mean_prob", div(gsum[5], gsum[3]))
-      .add("rollout_corr/kl", div(corr[1], corr[0]))
-      .add("rollout_corr/max_abs_logprob_diff", corr_max)
-      .add("rollout_corr/mean_abs_logprob_diff", div(corr[2], corr[0]))
+      .add("rollout_corr/kl", div(gsum[9], gsum[8]))
+      .add("rollout_corr/max_abs_logprob_diff", hi[kCorrDiffX])
+      .add("rollout_corr/mean_abs_logprob_diff", div(gsum[10], gsum[8]))
       .add("gen/spec_draft_tokens", gsum[6])
       .add("gen/spec_accept_rate", div(gsum[7], gsum[6]))
       .add("critic/score/mean", mean(kScore))
