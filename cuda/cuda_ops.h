@@ -173,6 +173,15 @@ namespace detail {
 bool norm_fold_preferred(int64_t M, int64_t C, int64_t I);
 }  // namespace detail
 
+// rope.h: rope_kv_write
+namespace detail {
+// Whether rope_kv_write with an active head norm takes its one-kernel path
+// for these tensors (bf16, D % 16 == 0, D <= 256, 16-byte aligned), rather
+// than rmsnorm_forward on the head rows then the plain kernel.
+bool rope_kv_write_head_norm_fused(const Tensor& q, const Tensor& k, const Tensor& k_cache, const Tensor& v_cache,
+                                   const Tensor& v, const HeadNorm& hn);
+}  // namespace detail
+
 // sampling.h
 // out (B, 4) i32 (the u32 words): philox_draw(seed, rng_streams[b],
 // rng_counters[b]) computed on the device, for tests that the device draw

@@ -42,7 +42,8 @@ Hyperslab slab_of(const model::ParamSpec& spec, const model::SliceSpec& slice) {
 bool writes_slice(const model::ParamSpec& spec, const model::Qwen2Config& config, const ShardPlace& place) {
   if (place.dp_rank != 0) return false;
   switch (spec.partition) {
-    case model::Partition::replicated: return place.tp_rank == 0;
+    case model::Partition::replicated:
+    case model::Partition::replicated_tp_grad: return place.tp_rank == 0;
     case model::Partition::column_kv: return place.tp_rank % model::kv_replicas(config, place.tp) == 0;
     case model::Partition::column:
     case model::Partition::row:

@@ -104,7 +104,7 @@ int64_t check_hf_weights(const SafetensorsSet& weights, const model::Qwen2Config
   if (!unknown.empty()) {
     std::sort(unknown.begin(), unknown.end());
     throw UserError(cat(weights.origin(), ": ", unknown.size(), unknown.size() == 1 ? " tensor is" : " tensors are",
-                        " not part of the Qwen2 model of ", config_file, " (", first_names(unknown),
+                        " not part of the model of ", config_file, " (", first_names(unknown),
                         "): dapo would leave them out; a model of another architecture, or weights dapo does not "
                         "know (adapters, quantization scales), are refused rather than dropped"));
   }

@@ -8,6 +8,7 @@ namespace dapo::model {
 const char* partition_name(Partition p) {
   switch (p) {
     case Partition::replicated: return "replicated";
+    case Partition::replicated_tp_grad: return "replicated_tp_grad";
     case Partition::column: return "column";
     case Partition::column_kv: return "column_kv";
     case Partition::row: return "row";
@@ -25,12 +26,20 @@ std::vector<ParamSpec> qwen2_param_specs(const Qwen2Config& c) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
     specs.push_back({p + "input_layernorm.weight", {C}, Partition::replicated});
     specs.push_back({p + "self_attn.q_proj.weight", {q, C}, Partition::column});
-    specs.push_back({p + "self_attn.q_proj.bias", {q}, Partition::column});
+    if (c.attention_bias) specs.push_back({p + "self_attn.q_proj.bias", {q}, Partition::column});
     specs.push_back({p + "self_attn.k_proj.weight", {kv, C}, Partition::column_kv});
-    specs.push_back({p + "self_attn.k_proj.bias", {kv}, Partition::column_kv});
+    if (c.attention_bias) specs.push_back({p + "self_attn.k_proj.bias", {kv}, Partition::column_kv});
     specs.push_back({p + "self_attn.v_proj.weight", {kv, C}, Partition::column_kv});
-    specs.push_back({p + "self_attn.v_proj.bias", {kv}, Partition::column_kv});
+    if (c.attention_bias) specs.push_back({p + "self_attn.v_proj.bias", {kv}, Partition::column_kv});
     specs.push_back({p + "self_attn.o_proj.weight", {C, q}, Partition::row});
+    // Qwen3's attention_bias covers o_proj too (Qwen2's o_proj never has
+    // one). Row-parallel: the bias is added once, after the reduction, and
+    // its gradient is whole on every rank.
+    if (c.o_proj_bias()) specs.push_back({p + "self_attn.o_proj.bias", {C}, Partition::replicated});
+    if (c.qk_norm()) {
+      specs.push_back({p + "self_attn.q_norm.weight", {c.head_dim}, Partition::replicated_tp_grad});
+      specs.push_back({p + "self_attn.k_norm.weight", {c.head_dim}, Partition::replicated_tp_grad});
+    }
     specs.push_back({p + "post_attention_layernorm.weight", {C}, Partition::replicated});
     specs.push_back({p + "mlp.gate_proj.weight", {I, C}, Partition::column});
     specs.push_back({p + "mlp.up_proj.weight", {I, C}, Partition::column});
@@ -58,6 +67,7 @@ SliceSpec local_slice(const ParamSpec& spec, const Qwen2Config& c, int64_t tp_ra
   };
   switch (spec.partition) {
     case Partition::replicated:
+    case Partition::replicated_tp_grad:
       s.count = spec.shape.empty() ? 1 : spec.shape[0];
       break;
     case Partition::column:

@@ -108,7 +108,7 @@ std::vector<ParamEntry> carve(const Qwen2Config& config, int64_t tp_rank, int64_
   for (ParamSpec& spec : specs) {
     ParamEntry e;
     e.slice = local_slice(spec, config, tp_rank, tp_size);
-    if (spec.partition == Partition::replicated) e.primary = tp_rank == 0;
+    if (is_replicated(spec.partition)) e.primary = tp_rank == 0;
     if (spec.partition == Partition::column_kv) e.primary = tp_rank % kv_replicas(config, tp_size) == 0;
     e.spec = std::move(spec);
     e.offset = offset;

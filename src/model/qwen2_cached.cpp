@@ -91,7 +91,9 @@ Tensor Qwen2Model::cached_hidden(const ops::Ctx& ctx, const KvCache& cache, cons
   // decode step's few rows on CUDA, norm_fold.h); not at tp > 1, where an
   // all-reduce sits between the row-parallel products and the norm.
   const bool fold = tp_.size() == 1 && ops::norm_fold_preferred(ctx, N, dims_.C, dims_.il);
-  a.ssq2 = fold ? b.ssq_post : Tensor{};
+  // o_proj's bias (Qwen3 with attention_bias) has no place in the folded
+  // product's epilogue: post_attention_layernorm then runs on its own.
+  a.ssq2 = fold && !dims_.o_bias ? b.ssq_post : Tensor{};
   for (int64_t l = 0; l < dims_.L; ++l) {
     const detail::CacheStep step{cache.k[size_t(l)],  cache.v[size_t(l)],  batch.slot_mapping,
                                  batch.block_table,   batch.context_lens, batch.cu_seqlens_q,

@@ -34,6 +34,14 @@ double get_double(const json& j, const char* key, const std::string& origin, dou
 
 }  // namespace
 
+const char* model_type_name(ModelType t) {
+  switch (t) {
+    case ModelType::qwen2: return "qwen2";
+    case ModelType::qwen3: return "qwen3";
+  }
+  return "?";
+}
+
 Qwen2Config parse_qwen2_config(const std::string& text, const std::string& origin) {
   json j;
   try {
@@ -42,32 +50,58 @@ Qwen2Config parse_qwen2_config(const std::string& text, const std::string& origi
     throw UserError(cat(origin, ": not valid JSON: ", e.what()));
   }
   if (!j.is_object()) throw UserError(cat(origin, ": expected a JSON object"));
-  const std::string model_type = j.value("model_type", "");
-  if (model_type != "qwen2")
-    throw UserError(cat(origin, ": model_type '", model_type, "' is not supported (dapo runs qwen2: Qwen2, Qwen2.5)"));
+  const std::string model_type = j.contains("model_type") && j["model_type"].is_string() ? j["model_type"].get<std::string>() : "";
+  Qwen2Config c;
+  if (model_type == "qwen2") c.model_type = ModelType::qwen2;
+  else if (model_type == "qwen3") c.model_type = ModelType::qwen3;
+  else
+    throw UserError(cat(origin, ": model_type '", model_type,
+                        "' is not supported (dapo runs qwen2: Qwen2, Qwen2.5; qwen3: the dense Qwen3 models)"));
+  const bool qwen3 = c.model_type == ModelType::qwen3;
   const std::string act = j.contains("hidden_act") && j["hidden_act"].is_string() ? j["hidden_act"].get<std::string>() : "silu";
-  if (act != "silu") throw UserError(cat(origin, ": hidden_act '", act, "' is not supported (Qwen2 uses silu)"));
+  if (act != "silu") throw UserError(cat(origin, ": hidden_act '", act, "' is not supported (Qwen uses silu)"));
   if (j.contains("use_sliding_window") && j["use_sliding_window"].is_boolean() && j["use_sliding_window"].get<bool>())
     throw UserError(cat(origin, ": use_sliding_window = true is not supported (full causal attention only)"));
+  if (j.contains("layer_types") && !j["layer_types"].is_null()) {
+    const json& lt = j["layer_types"];
+    if (!lt.is_array()) throw UserError(cat(origin, ": layer_types must be a list, got ", lt.dump()));
+    for (const json& t : lt)
+      if (!t.is_string() || t.get<std::string>() != "full_attention")
+        throw UserError(cat(origin, ": layer_types holds ", t.dump(),
+                            ", not supported (full causal attention only: every layer \"full_attention\")"));
+  }
   if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())
     throw UserError(cat(origin, ": rope_scaling ", j["rope_scaling"].dump(), " is not supported"));
+  // Keys of other variants that change the computation: refused, never ignored.
+  for (const char* key : {"use_qk_norm", "elementwise_attn_output_gate", "headwise_attn_output_gate"})
+    if (j.contains(key) && j[key].is_boolean() && j[key].get<bool>() != (std::string(key) == "use_qk_norm" && qwen3))
+      throw UserError(cat(origin, ": ", key, " = ", j[key].dump(), " is not a ", model_type, " layout"));
+  if (j.contains("attention_bias") && !j["attention_bias"].is_null() && !j["attention_bias"].is_boolean())
+    throw UserError(cat(origin, ": attention_bias must be true or false, got ", j["attention_bias"].dump()));
+  if (qwen3) c.attention_bias = j.value("attention_bias", false);
+  else if (j.contains("attention_bias") && j["attention_bias"].is_boolean() && !j["attention_bias"].get<bool>())
+    throw UserError(cat(origin, ": attention_bias = false is not a qwen2 layout (Qwen2 has q/k/v biases)"));
 
-  Qwen2Config c;
   c.vocab_size = get_int(j, "vocab_size", origin, 151936, false);
   c.hidden_size = get_int(j, "hidden_size", origin, 0, true);
   c.intermediate_size = get_int(j, "intermediate_size", origin, 0, true);
   c.num_hidden_layers = get_int(j, "num_hidden_layers", origin, 0, true);
   c.num_attention_heads = get_int(j, "num_attention_heads", origin, 0, true);
   c.num_key_value_heads = get_int(j, "num_key_value_heads", origin, c.num_attention_heads, false);
-  c.max_position_embeddings = get_int(j, "max_position_embeddings", origin, 32768, false);
+  c.max_position_embeddings = get_int(j, "max_position_embeddings", origin, qwen3 ? 40960 : 32768, false);
   c.rms_norm_eps = get_double(j, "rms_norm_eps", origin, 1e-6);
-  if (c.hidden_size % c.num_attention_heads != 0)
-    throw UserError(cat(origin, ": hidden_size ", c.hidden_size, " is not a multiple of num_attention_heads ",
-                        c.num_attention_heads));
-  c.head_dim = c.hidden_size / c.num_attention_heads;
-  if (j.contains("head_dim") && !j["head_dim"].is_null() && get_int(j, "head_dim", origin, 0, false) != c.head_dim)
-    throw UserError(cat(origin, ": head_dim ", j["head_dim"].dump(), " differs from hidden_size / num_attention_heads = ",
-                        c.head_dim, " (not a Qwen2 layout)"));
+  if (qwen3) {
+    // Qwen3's head_dim is its own (HF's default 128), not hidden / heads.
+    c.head_dim = get_int(j, "head_dim", origin, 128, false);
+  } else {
+    if (c.hidden_size % c.num_attention_heads != 0)
+      throw UserError(cat(origin, ": hidden_size ", c.hidden_size, " is not a multiple of num_attention_heads ",
+                          c.num_attention_heads));
+    c.head_dim = c.hidden_size / c.num_attention_heads;
+    if (j.contains("head_dim") && !j["head_dim"].is_null() && get_int(j, "head_dim", origin, 0, false) != c.head_dim)
+      throw UserError(cat(origin, ": head_dim ", j["head_dim"].dump(), " differs from hidden_size / num_attention_heads = ",
+                          c.head_dim, " (not a Qwen2 layout)"));
+  }
   if (c.head_dim % 2 != 0) throw UserError(cat(origin, ": head_dim ", c.head_dim, " must be even for rotary embeddings"));
   if (c.num_attention_heads % c.num_key_value_heads != 0)
     throw UserError(cat(origin, ": num_attention_heads ", c.num_attention_heads,
@@ -106,15 +140,20 @@ Qwen2Config load_qwen2_config(const std::string& path) {
 }
 
 std::string qwen2_config_to_json(const Qwen2Config& c) {
+  const bool qwen3 = c.model_type == ModelType::qwen3;
   nlohmann::ordered_json j;
-  j["architectures"] = {"Qwen2ForCausalLM"};
-  j["model_type"] = "qwen2";
+  j["architectures"] = {qwen3 ? "Qwen3ForCausalLM" : "Qwen2ForCausalLM"};
+  j["model_type"] = model_type_name(c.model_type);
   j["vocab_size"] = c.vocab_size;
   j["hidden_size"] = c.hidden_size;
   j["intermediate_size"] = c.intermediate_size;
   j["num_hidden_layers"] = c.num_hidden_layers;
   j["num_attention_heads"] = c.num_attention_heads;
   j["num_key_value_heads"] = c.num_key_value_heads;
+  if (qwen3) {
+    j["head_dim"] = c.head_dim;
+    j["attention_bias"] = c.attention_bias;
+  }
   j["max_position_embeddings"] = c.max_position_embeddings;
   j["rms_norm_eps"] = c.rms_norm_eps;
   j["rope_theta"] = c.rope_theta;

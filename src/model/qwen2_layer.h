@@ -26,8 +26,9 @@ class Carver : public dapo::Carver {
   Tensor act(const Dims& d, std::initializer_list<int64_t> dims) { return alloc(d.act, dims); }
 };
 
-// Everything of a layer but its input x, for T tokens.
-LayerActivations carve_layer(Carver& c, const Dims& d, int64_t T);
+// Everything of a layer but its input x, for T tokens. Without `raw_qk`
+// (generation, whose q/k norms run in place) no q_raw, k_raw, rstd_q, rstd_k.
+LayerActivations carve_layer(Carver& c, const Dims& d, int64_t T, bool raw_qk = true);
 
 // The backward's per-layer temporaries, reused by every layer.
 struct LayerGradBuffers {
@@ -39,6 +40,8 @@ struct LayerGradBuffers {
   Tensor dq;     // (T, hq, D)
   Tensor dk;     // (T, hkv, D)
   Tensor dv;     // (T, hkv, D)
+  Tensor dq_raw; // (T, hq, D) Qwen3: the gradient before q_norm
+  Tensor dk_raw; // (T, hkv, D) Qwen3: before k_norm
 };
 LayerGradBuffers carve_layer_grads(Carver& c, const Dims& d, int64_t T);
 

@@ -73,6 +73,8 @@ Qwen2Model::Plan Qwen2Model::plan(const Qwen2Config& c, int64_t p, int64_t tp_ra
   d.eps = float(c.rms_norm_eps);
   d.theta = float(c.rope_theta);
   d.scale = float(1.0 / std::sqrt(double(c.head_dim)));  // HF: head_dim ** -0.5
+  d.qk_norm = c.qk_norm();
+  d.o_bias = c.o_proj_bias();
   d.act = act;
   d.head_rows = std::max<int64_t>(1, int64_t(options.logits_chunk_bytes / (size_t(std::max<int64_t>(d.vl, 1)) *
                                                                           dtype_size(d.act))));
@@ -97,7 +99,10 @@ Qwen2Model::Qwen2Model(ParamStore& params, const parallel::Comm& tp, ModelOption
   for (int64_t l = 0; l < d.L; ++l) {
     const std::string pre = "model.layers." + std::to_string(l) + ".";
     for (int which = 0; which < 2; ++which) {
+      // Names the architecture lacks (biases without attention_bias, Qwen2's
+      // q_norm) stay undefined: the ops take an undefined bias as none.
       auto get = [&](const char* name) {
+        if (!params.contains(pre + name)) return Tensor{};
         const ParamEntry& e = params.entry(pre + name);
         return which == 0 ? e.compute : e.grad;
       };
@@ -110,13 +115,18 @@ Qwen2Model::Qwen2Model(ParamStore& params, const parallel::Comm& tp, ModelOption
       w.wv = get("self_attn.v_proj.weight");
       w.bv = get("self_attn.v_proj.bias");
       w.wo = get("self_attn.o_proj.weight");
+      w.bo = get("self_attn.o_proj.bias");
       w.w_post = get("post_attention_layernorm.weight");
       w.wg = get("mlp.gate_proj.weight");
       w.wu = get("mlp.up_proj.weight");
       w.wd = get("mlp.down_proj.weight");
+      w.q_norm = get("self_attn.q_norm.weight");
+      w.k_norm = get("self_attn.k_norm.weight");
     }
   }
   DAPO_CHECK(weights_.empty() || weights_[0].wq.shape[0] == d.hq * d.D, "q_proj slice does not match");
+  DAPO_CHECK(weights_.empty() || weights_[0].q_norm.defined() == d.qk_norm, "q_norm present: ",
+             weights_.empty() ? false : weights_[0].q_norm.defined(), ", the config says ", d.qk_norm);
 }
 
 const parallel::Comm* Qwen2Model::kv_group() const { return kv_group_.valid() ? &kv_group_ : nullptr; }

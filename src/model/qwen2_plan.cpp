@@ -68,7 +68,7 @@ CachedBuffers carve_cached(Carver& c, const Dims& d, int64_t N, int64_t B) {
   CachedBuffers b;
   b.x = c.act(d, {N, d.C});
   b.partial = c.act(d, {N, d.C});
-  b.layer = carve_layer(c, d, N);
+  b.layer = carve_layer(c, d, N, false);
   b.x_last = c.act(d, {B, d.C});
   b.rstd = c.f32({B});
   b.xn = c.act(d, {B, d.C});

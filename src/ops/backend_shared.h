@@ -73,12 +73,12 @@ struct QkvHeads {
 QkvHeads qkv_heads(std::span<const LinearSegment> qkv, const Tensor& k_cache);
 
 // rope.h
-// rope_kv_write's contract (shapes, dtypes, the aliasing it forbids, theta),
-// errors prefixed with `op`: also qkv_rope_kv_write's, which does its work on
-// the products' heads.
+// rope_kv_write's contract (shapes, dtypes, the aliasing it forbids, theta,
+// the head norm's weights and eps), errors prefixed with `op`: also
+// qkv_rope_kv_write's, which does its work on the products' heads.
 void check_rope_kv_write(const char* op, const Tensor& q, const Tensor& k, const Tensor& k_cache,
                          const Tensor& v_cache, const Tensor& v, const Tensor& positions, const Tensor& slot_mapping,
-                         float theta);
+                         float theta, const HeadNorm& hn);
 
 // sampling.h
 // The sampled rows' outputs and keys of every sampling op (sample_tokens,

@@ -1,8 +1,9 @@
 // The fused q/k/v product, RoPE and KV-cache write: the contract of
 // qkv_rope_kv_write.h, checked once, then the backend. The segments' tensors
 // sit in a span that DAPO_DISPATCH's device check does not see: checked
-// here. The RoPE + cache write part is rope_kv_write's contract on the
-// products' heads (detail::check_rope_kv_write, rope.cpp).
+// here, as are the head norm's weights. The RoPE + cache write part is
+// rope_kv_write's contract on the products' heads (detail::check_rope_kv_write,
+// rope.cpp), the head norm's included.
 #include "dapo/ops/qkv_rope_kv_write.h"
 
 #include "cuda/cuda_ops.h"
@@ -15,7 +16,7 @@ namespace {
 
 void check_qkv_rope_kv_write(const Tensor& in, std::span<const LinearSegment> qkv, const Tensor& k_cache,
                              const Tensor& v_cache, const Tensor& positions, const Tensor& slot_mapping, float theta,
-                             const RowNorm& rn) {
+                             const RowNorm& rn, const HeadNorm& hn) {
   const char* op = "qkv_rope_kv_write";
   // The product's contract: both backends run linear_forward_multi's
   // backend (or its fused kernel) on these segments without ops::'s checks.
@@ -37,7 +38,7 @@ void check_qkv_rope_kv_write(const Tensor& in, std::span<const LinearSegment> qk
   DAPO_CHECK_SHAPE(qkv[1].out, {T, Hkv * D});
   DAPO_CHECK_SHAPE(qkv[2].out, {T, Hkv * D});
   const detail::QkvHeads h = detail::qkv_heads(qkv, k_cache);
-  detail::check_rope_kv_write(op, h.q, h.k, k_cache, v_cache, h.v, positions, slot_mapping, theta);
+  detail::check_rope_kv_write(op, h.q, h.k, k_cache, v_cache, h.v, positions, slot_mapping, theta, hn);
 }
 
 }  // namespace
@@ -49,13 +50,15 @@ detail::QkvHeads detail::qkv_heads(std::span<const LinearSegment> qkv, const Ten
 }
 
 void qkv_rope_kv_write(const Ctx& ctx, Tensor in, std::span<const LinearSegment> qkv, Tensor k_cache,
-                       Tensor v_cache, Tensor positions, Tensor slot_mapping, float theta, const RowNorm& rn) {
+                       Tensor v_cache, Tensor positions, Tensor slot_mapping, float theta, const RowNorm& rn,
+                       const HeadNorm& hn) {
   for (const LinearSegment& s : qkv)
     detail::check_devices(ctx, "qkv_rope_kv_write", "segment.out, segment.weight, segment.bias", s.out, s.weight,
                           s.bias);
-  detail::check_devices(ctx, "qkv_rope_kv_write", "rn.ssq", rn.ssq);
-  check_qkv_rope_kv_write(in, qkv, k_cache, v_cache, positions, slot_mapping, theta, rn);
-  DAPO_DISPATCH(ctx, qkv_rope_kv_write, in, qkv, k_cache, v_cache, positions, slot_mapping, theta, rn);
+  detail::check_devices(ctx, "qkv_rope_kv_write", "rn.ssq, hn.q_weight, hn.k_weight", rn.ssq, hn.q_weight,
+                        hn.k_weight);
+  check_qkv_rope_kv_write(in, qkv, k_cache, v_cache, positions, slot_mapping, theta, rn, hn);
+  DAPO_DISPATCH(ctx, qkv_rope_kv_write, in, qkv, k_cache, v_cache, positions, slot_mapping, theta, rn, hn);
 }
 
 }  // namespace dapo::ops

@@ -40,7 +40,7 @@ void check_rope(const char* op, const Tensor& out, const Tensor& in, const Tenso
 
 void detail::check_rope_kv_write(const char* op, const Tensor& q, const Tensor& k, const Tensor& k_cache,
                                  const Tensor& v_cache, const Tensor& v, const Tensor& positions,
-                                 const Tensor& slot_mapping, float theta) {
+                                 const Tensor& slot_mapping, float theta, const HeadNorm& hn) {
   check_float(op, q, "q");
   check_dtype(op, k, q.dtype, "k");
   check_dtype(op, k_cache, q.dtype, "k_cache");
@@ -68,6 +68,20 @@ void detail::check_rope_kv_write(const char* op, const Tensor& q, const Tensor& 
   for (int a = 0; a < 7; ++a)
     for (int b = a + 1; b < 7; ++b)
       DAPO_CHECK(!detail::shares_bytes(*all[a], *all[b]), op, ": ", names[a], " overlaps ", names[b]);
+  DAPO_CHECK(hn.active() == hn.k_weight.defined(), op, ": hn.",
+             hn.active() ? "q_weight without hn.k_weight" : "k_weight without hn.q_weight");
+  if (!hn.active()) return;
+  const Tensor* weights[] = {&hn.q_weight, &hn.k_weight};
+  const char* weight_names[] = {"hn.q_weight", "hn.k_weight"};
+  for (int w = 0; w < 2; ++w) {
+    check_dtype(op, *weights[w], q.dtype, weight_names[w]);
+    DAPO_CHECK(::dapo::detail::shape_is(*weights[w], {D}), op, ": ", weight_names[w], " has shape ",
+               weights[w]->shape_string(), ", expected ", ::dapo::detail::dims_string({D}));
+    // Read while q, k and the caches are written (the CUDA fallback norms q and k in place).
+    for (int a = 0; a < 4; ++a)
+      DAPO_CHECK(!detail::shares_bytes(*weights[w], *all[a]), op, ": ", weight_names[w], " overlaps ", names[a]);
+  }
+  DAPO_CHECK(hn.eps > 0.0f, op, ": hn.eps ", hn.eps, " must be positive");
 }
 
 void rope_forward(const Ctx& ctx, Tensor out, Tensor in, Tensor positions, float theta) {
@@ -81,9 +95,11 @@ void rope_backward(const Ctx& ctx, Tensor din, Tensor dout, Tensor positions, fl
 }
 
 void rope_kv_write(const Ctx& ctx, Tensor q, Tensor k, Tensor k_cache, Tensor v_cache, Tensor v, Tensor positions,
-                   Tensor slot_mapping, float theta) {
-  detail::check_rope_kv_write("rope_kv_write", q, k, k_cache, v_cache, v, positions, slot_mapping, theta);
-  DAPO_DISPATCH(ctx, rope_kv_write, q, k, k_cache, v_cache, v, positions, slot_mapping, theta);
+                   Tensor slot_mapping, float theta, const HeadNorm& hn) {
+  // The weights sit in a struct that DAPO_DISPATCH's device check does not see.
+  detail::check_devices(ctx, "rope_kv_write", "hn.q_weight, hn.k_weight", hn.q_weight, hn.k_weight);
+  detail::check_rope_kv_write("rope_kv_write", q, k, k_cache, v_cache, v, positions, slot_mapping, theta, hn);
+  DAPO_DISPATCH(ctx, rope_kv_write, q, k, k_cache, v_cache, v, positions, slot_mapping, theta, hn);
 }
 
 }  // namespace dapo::ops

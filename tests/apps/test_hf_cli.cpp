@@ -10,6 +10,7 @@
 
 #include <array>
 #include <cstdio>
+#include <cstring>
 
 #include "io/io_test_util.h"
 
@@ -66,6 +67,37 @@ TEST(HfCli, ImportThenExportGivesTheSameWeights) {
               c.torch_dtype = "bfloat16";
               return c;
             }()));
+}
+
+// transformers' own Qwen3 saves (tests/fixtures/model, q/k norms, a head
+// dim of its own, one with q/k/v/o biases and tied embeddings): import and
+// f32 export give back every tensor HF wrote, bit for bit, under the same
+// names, and a config.json that parses to the same model.
+TEST(HfCli, Qwen3DirectoriesOfTransformersRoundTripExactly) {
+  for (const std::string name : {"qwen3_untied", "qwen3_tied_bias"}) {
+    const std::string hf = std::string(DAPO_SOURCE_DIR) + "/tests/fixtures/model/" + name;
+    if (!fs::exists(hf + "/model.safetensors")) GTEST_SKIP() << hf << " is absent";
+    TempDir dir;
+    const Result imp = run("import-hf --hf-dir " + hf + " --output " + dir.file("c.h5"));
+    ASSERT_EQ(imp.code, 0) << imp.output;
+    const Result exp = run("export-hf --checkpoint " + dir.file("c.h5") + " --output " + dir.file("out"));
+    ASSERT_EQ(exp.code, 0) << exp.output;
+    const dapo::io::SafetensorsFile want(hf + "/model.safetensors"), got(dir.file("out/model.safetensors"));
+    EXPECT_EQ(got.names().size(), want.names().size()) << name;
+    for (const std::string& t : want.names()) {
+      ASSERT_TRUE(got.contains(t)) << name << ": " << t;
+      EXPECT_EQ(got.info(t).shape, want.info(t).shape) << t;
+      std::vector<float> a(size_t(want.info(t).numel())), b(a.size());
+      want.read_f32(t, a.data());
+      got.read_f32(t, b.data());
+      EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << name << ": " << t;
+    }
+    const auto in = dapo::model::load_qwen2_config(hf + "/config.json");
+    auto out = dapo::model::load_qwen2_config(dir.file("out/config.json"));
+    EXPECT_EQ(out.model_type, dapo::model::ModelType::qwen3);
+    out.torch_dtype = in.torch_dtype;
+    EXPECT_EQ(dapo::model::qwen2_config_to_json(out), dapo::model::qwen2_config_to_json(in)) << name;
+  }
 }
 
 TEST(HfCli, BadCommandLinesAndInputsExitWithTwo) {

@@ -79,6 +79,29 @@ inline std::vector<RopeKvRun> rope_kv_write_runs() {
   v.push_back({4096, kQwen15, seed += 10, 2});
   return v;
 }
+// With Qwen3's head norm (rope.h's HeadNorm): 16 / 8 heads of 128 (Qwen3
+// 0.6B / 1.7B) and of 64, 2 / 1 heads of 128 and 64, at 1, 7 and 300 tokens,
+// heads of 16 and 256 (the one-warp-per-head kernel's smallest and largest),
+// no tokens; and the fallback (rmsnorm_forward, then the plain kernel): q
+// off 16-byte alignment, an odd half (D = 6), heads of 320 (> 256).
+inline std::vector<RopeKvRun> rope_kv_write_head_norm_runs() {
+  std::vector<RopeKvRun> v;
+  uint32_t seed = 700;
+  for (const Heads h : {Heads{16, 8, 128}, Heads{16, 8, 64}, Heads{2, 1, 128}, Heads{2, 1, 64}})
+    for (const int64_t T : {1, 7, 300}) v.push_back({T, h, seed += 10, 0});
+  v.push_back({9, Heads{4, 2, 16}, seed += 10, 0});
+  v.push_back({5, Heads{4, 2, 256}, seed += 10, 0});
+  v.push_back({0, Heads{16, 8, 128}, seed += 10, 0});
+  v.push_back({57, Heads{16, 8, 128}, seed += 10, 1});
+  v.push_back({33, Heads{3, 1, 6}, seed += 10, 0});
+  v.push_back({20, Heads{4, 2, 320}, seed += 10, 0});
+  return v;
+}
+// Whether rope_kv_write takes one of these runs with its one-warp-per-head
+// kernel (cuda::detail::rope_kv_write_head_norm_fused), not the fallback.
+inline bool head_norm_fused(const RopeKvRun& r) {
+  return r.q_shift == 0 && r.heads.D % 16 == 0 && r.heads.D <= 256;
+}
 
 // ---- embedding ----
 

@@ -114,15 +114,25 @@ void add_rope(Cases& cases, int64_t T, int64_t H, int64_t D, DType dt) {
 // Decode batches of 0..1000 tokens and a 4096-token prefill, positions up to
 // 32k, slots spread over a shuffled pool of about twice the batch with every
 // 7th token skipped (-1); q shift > 0: q that many elements off alignment.
-void add_rope_kv_write(Cases& cases, const shapes::RopeKvRun& r) {
+// head_norm: with Qwen3's per-head norm (weights in [0.5, 1.5) for q,
+// [-1, 1) for k).
+void add_rope_kv_write(Cases& cases, const shapes::RopeKvRun& r, bool head_norm = false) {
   const int64_t T = r.T, q_shift = r.q_shift;
   const shapes::Heads hd = r.heads;
   const uint32_t seed = r.seed;
-  const Bound rot{"", 8e-3, 8e-3, "rope's bf16 bound: one bf16 rounding of each rotated element (2^-8, |x| < 2.9)"};
+  const Bound rot = head_norm
+                        ? Bound{"", 3e-2, 8e-3,
+                                "the normed pair (a, b) rounded to bf16 (2^-8 relative) then rotated: at most "
+                                "2^-8 * sqrt(a^2 + b^2) absolute where the pair cancels, < 2.5e-2 as |a|, |b| < "
+                                "4.5 (|x| / rms < 3 at these rows, |weight| < 1.5); plus the rotated element's own "
+                                "bf16 rounding (2^-8 relative)"}
+                        : Bound{"", 8e-3, 8e-3,
+                                "rope's bf16 bound: one bf16 rounding of each rotated element (2^-8, |x| < 2.9)"};
   Bound bq = rot, bk = rot, bkc = rot;
   bq.output = "q", bk.output = "k", bkc.output = "k_cache";
   cases.push_back(
-      {case_name({"rope_kv_write", "bf16", dims({T, hd.Hq, hd.Hkv, hd.D}), q_shift ? "qshift" + std::to_string(q_shift) : ""}),
+      {case_name({"rope_kv_write", "bf16", dims({T, hd.Hq, hd.Hkv, hd.D}), q_shift ? "qshift" + std::to_string(q_shift) : "",
+                  head_norm ? "headnorm" : ""}),
        {"rope_kv_write"},
        "",
        {bq, bk, bkc, {"v_cache", 0, 0, "v copied into its slots (bf16-exact values): exact"}},
@@ -142,11 +152,17 @@ void add_rope_kv_write(Cases& cases, const shapes::RopeKvRun& r) {
          Tensor k2 = h.guarded_from(k, {T, Hkv, D}, DType::bf16), v2 = h.upload(v, {T, Hkv, D}, DType::bf16);
          Tensor kc2 = h.guarded_from(kc, {NB, BS, Hkv, D}, DType::bf16),
                 vc2 = h.guarded_from(vc, {NB, BS, Hkv, D}, DType::bf16);
+         auto wq = bf16_exact(size_t(D), seed + 6, 0.5f, 1.5f), wk = bf16_exact(size_t(D), seed + 7);
+         ops::HeadNorm ghn, chn;
+         if (head_norm) {
+           ghn = {h.upload(wq, {D}, DType::bf16), h.upload(wk, {D}, DType::bf16), 1e-6f};
+           chn = {host(wq, {D}), host(wk, {D}), 1e-6f};
+         }
          ops::rope_kv_write(h.gpu(), q2, k2, kc2, vc2, v2, h.upload_raw(pos, {T}), h.upload_raw(slots, {T}),
-                            ops::kRopeThetaQwen2);
+                            ops::kRopeThetaQwen2, ghn);
          ops::rope_kv_write(h.cpu(), host(q, {T, Hq, D}), host(k, {T, Hkv, D}), host(kc, {NB, BS, Hkv, D}),
                             host(vc, {NB, BS, Hkv, D}), host(v, {T, Hkv, D}), host_t(pos, {T}), host_t(slots, {T}),
-                            ops::kRopeThetaQwen2);
+                            ops::kRopeThetaQwen2, chn);
          h.close("q", h.download(q2), q);
          h.close("k", h.download(k2), k);
          h.close("k_cache", h.download(kc2), kc);
@@ -504,6 +520,7 @@ void add_elementwise_cases(Cases& cases) {
     for (const shapes::THD s : shapes::rope_shapes()) add_rope(cases, s.T, s.H, s.D, dt);
   }
   for (const shapes::RopeKvRun& r : shapes::rope_kv_write_runs()) add_rope_kv_write(cases, r);
+  for (const shapes::RopeKvRun& r : shapes::rope_kv_write_head_norm_runs()) add_rope_kv_write(cases, r, true);
   for (const int64_t N : {int64_t(1000003), int64_t(4096), int64_t(7), int64_t(0)})
     for (const int64_t offset : {0, 1}) add_adamw(cases, N, offset);
   for (const int64_t N : {int64_t(0), int64_t(1), int64_t(3), int64_t(1000), int64_t(65537), int64_t(20000003)})

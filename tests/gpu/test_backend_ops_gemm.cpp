@@ -756,17 +756,23 @@ struct QkvShape {
 
 // The op (fused where the skinny kernel takes q/k/v with whole-head tiles)
 // against the CPU op: slots shuffled over a pool with every 7th token
-// skipped, positions up to 32k.
-void add_qkv_rope(Cases& cases, int64_t T, QkvShape s, uint32_t seed) {
+// skipped, positions up to 32k. head_norm: with Qwen3's per-head norm of q
+// and k (weights in [0.5, 1.5)), which takes the unfused path.
+void add_qkv_rope(Cases& cases, int64_t T, QkvShape s, uint32_t seed, bool head_norm = false) {
   const std::string why =
       "bf16 q/k/v products (2^-8) of |in| < 2 with weights of 1/sqrt(C) and a bias, then rope's rounding "
       "(2^-8) on q and k: 2e-2 relative, 3e-2 absolute for cancellations";
+  const std::string why_normed =
+      "the bf16 products' error (2^-8) kept relative by the norm, the normed values' bf16 rounding (2^-8) with "
+      "|normed| < 4.5, then rope's rounding (2^-8): 2e-2 relative, 5e-2 absolute for cancellations";
+  const double qk_atol = head_norm ? 5e-2 : 3e-2;
+  const std::string& qk_why = head_norm ? why_normed : why;
   cases.push_back(
-      {case_name({"qkv_rope_kv_write", "bf16", dims({T, s.C, s.Hq, s.Hkv, s.D})}),
+      {case_name({"qkv_rope_kv_write", "bf16", dims({T, s.C, s.Hq, s.Hkv, s.D}), head_norm ? "headnorm" : ""}),
        {"qkv_rope_kv_write"},
        "",
-       {{"q", 3e-2, 2e-2, why}, {"k", 3e-2, 2e-2, why}, {"v", 3e-2, 2e-2, why}, {"k_cache", 3e-2, 2e-2, why},
-        {"v_cache", 3e-2, 2e-2, why}},
+       {{"q", qk_atol, 2e-2, qk_why}, {"k", qk_atol, 2e-2, qk_why}, {"v", 3e-2, 2e-2, why},
+        {"k_cache", qk_atol, 2e-2, qk_why}, {"v_cache", 3e-2, 2e-2, why}},
        [=](Harness& h) {
          const int64_t BS = 16, NB = (2 * T + 40) / 16 + 1, Nq = s.Hq * s.D, Nkv = s.Hkv * s.D;
          std::mt19937 gen(seed);
@@ -792,15 +798,21 @@ void add_qkv_rope(Cases& cases, int64_t T, QkvShape s, uint32_t seed) {
              {q, h.upload(wq, {Nq, s.C}, DType::bf16), h.upload(bq, {Nq}, DType::bf16)},
              {k, h.upload(wk, {Nkv, s.C}, DType::bf16), h.upload(bk, {Nkv}, DType::bf16)},
              {v, h.upload(wv, {Nkv, s.C}, DType::bf16), h.upload(bv, {Nkv}, DType::bf16)}};
+         auto wqn = bf16_exact(size_t(s.D), seed + 10, 0.5f, 1.5f), wkn = bf16_exact(size_t(s.D), seed + 11, 0.5f, 1.5f);
+         ops::HeadNorm ghn, chn;
+         if (head_norm) {
+           ghn = {h.upload(wqn, {s.D}, DType::bf16), h.upload(wkn, {s.D}, DType::bf16), 1e-6f};
+           chn = {host(wqn, {s.D}), host(wkn, {s.D}), 1e-6f};
+         }
          ops::qkv_rope_kv_write(h.gpu(), h.upload(in, {T, s.C}, DType::bf16), segs, gkc, gvc, h.upload_raw(pos, {T}),
-                                h.upload_raw(slots, {T}), ops::kRopeThetaQwen2);
+                                h.upload_raw(slots, {T}), ops::kRopeThetaQwen2, {}, ghn);
          std::vector<float> hq(size_t(T * Nq)), hk(size_t(T * Nkv)), hv(size_t(T * Nkv));
          const std::vector<LinearSegment> hsegs = {{host(hq, {T, Nq}), host(wq, {Nq, s.C}), host(bq, {Nq})},
                                                    {host(hk, {T, Nkv}), host(wk, {Nkv, s.C}), host(bk, {Nkv})},
                                                    {host(hv, {T, Nkv}), host(wv, {Nkv, s.C}), host(bv, {Nkv})}};
          ops::qkv_rope_kv_write(h.cpu(), host(in, {T, s.C}), hsegs, host(kc, {NB, BS, s.Hkv, s.D}),
                                 host(vc, {NB, BS, s.Hkv, s.D}), host_t(pos, {T}), host_t(slots, {T}),
-                                ops::kRopeThetaQwen2);
+                                ops::kRopeThetaQwen2, {}, chn);
          h.close("q", h.download(q), hq);
          h.close("k", h.download(k), hk);
          h.close("v", h.download(v), hv);
@@ -886,6 +898,8 @@ void add_gemm_cases(Cases& cases) {
   }
   add_qkv_rope(cases, 33, QkvShape{14, 2, 64, 896}, 4242);    // 0.5B, the tuned case
   add_qkv_rope(cases, 128, QkvShape{12, 2, 128, 1536}, 4343);  // 1.5B at a decode batch of 128
+  add_qkv_rope(cases, 33, QkvShape{16, 8, 128, 1024}, 4444, true);   // Qwen3-0.6B, with its head norm
+  add_qkv_rope(cases, 128, QkvShape{16, 8, 128, 1024}, 4545, true);
 }
 
 }  // namespace dapo::test::backend_ops

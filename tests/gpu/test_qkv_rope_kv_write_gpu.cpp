@@ -4,7 +4,8 @@
 // Qwen2.5 0.5B / 1.5B / 7B shapes and 1..256 tokens, slots shuffled over a
 // pool with some -1, positions up to 32k; and every plan the fused kernel
 // can take (configurations remapped to whole-head tiles, 1..8 K splits)
-// against the skinny product under the plan it stands for.
+// against the skinny product under the plan it stands for. With Qwen3's head
+// norm: the same bits as linear_forward_multi then rope_kv_write with it.
 #include "dapo/ops/qkv_rope_kv_write.h"
 
 #include <algorithm>
@@ -34,6 +35,7 @@ struct Shape {
   int64_t Hq, Hkv, D, C;
 };
 constexpr Shape kQwen05{14, 2, 64, 896}, kQwen15{12, 2, 128, 1536}, kQwen7{28, 4, 128, 3584};
+constexpr Shape kQwen3_06{16, 8, 128, 1024};
 
 class QkvRopeKvWriteGpu : public GpuTest {
  protected:
@@ -107,13 +109,14 @@ class QkvRopeKvWriteGpu : public GpuTest {
   }
 
   // linear_forward_multi (under `plan` when given) then rope_kv_write.
-  std::vector<std::vector<float>> unfused(const Case& c, const detail::SkinnyPlan* plan) {
+  std::vector<std::vector<float>> unfused(const Case& c, const detail::SkinnyPlan* plan,
+                                          const ops::HeadNorm& hn = {}) {
     Out o = outputs(c);
     if (plan != nullptr) detail::linear_forward_multi_skinny(gpu(), c.in, o.segs, plan);
     else ops::linear_forward_multi(gpu(), c.in, o.segs);
     const Shape& s = c.s;
     ops::rope_kv_write(gpu(), o.q.reshape({c.T, s.Hq, s.D}), o.k.reshape({c.T, s.Hkv, s.D}), o.kc, o.vc,
-                       o.v.reshape({c.T, s.Hkv, s.D}), c.pos, c.slots, ops::kRopeThetaQwen2);
+                       o.v.reshape({c.T, s.Hkv, s.D}), c.pos, c.slots, ops::kRopeThetaQwen2, hn);
     device_->synchronize();
     return host(o);
   }
@@ -145,6 +148,28 @@ TEST_F(QkvRopeKvWriteGpu, OpMatchesTheTwoOpsBitForBit) {
   // The decode shapes take the fused launch (q/k/v is on the skinny path at
   // 1..128 rows).
   EXPECT_GE(fused_calls, 12);
+}
+
+// The head norm keeps the op off the fused epilogue: the product, then
+// rope_kv_write with the norm.
+TEST_F(QkvRopeKvWriteGpu, HeadNormMatchesTheTwoOpsBitForBit) {
+  uint32_t seed = 500;
+  for (const Shape s : {kQwen3_06, kQwen05})
+    for (const int64_t T : {int64_t(1), int64_t(7), int64_t(64), int64_t(300)}) {
+      SCOPED_TRACE(testing::Message() << "T " << T << " Hq " << s.Hq << " D " << s.D);
+      const size_t mark = arena_->mark();
+      const Case c = make(T, s, seed += 10);
+      const ops::HeadNorm hn{upload(random_bf16_exact(size_t(s.D), seed + 1, 0.5f, 1.5f), {s.D}, DType::bf16),
+                             upload(random_bf16_exact(size_t(s.D), seed + 2), {s.D}, DType::bf16), 1e-6f};
+      const auto want = unfused(c, nullptr, hn);
+      Out o = outputs(c);
+      ops::qkv_rope_kv_write(gpu(), c.in, o.segs, o.kc, o.vc, c.pos, c.slots, ops::kRopeThetaQwen2, {}, hn);
+      device_->synchronize();
+      const auto got = host(o);
+      for (int i = 0; i < 5; ++i) EXPECT_TRUE(same_bits(got[size_t(i)], want[size_t(i)])) << kNames[i];
+      release(mark);
+      if (HasFailure()) return;
+    }
 }
 
 TEST_F(QkvRopeKvWriteGpu, EveryFusedPlanMatchesItsProduct) {

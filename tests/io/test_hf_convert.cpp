@@ -264,14 +264,14 @@ TEST(ImportHf, WeightsTheModelWouldLeaveOutAreRefused) {
   tensors.push_back(test::make_hf_tensor("model.layers.0.mlp.up_proj.weight_scale", "F32", {24}));
   EXPECT_EQ(import_error("unknown1", json, tensors),
             (dir.path() / "unknown1" / "model.safetensors").string() +
-                ": 1 tensor is not part of the Qwen2 model of " + (dir.path() / "unknown1").string() +
+                ": 1 tensor is not part of the model of " + (dir.path() / "unknown1").string() +
                 "/config.json ('model.layers.0.mlp.up_proj.weight_scale'): dapo would leave them out; a model of "
                 "another architecture, or weights dapo does not know (adapters, quantization scales), are refused "
                 "rather than dropped");
   for (const char* extra : {"a.weight", "b.weight", "c.weight", "score.weight"})
     tensors.push_back(test::make_hf_tensor(extra, "F32", {16}));
   EXPECT_NE(import_error("unknown5", json, tensors)
-                .find(": 5 tensors are not part of the Qwen2 model of " + (dir.path() / "unknown5").string() +
+                .find(": 5 tensors are not part of the model of " + (dir.path() / "unknown5").string() +
                       "/config.json ('a.weight', 'b.weight', 'c.weight' and 2 more): dapo would leave them out"),
             std::string::npos);
   // An untied config with a tied model's weights lacks lm_head (as before);

@@ -33,6 +33,40 @@ inline model::Qwen2Config tiny_config(bool tied, int64_t kv_heads = 2, double ro
   return c;
 }
 
+// tiny_config as Qwen3: q_norm and k_norm, a head dim of its own (12: q_proj
+// is (48, 32), not square) and q/k/v biases only where `bias` says.
+inline model::Qwen2Config tiny_qwen3_config(bool tied, int64_t kv_heads = 2, bool bias = false) {
+  model::Qwen2Config c = tiny_config(tied, kv_heads, 1e6);
+  c.model_type = model::ModelType::qwen3;
+  c.head_dim = 12;
+  c.attention_bias = bias;
+  return c;
+}
+
+// The tiny architectures the model tests run over: Qwen2 with untied and
+// tied embeddings (rope_theta 1e4 and 1e6), Qwen3 without and with q/k/v
+// biases (the latter tied).
+enum class TinyArch { untied, tied, qwen3, qwen3_tied_bias };
+inline constexpr TinyArch kTinyArchs[] = {TinyArch::untied, TinyArch::tied, TinyArch::qwen3, TinyArch::qwen3_tied_bias};
+inline const char* tiny_arch_name(TinyArch a) {
+  switch (a) {
+    case TinyArch::untied: return "untied";
+    case TinyArch::tied: return "tied";
+    case TinyArch::qwen3: return "qwen3";
+    case TinyArch::qwen3_tied_bias: return "qwen3_tied_bias";
+  }
+  return "?";
+}
+inline model::Qwen2Config tiny_arch_config(TinyArch a) {
+  switch (a) {
+    case TinyArch::untied: return tiny_config(false, 2, 1e4);
+    case TinyArch::tied: return tiny_config(true, 2, 1e6);
+    case TinyArch::qwen3: return tiny_qwen3_config(false);
+    case TinyArch::qwen3_tied_bias: return tiny_qwen3_config(true, 2, true);
+  }
+  return {};
+}
+
 // A model of real proportions at a small size: head dim 128, 4 query heads
 // on `kv_heads` KV heads, hidden 512, intermediate 1376, 2 layers, a
 // vocabulary of 1000 (not a power of two), untied embeddings.

@@ -1,6 +1,7 @@
-// An independent, naive double-precision Qwen2 forward for the model tests:
-// plain loops over the HF formulas (RMSNorm, rotate-half RoPE, causal GQA
-// softmax attention, SwiGLU, tied or untied LM head), one sequence at a
+// An independent, naive double-precision Qwen2 / Qwen3 forward for the model
+// tests: plain loops over the HF formulas (RMSNorm, Qwen3's per-head q/k
+// RMSNorm, rotate-half RoPE, causal GQA softmax attention, SwiGLU, tied or
+// untied LM head), one sequence at a
 // time, with full (unsliced) weights by HF name. It shares no code with the
 // model under test, so agreement means both follow the formulas.
 #pragma once
@@ -59,6 +60,13 @@ inline ReferenceOutput reference_forward(const model::Qwen2Config& c, const Full
     const double r = 1.0 / std::sqrt(ms / double(C) + eps);
     for (int64_t i = 0; i < C; ++i) y[i] = x[i] * r * g[size_t(i)];
   };
+  auto head_norm = [&](double* v, const std::vector<double>& g) {  // one head (D), in place
+    double ms = 0;
+    for (int64_t i = 0; i < D; ++i) ms += v[i] * v[i];
+    const double r = 1.0 / std::sqrt(ms / double(D) + eps);
+    for (int64_t i = 0; i < D; ++i) v[i] = v[i] * r * g[size_t(i)];
+  };
+  auto bias = [&](const std::string& name) { return w.count(name) ? &W(name) : nullptr; };
   auto rope = [&](double* v, int64_t pos) {  // one head (D), rotate-half pairs (i, i + D/2)
     for (int64_t i = 0; i < D / 2; ++i) {
       const double angle = double(pos) * std::pow(c.rope_theta, -2.0 * double(i) / double(D));
@@ -82,11 +90,15 @@ inline ReferenceOutput reference_forward(const model::Qwen2Config& c, const Full
     for (int64_t t = 0; t < T; ++t) {
       rmsnorm(&x[size_t(t * C)], W(p + "input_layernorm.weight"), &xn[size_t(t * C)]);
       matvec(W(p + "self_attn.q_proj.weight"), &xn[size_t(t * C)], Hq * D, C, &q[size_t(t * Hq * D)],
-             &W(p + "self_attn.q_proj.bias"));
+             bias(p + "self_attn.q_proj.bias"));
       matvec(W(p + "self_attn.k_proj.weight"), &xn[size_t(t * C)], Hkv * D, C, &k[size_t(t * Hkv * D)],
-             &W(p + "self_attn.k_proj.bias"));
+             bias(p + "self_attn.k_proj.bias"));
       matvec(W(p + "self_attn.v_proj.weight"), &xn[size_t(t * C)], Hkv * D, C, &v[size_t(t * Hkv * D)],
-             &W(p + "self_attn.v_proj.bias"));
+             bias(p + "self_attn.v_proj.bias"));
+      if (c.qk_norm()) {
+        for (int64_t h = 0; h < Hq; ++h) head_norm(&q[size_t((t * Hq + h) * D)], W(p + "self_attn.q_norm.weight"));
+        for (int64_t h = 0; h < Hkv; ++h) head_norm(&k[size_t((t * Hkv + h) * D)], W(p + "self_attn.k_norm.weight"));
+      }
       for (int64_t h = 0; h < Hq; ++h) rope(&q[size_t((t * Hq + h) * D)], positions[size_t(t)]);
       for (int64_t h = 0; h < Hkv; ++h) rope(&k[size_t((t * Hkv + h) * D)], positions[size_t(t)]);
     }
@@ -114,7 +126,8 @@ inline ReferenceOutput reference_forward(const model::Qwen2Config& c, const Full
     }
     for (int64_t t = 0; t < T; ++t) {
       double* xt = &x[size_t(t * C)];
-      matvec(W(p + "self_attn.o_proj.weight"), &attn[size_t(t * Hq * D)], C, Hq * D, tmp.data(), nullptr);
+      matvec(W(p + "self_attn.o_proj.weight"), &attn[size_t(t * Hq * D)], C, Hq * D, tmp.data(),
+             bias(p + "self_attn.o_proj.bias"));
       for (int64_t i = 0; i < C; ++i) xt[i] += tmp[size_t(i)];
       rmsnorm(xt, W(p + "post_attention_layernorm.weight"), &xn[size_t(t * C)]);
       matvec(W(p + "mlp.gate_proj.weight"), &xn[size_t(t * C)], I, C, g.data(), nullptr);

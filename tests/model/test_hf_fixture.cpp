@@ -1,6 +1,8 @@
 // The model against HF transformers (tests/fixtures/model, made by
 // make_fixture.py there): three small random Qwen2 models (tied and untied
-// embeddings, head dims 16, 8 and 64) loaded from their config.json + model.safetensors give HF's
+// embeddings, head dims 16, 8 and 64) and three Qwen3 ones (q/k norms, head
+// dims 32, 16 and 128 apart from hidden / heads, one with q/k/v biases and
+// tied embeddings) loaded from their config.json + model.safetensors give HF's
 // logits, log-probs, entropies and parameter gradients on a packed batch to
 // fp32 tolerance, and HF's greedy continuations token for token (through
 // the KV-cache forward). Skips when the fixtures are absent.
@@ -51,6 +53,9 @@ class HfFixture : public testing::TestWithParam<std::string> {
     config = load_qwen2_config(dir + "/config.json");
     store = std::make_unique<ParamStore>(config, 0, 1);
     const io::SafetensorsFile weights(dir + "/model.safetensors");
+    // Every tensor HF saved is one of the model's: none is left unused.
+    for (const std::string& name : weights.names())
+      EXPECT_TRUE(store->contains(name)) << name << " of " << dir << " is not a parameter of the model";
     for (const ParamEntry& e : store->entries()) {
       ASSERT_TRUE(weights.contains(e.spec.name)) << e.spec.name;
       EXPECT_EQ(weights.info(e.spec.name).shape, e.spec.shape) << e.spec.name;
@@ -124,7 +129,9 @@ TEST_P(HfFixture, GreedyContinuationsMatchTokenForToken) {
   for (size_t b = 0; b < B; ++b) EXPECT_EQ(got[b], want[b]) << "prompt " << b;
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, HfFixture, testing::Values("tiny_untied", "tiny_tied", "small_d64"),
+INSTANTIATE_TEST_SUITE_P(Models, HfFixture,
+                         testing::Values("tiny_untied", "tiny_tied", "small_d64", "qwen3_untied", "qwen3_tied_bias",
+                                         "qwen3_d128"),
                          [](const testing::TestParamInfo<std::string>& i) { return i.param; });
 
 }  // namespace

@@ -17,10 +17,10 @@ namespace {
 using test::BlockPool;
 using test::HostCachedStep;
 
-class CachedTest : public testing::TestWithParam<bool> {  // parameter: tied embeddings
+class CachedTest : public testing::TestWithParam<test::TinyArch> {
  protected:
   void SetUp() override {
-    config = test::tiny_config(GetParam(), 2, GetParam() ? 1e6 : 1e4);
+    config = test::tiny_arch_config(GetParam());
     store = std::make_unique<ParamStore>(config, 0, 1);
     store->init_random(test::tiny_init(21));
     model = std::make_unique<Qwen2Model>(*store, tp);
@@ -170,8 +170,8 @@ TEST_P(CachedTest, SamplesShareThePromptsBlocks) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Embeddings, CachedTest, testing::Bool(),
-                         [](const testing::TestParamInfo<bool>& i) { return i.param ? "tied" : "untied"; });
+INSTANTIATE_TEST_SUITE_P(Archs, CachedTest, testing::ValuesIn(test::kTinyArchs),
+                         [](const testing::TestParamInfo<test::TinyArch>& i) { return test::tiny_arch_name(i.param); });
 
 TEST(CachedDeathTest, MismatchedStepIsFatal) {
   const parallel::Comm tp = parallel::Comm::world();

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "dapo/core/error.h"
 #include "dapo/model/param_spec.h"
 
@@ -18,6 +20,18 @@ const char* kQwen25_7B = R"({
   "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "sliding_window": 131072, "tie_word_embeddings": false,
   "torch_dtype": "bfloat16", "transformers_version": "4.43.1", "use_cache": true,
   "use_sliding_window": false, "vocab_size": 152064})";
+
+// Qwen3-32B's config.json as transformers 5.x writes it: head_dim 128 with
+// 64 heads (8,192) against a hidden size of 5,120.
+const char* kQwen3_32B = R"({
+  "architectures": ["Qwen3ForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+  "bos_token_id": 151643, "dtype": "bfloat16", "eos_token_id": 151645, "head_dim": 128, "hidden_act": "silu",
+  "hidden_size": 5120, "initializer_range": 0.02, "intermediate_size": 25600,
+  "layer_types": ["full_attention", "full_attention"], "max_position_embeddings": 40960, "max_window_layers": 64,
+  "model_type": "qwen3", "num_attention_heads": 64, "num_hidden_layers": 2, "num_key_value_heads": 8,
+  "rms_norm_eps": 1e-06, "rope_parameters": {"rope_theta": 1000000.0, "rope_type": "default"},
+  "sliding_window": null, "tie_word_embeddings": false, "transformers_version": "5.17.0", "use_cache": true,
+  "use_sliding_window": false, "vocab_size": 151936})";
 
 std::string error_of(const std::string& text) {
   try {
@@ -79,6 +93,85 @@ TEST(Qwen2Config, RefusesWhatItCannotRun) {
   EXPECT_NE(error_of("{not json").find("cfg.json: not valid JSON"), std::string::npos);
 }
 
+TEST(Qwen2Config, ParsesQwen3AndWritesItBack) {
+  const Qwen2Config c = parse_qwen2_config(kQwen3_32B, "cfg.json");
+  EXPECT_EQ(c.model_type, ModelType::qwen3);
+  EXPECT_TRUE(c.qk_norm());
+  EXPECT_FALSE(c.attention_bias);
+  EXPECT_FALSE(c.o_proj_bias());
+  EXPECT_EQ(c.head_dim, 128);
+  EXPECT_EQ(c.num_attention_heads * c.head_dim, 8192);
+  EXPECT_DOUBLE_EQ(c.rope_theta, 1e6);
+  EXPECT_EQ(c.max_position_embeddings, 40960);
+  const Qwen2Config back = parse_qwen2_config(qwen2_config_to_json(c), "out.json");
+  EXPECT_EQ(qwen2_config_to_json(back), qwen2_config_to_json(c));
+  EXPECT_EQ(back.model_type, ModelType::qwen3);
+  EXPECT_EQ(back.head_dim, 128);
+  EXPECT_FALSE(back.attention_bias);
+  EXPECT_NE(qwen2_config_to_json(c).find("Qwen3ForCausalLM"), std::string::npos);
+  // HF's default head_dim when the key is absent is 128, not hidden / heads.
+  std::string no_head_dim = kQwen3_32B;
+  no_head_dim.replace(no_head_dim.find("\"head_dim\": 128, "), 17, "");
+  EXPECT_EQ(parse_qwen2_config(no_head_dim, "cfg.json").head_dim, 128);
+  // Qwen2 keeps its rule: a head_dim other than hidden / heads is refused.
+  std::string qwen2 = kQwen25_7B;
+  qwen2.replace(qwen2.find("\"hidden_act\""), 0, "\"head_dim\": 64, ");
+  EXPECT_NE(error_of(qwen2).find("not a Qwen2 layout"), std::string::npos);
+}
+
+TEST(Qwen2Config, RefusesQwen3VariantsItCannotRun) {
+  auto with = [](const std::string& from, const std::string& to) {
+    std::string s = kQwen3_32B;
+    s.replace(s.find(from), from.size(), to);
+    return s;
+  };
+  EXPECT_NE(error_of(with("\"full_attention\", \"full_attention\"", "\"full_attention\", \"sliding_attention\""))
+                .find("layer_types"),
+            std::string::npos);
+  EXPECT_NE(error_of(with("\"use_sliding_window\": false", "\"use_sliding_window\": true")).find("use_sliding_window"),
+            std::string::npos);
+  EXPECT_NE(error_of(with("\"use_cache\": true", "\"use_qk_norm\": false")).find("use_qk_norm"), std::string::npos);
+  EXPECT_NE(error_of(with("\"use_cache\": true", "\"headwise_attn_output_gate\": true")).find("headwise"),
+            std::string::npos);
+  EXPECT_NE(error_of(with("\"head_dim\": 128", "\"head_dim\": 127")).find("head_dim 127 must be even"),
+            std::string::npos);
+  EXPECT_NE(error_of(with("\"attention_bias\": false", "\"attention_bias\": 1")).find("attention_bias"),
+            std::string::npos);
+  EXPECT_NE(error_of(with("\"model_type\": \"qwen3\"", "\"model_type\": \"qwen3_moe\"")).find("qwen3_moe"),
+            std::string::npos);
+}
+
+TEST(ParamSpec, Qwen3HasHeadNormsAndNoBiases) {
+  Qwen2Config c = parse_qwen2_config(kQwen3_32B, "cfg.json");
+  c.num_hidden_layers = 1;
+  auto names_of = [](const Qwen2Config& cfg) {
+    std::map<std::string, ParamSpec> m;
+    for (const ParamSpec& s : qwen2_param_specs(cfg)) m[s.name] = s;
+    return m;
+  };
+  auto m = names_of(c);
+  EXPECT_EQ(m.size(), 1u + 11 + 2);
+  EXPECT_EQ(m.count("model.layers.0.self_attn.q_proj.bias"), 0u);
+  EXPECT_EQ(m.count("model.layers.0.self_attn.o_proj.bias"), 0u);
+  EXPECT_EQ(m.at("model.layers.0.self_attn.q_proj.weight").shape, (std::vector<int64_t>{8192, 5120}));
+  EXPECT_EQ(m.at("model.layers.0.self_attn.o_proj.weight").shape, (std::vector<int64_t>{5120, 8192}));
+  EXPECT_EQ(m.at("model.layers.0.self_attn.k_proj.weight").shape, (std::vector<int64_t>{1024, 5120}));
+  EXPECT_EQ(m.at("model.layers.0.self_attn.q_norm.weight").shape, (std::vector<int64_t>{128}));
+  EXPECT_EQ(m.at("model.layers.0.self_attn.k_norm.weight").partition, Partition::replicated_tp_grad);
+  // tp 8: heads split, head_dim whole; the norms whole on every rank.
+  EXPECT_EQ(local_slice(m.at("model.layers.0.self_attn.q_proj.weight"), c, 3, 8).local_shape,
+            (std::vector<int64_t>{1024, 5120}));
+  EXPECT_EQ(local_slice(m.at("model.layers.0.self_attn.o_proj.weight"), c, 3, 8).local_shape,
+            (std::vector<int64_t>{5120, 1024}));
+  EXPECT_EQ(local_slice(m.at("model.layers.0.self_attn.q_norm.weight"), c, 3, 8).local_shape,
+            (std::vector<int64_t>{128}));
+  c.attention_bias = true;  // then q, k, v and o have biases; o's is whole on every rank
+  m = names_of(c);
+  EXPECT_EQ(m.size(), 1u + 15 + 2);
+  EXPECT_EQ(m.at("model.layers.0.self_attn.o_proj.bias").partition, Partition::replicated);
+  EXPECT_EQ(m.at("model.layers.0.self_attn.q_proj.bias").shape, (std::vector<int64_t>{8192}));
+}
+
 TEST(ParamSpec, HfOrderNamesAndShapes) {
   Qwen2Config c = parse_qwen2_config(kQwen25_7B, "cfg.json");
   c.num_hidden_layers = 2;
@@ -116,7 +209,7 @@ TEST(ParamSpec, SlicesCoverEveryTensorOnceAndReplicateKvHeads) {
           EXPECT_EQ(s.begin, r * s.count) << spec.name;
         }
       }
-      if (spec.partition == Partition::replicated) continue;
+      if (is_replicated(spec.partition)) continue;
       const int64_t full = spec.shape[spec.partition == Partition::row ? 1 : 0];
       EXPECT_EQ(covered, full * (spec.partition == Partition::column_kv ? kv_replicas(c, tp) : 1)) << spec.name;
     }

@@ -1,7 +1,8 @@
 // Qwen2Model at tp = 1 on tiny random models: the forward against an
 // independent double-precision reference, the backward against finite
 // differences of sum(w*logprob + u*entropy) for elements of EVERY parameter
-// tensor (tied and untied embeddings, packed batches of 3 sequences),
+// tensor (Qwen2 with tied and untied embeddings, Qwen3 with and without
+// biases; packed batches of 3 sequences),
 // activation recomputation (bit-identical), gradient accumulation over
 // micro-batches, memory plans, and fatal misuse.
 #include "dapo/model/qwen2_model.h"
@@ -23,13 +24,13 @@ using test::Workspace;
 
 const std::vector<int64_t> kLengths{6, 3, 8};  // a packed batch of 3 sequences of different lengths
 
-class ModelTest : public testing::TestWithParam<bool> {  // parameter: tied embeddings
+class ModelTest : public testing::TestWithParam<test::TinyArch> {
  protected:
   parallel::Comm tp = parallel::Comm::world();  // test_model runs on one rank: tp = 1
 };
 
 TEST_P(ModelTest, ForwardMatchesNaiveReference) {
-  const Qwen2Config c = test::tiny_config(GetParam());
+  const Qwen2Config c = test::tiny_arch_config(GetParam());
   ParamStore store(c, 0, 1);
   store.init_random(test::tiny_init());
   const Qwen2Model m(store, tp);
@@ -77,7 +78,7 @@ std::vector<int64_t> probe_indices(const ParamEntry& e, const HostBatch& batch, 
 }
 
 TEST_P(ModelTest, BackwardMatchesFiniteDifferencesOfEveryTensor) {
-  const Qwen2Config c = test::tiny_config(GetParam());
+  const Qwen2Config c = test::tiny_arch_config(GetParam());
   const RandomInit init = test::tiny_init(5);
   ParamStore store(c, 0, 1);
   store.init_random(init);
@@ -135,7 +136,7 @@ TEST_P(ModelTest, BackwardMatchesFiniteDifferencesOfEveryTensor) {
 }
 
 TEST_P(ModelTest, RecomputeGivesBitIdenticalResults) {
-  const Qwen2Config c = test::tiny_config(GetParam());
+  const Qwen2Config c = test::tiny_arch_config(GetParam());
   ParamStore a(c, 0, 1), b(c, 0, 1);
   a.init_random(test::tiny_init());
   b.init_random(test::tiny_init());
@@ -164,7 +165,7 @@ TEST_P(ModelTest, RecomputeGivesBitIdenticalResults) {
 }
 
 TEST_P(ModelTest, MicroBatchesAccumulateLikeOneBatch) {
-  const Qwen2Config c = test::tiny_config(GetParam());
+  const Qwen2Config c = test::tiny_arch_config(GetParam());
   ParamStore one(c, 0, 1), two(c, 0, 1);
   one.init_random(test::tiny_init());
   two.init_random(test::tiny_init());
@@ -197,7 +198,7 @@ TEST_P(ModelTest, MicroBatchesAccumulateLikeOneBatch) {
 }
 
 TEST_P(ModelTest, MemoryPlansCoverWhatTheModelUses) {
-  const Qwen2Config c = test::tiny_config(GetParam());
+  const Qwen2Config c = test::tiny_arch_config(GetParam());
   for (bool recompute : {false, true}) {
     ParamStore store(c, 0, 1);
     store.init_random(test::tiny_init());
@@ -229,8 +230,8 @@ TEST_P(ModelTest, MemoryPlansCoverWhatTheModelUses) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Embeddings, ModelTest, testing::Bool(),
-                         [](const testing::TestParamInfo<bool>& i) { return i.param ? "tied" : "untied"; });
+INSTANTIATE_TEST_SUITE_P(Archs, ModelTest, testing::ValuesIn(test::kTinyArchs),
+                         [](const testing::TestParamInfo<test::TinyArch>& i) { return test::tiny_arch_name(i.param); });
 
 TEST(ModelDeathTest, MisuseIsFatal) {
   const parallel::Comm tp = parallel::Comm::world();

@@ -1,4 +1,4 @@
-// The Qwen2 model under tensor and data parallelism (mpirun -np 2 and 4):
+// The Qwen2 and Qwen3 models under tensor and data parallelism (mpirun -np 2 and 4):
 // with tp = 2 and tp = 4 (Hkv = 2, so tp = 4 replicates KV heads) the
 // log-probs, entropies, full logits and cached-generation logits equal
 // those of tp = 1 computed by each rank alone on a one-rank Comm, and each
@@ -56,6 +56,7 @@ struct TpCase {
   int tp;          // 0: the whole world
   bool tied;
   bool recompute;
+  bool qwen3 = false;  // Qwen3 (q/k norms, head dim 12); tied: with q/k/v/o biases
 };
 
 class ModelTp : public testing::TestWithParam<TpCase> {
@@ -66,7 +67,8 @@ class ModelTp : public testing::TestWithParam<TpCase> {
     if (world.size() % tp != 0) GTEST_SKIP() << "tp " << tp << " does not divide " << world.size();
     grid = parallel::make_grid(world, tp);
     self = self_comm(world);
-    config = test::tiny_config(GetParam().tied, 2, GetParam().tied ? 1e6 : 1e4);
+    config = GetParam().qwen3 ? test::tiny_qwen3_config(GetParam().tied, 2, GetParam().tied)
+                              : test::tiny_config(GetParam().tied, 2, GetParam().tied ? 1e6 : 1e4);
   }
 
   Comm world, self;
@@ -94,6 +96,16 @@ TEST_P(ModelTp, TrainingMatchesTpOne) {
     EXPECT_NEAR(entt[t], ent1[t], 1e-5) << "token " << t;
   }
   expect_grad_slices(part, full, "tp " + std::to_string(tp));
+  // A second micro-batch accumulates on both (the gradients of weights that
+  // are summed over tp, Qwen3's q/k norms, included).
+  HostBatch second({5, 7}, config.vocab_size, 200 + uint32_t(grid.dp_rank));
+  const std::vector<float> w2 = test::uniform_vector(size_t(second.T()), 9),
+                           u2 = test::uniform_vector(size_t(second.T()), 10);
+  test::train_step(m1, ws1, second, w2, u2, lp1, ent1, 1.25f);
+  test::train_step(mt, wst, second, w2, u2, lpt, entt, 1.25f);
+  expect_grad_slices(part, full, "tp " + std::to_string(tp) + ", two micro-batches");
+  test::train_step(m1, ws1, batch, w, u, lp1, ent1, 1.25f);
+  test::train_step(mt, wst, batch, w, u, lpt, entt, 1.25f);
 
   // Full logits, gathered over tp.
   const int64_t T = batch.T(), V = config.vocab_size;
@@ -146,9 +158,10 @@ TEST_P(ModelTp, CachedGenerationMatchesTpOne) {
 
 INSTANTIATE_TEST_SUITE_P(Model, ModelTp,
                          testing::Values(TpCase{2, false, false}, TpCase{2, true, true}, TpCase{0, false, true},
-                                         TpCase{0, true, false}),
+                                         TpCase{0, true, false}, TpCase{2, false, false, true},
+                                         TpCase{0, false, true, true}, TpCase{0, true, false, true}),
                          [](const testing::TestParamInfo<TpCase>& i) {
-                           return std::string(i.param.tp == 0 ? "tpWorld" : "tp2") +
+                           return std::string(i.param.qwen3 ? "qwen3_" : "") + (i.param.tp == 0 ? "tpWorld" : "tp2") +
                                   (i.param.tied ? "_tied" : "_untied") + (i.param.recompute ? "_recompute" : "");
                          });
 

@@ -1,7 +1,8 @@
 // The fused q/k/v product, RoPE and KV-cache write equals its definition,
 // linear_forward_multi then rope_kv_write, bit for bit on the CPU (skipped
-// slots and the rest of the pool untouched; an empty batch); malformed
-// segments and RoPE arguments are refused with the op's name.
+// slots and the rest of the pool untouched; an empty batch), with Qwen3's
+// head norm too; malformed segments, RoPE arguments and head norms are
+// refused with the op's name.
 #include "dapo/ops/qkv_rope_kv_write.h"
 
 #include <algorithm>
@@ -17,8 +18,10 @@ struct Case {
   int64_t T, C, Hq, Hkv, D, num_blocks, block_size;
 };
 
-void run_case(const Case& c, uint32_t seed) {
-  SCOPED_TRACE(testing::Message() << "T " << c.T << " Hq " << c.Hq << " Hkv " << c.Hkv << " D " << c.D);
+// head_norm: with a HeadNorm of random weights.
+void run_case(const Case& c, uint32_t seed, bool head_norm = false) {
+  SCOPED_TRACE(testing::Message() << "T " << c.T << " Hq " << c.Hq << " Hkv " << c.Hkv << " D " << c.D
+                                  << (head_norm ? " head norm" : ""));
   const int64_t T = c.T, Nq = c.Hq * c.D, Nkv = c.Hkv * c.D, slots_total = c.num_blocks * c.block_size;
   auto [pos, slots] = test::random_positions_and_slots(T, slots_total, seed);
   auto in = test::random_vector(size_t(T * c.C), seed + 1);
@@ -29,6 +32,9 @@ void run_case(const Case& c, uint32_t seed) {
   auto kc = test::random_vector(size_t(cache_n), seed + 8), vc = test::random_vector(size_t(cache_n), seed + 9);
   std::vector<float> q(size_t(T * Nq)), k(size_t(T * Nkv)), v(k.size());
   auto q2 = q, k2 = k, v2 = v, kc2 = kc, vc2 = vc;
+  auto wqn = test::random_vector(size_t(c.D), seed + 10, 0.5f, 1.5f), wkn = test::random_vector(size_t(c.D), seed + 11);
+  ops::HeadNorm hn;
+  if (head_norm) hn = {tensor_f32(wqn.data(), {c.D}), tensor_f32(wkn.data(), {c.D}), 1e-6f};
 
   const ops::Ctx ctx = test::cpu_ctx();
   auto ct = [&](std::vector<float>& x) { return tensor_f32(x.data(), {c.num_blocks, c.block_size, c.Hkv, c.D}); };
@@ -42,8 +48,8 @@ void run_case(const Case& c, uint32_t seed) {
                ts = tensor_i32(slots.data(), {T});
   ops::linear_forward_multi(ctx, tin, segs(q, k, v));
   ops::rope_kv_write(ctx, tensor_f32(q.data(), {T, c.Hq, c.D}), tensor_f32(k.data(), {T, c.Hkv, c.D}), ct(kc), ct(vc),
-                     tensor_f32(v.data(), {T, c.Hkv, c.D}), tp, ts, ops::kRopeThetaQwen2);
-  ops::qkv_rope_kv_write(ctx, tin, segs(q2, k2, v2), ct(kc2), ct(vc2), tp, ts, ops::kRopeThetaQwen2);
+                     tensor_f32(v.data(), {T, c.Hkv, c.D}), tp, ts, ops::kRopeThetaQwen2, hn);
+  ops::qkv_rope_kv_write(ctx, tin, segs(q2, k2, v2), ct(kc2), ct(vc2), tp, ts, ops::kRopeThetaQwen2, {}, hn);
   EXPECT_EQ(q2, q);
   EXPECT_EQ(k2, k);
   EXPECT_EQ(v2, v);
@@ -55,6 +61,12 @@ TEST(QkvRopeKvWrite, EqualsLinearForwardMultiThenRopeKvWrite) {
   run_case({5, 32, 14, 2, 8, 4, 16}, 1);  // Qwen2.5-0.5B's head counts
   run_case({9, 24, 4, 4, 6, 3, 5}, 2);    // MHA, odd half, odd block size
   run_case({0, 16, 2, 1, 4, 2, 8}, 3);    // empty batch
+}
+
+TEST(QkvRopeKvWrite, HeadNormEqualsLinearForwardMultiThenRopeKvWrite) {
+  run_case({7, 48, 16, 8, 16, 4, 16}, 21, true);  // Qwen3's head counts
+  run_case({9, 24, 4, 4, 6, 3, 5}, 22, true);     // MHA, odd half, odd block size
+  run_case({0, 16, 2, 1, 4, 2, 8}, 23, true);     // empty batch
 }
 
 TEST(QkvRopeKvWriteDeathTest, RefusesMalformedArguments) {
@@ -78,6 +90,21 @@ TEST(QkvRopeKvWriteDeathTest, RefusesMalformedArguments) {
                                      tensor_f32(kc.data(), {2, 2, 1, 4}), tensor_f32(vc.data(), {2, 2, 1, 4}),
                                      tensor_i32(pos.data(), {2}), tensor_i32(slots.data(), {2}), 0.0f),
               testing::ExitedWithCode(1), "qkv_rope_kv_write: theta 0 must be positive");
+  // The head norm's contract (rope_kv_write's), in this op's name.
+  std::vector<float> wn(4), wn8(8);
+  auto run_norm = [&](const ops::HeadNorm& hn) {
+    ops::qkv_rope_kv_write(ctx, tensor_f32(in.data(), {2, 8}), std::vector<ops::LinearSegment>{sq, sk, sv},
+                           tensor_f32(kc.data(), {2, 2, 1, 4}), tensor_f32(vc.data(), {2, 2, 1, 4}),
+                           tensor_i32(pos.data(), {2}), tensor_i32(slots.data(), {2}), ops::kRopeThetaQwen2, {}, hn);
+  };
+  const Tensor wt = tensor_f32(wn.data(), {4});
+  EXPECT_EXIT(run_norm({tensor_f32(wn8.data(), {8}), wt, 1e-6f}), testing::ExitedWithCode(1),
+              "qkv_rope_kv_write: hn.q_weight has shape \\(8\\), expected \\(4\\)");
+  EXPECT_EXIT(run_norm({wt, Tensor(wn.data(), DType::bf16, {4}), 1e-6f}), testing::ExitedWithCode(1),
+              "qkv_rope_kv_write: hn.k_weight is bf16, expected f32");
+  EXPECT_EXIT(run_norm({wt, wt, -1.0f}), testing::ExitedWithCode(1), "qkv_rope_kv_write: hn.eps -1 must be positive");
+  EXPECT_EXIT(run_norm({tensor_f32(q.data() + 4, {4}), wt, 1e-6f}), testing::ExitedWithCode(1),
+              "qkv_rope_kv_write: hn.q_weight overlaps q");
 }
 
 }  // namespace

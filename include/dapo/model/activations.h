@@ -36,8 +36,15 @@ struct LayerActivations {
   Tensor x;             // (T, C) the layer's input (residual stream)
   Tensor rstd1;         // (T) input_layernorm's 1/rms
   Tensor xn1;           // (T, C) normalised input: q/k/v projections read it
-  Tensor q;             // (T, hq, D) after RoPE
-  Tensor k;             // (T, hkv, D) after RoPE
+  Tensor q;             // (T, hq, D) after RoPE (and q_norm)
+  Tensor k;             // (T, hkv, D) after RoPE (and k_norm)
+  // Qwen3 (q_norm, k_norm), training and scoring: the products before the
+  // per-head norms, and the norms' 1/rms per (token, head). Undefined for
+  // Qwen2, and in generation, where the norm runs in place.
+  Tensor q_raw;         // (T, hq, D)
+  Tensor k_raw;         // (T, hkv, D)
+  Tensor rstd_q;        // (T * hq) f32
+  Tensor rstd_k;        // (T * hkv) f32
   Tensor v;             // (T, hkv, D)
   Tensor attn;          // (T, hq, D) attention output before o_proj
   Tensor lse;           // (hq, T) attention log-sum-exp

@@ -16,12 +16,18 @@ namespace dapo::model {
 
 enum class Partition : uint8_t {
   replicated,  // every tp rank holds all of it (norm weights)
+  // Every tp rank holds all of it, but each rank's gradient covers only its
+  // own heads: the model sums it over tp (Qwen3's q_norm, k_norm, shared by
+  // all heads; HF's "replicated_with_grad_allreduce").
+  replicated_tp_grad,
   column,      // dim 0 (output features) split: q_proj, gate_proj, up_proj (+ q bias)
   column_kv,   // dim 0 split by KV head; replicated across ranks when tp > Hkv: k_proj, v_proj (+ biases)
   row,         // dim 1 (input features) split: o_proj, down_proj
   vocab,       // dim 0 (vocabulary) split: embed_tokens, lm_head
 };
 const char* partition_name(Partition p);
+// Whether every tp rank holds the whole tensor (replicated, replicated_tp_grad).
+inline bool is_replicated(Partition p) { return p == Partition::replicated || p == Partition::replicated_tp_grad; }
 
 struct ParamSpec {
   std::string name;            // HF name, e.g. "model.layers.0.self_attn.q_proj.weight"
@@ -30,8 +36,10 @@ struct ParamSpec {
 };
 
 // All parameters of the model in HF order (embed_tokens, per layer:
-// input_layernorm, q/k/v (weight, bias), o, post_attention_layernorm,
-// gate/up/down; then model.norm, and lm_head unless tied).
+// input_layernorm, q/k/v (weight, and bias where attention_bias), o (and
+// Qwen3's bias where attention_bias), q_norm
+// and k_norm (qwen3), post_attention_layernorm, gate/up/down; then
+// model.norm, and lm_head unless tied).
 std::vector<ParamSpec> qwen2_param_specs(const Qwen2Config& config);
 
 // The part of a full tensor that tp rank `tp_rank` of `tp` holds: rows or

@@ -1,11 +1,11 @@
-// The Qwen2 decoder, tensor-parallel in the Megatron-LM layout, over the
-// parameters of one ParamStore and the tp Comm of the rank grid:
+// The Qwen2 / Qwen3 decoder, tensor-parallel in the Megatron-LM layout, over
+// the parameters of one ParamStore and the tp Comm of the rank grid:
 //
 //   embed_tokens (vocab-parallel) -> reduce_from_tp
 //   per layer:
 //     input_layernorm -> copy_to_tp -> q/k/v column-parallel (+bias, local
-//     heads) -> RoPE -> causal GQA attention -> o_proj row-parallel ->
-//     reduce_from_tp -> + residual
+//     heads) -> [Qwen3: q_norm, k_norm per head] -> RoPE -> causal GQA
+//     attention -> o_proj row-parallel -> reduce_from_tp -> + residual
 //     post_attention_layernorm -> copy_to_tp -> gate/up column-parallel ->
 //     SwiGLU -> down_proj row-parallel -> reduce_from_tp -> + residual
 //   model.norm -> copy_to_tp -> lm_head (vocab-parallel) -> log-prob and
@@ -13,7 +13,9 @@
 //
 // With tp = 1 every mapping is a copy. When tp > Hkv the KV heads are
 // replicated: the tp/Hkv ranks holding one KV head form a "KV replica
-// group" whose k/v gradients are summed.
+// group" whose k/v gradients are summed. Qwen3's q_norm and k_norm weights
+// are whole on every rank but each rank's heads give only part of their
+// gradient: the backward sums it over tp.
 //
 // Memory: nothing is allocated with malloc on the hot path. Saved
 // activations and temporaries come from the activation arena the caller
@@ -47,7 +49,8 @@ struct CachedBuffers;
 struct ModelOptions {
   // Keep only each layer's input in the forward and recompute the layer in
   // the backward: saved activations fall from about
-  // (4C + 2*hq*D + 2*hkv*D + 3*il + hq + 2)*T floats per layer to C*T, for
+  // (4C + 2*hq*D + 2*hkv*D + 3*il + hq + 2)*T floats per layer (Qwen3:
+  // (hq + hkv)*(D + 1)*T more for its q/k norms' inputs) to C*T, for
   // about one more forward (its down projection and all-reduce skipped).
   // Gradients are bit-identical to those without recomputation.
   bool activation_recompute = false;
@@ -193,6 +196,8 @@ class Qwen2Model {
     int64_t hq = 0, hkv = 0, il = 0, vl = 0;
     int64_t vocab_start = 0;  // first vocabulary id of this rank's shard
     float eps = 1e-6f, theta = 1e6f, scale = 1.0f;
+    bool qk_norm = false;     // Qwen3's per-head q_norm and k_norm
+    bool o_bias = false;      // Qwen3 with attention_bias: o_proj has a bias
     DType act = DType::f32;   // activations: f32 on the CPU backend, bf16 on CUDA
     int64_t head_rows = 0;    // rows of logits per chunk of the LM head (ModelOptions::logits_chunk_bytes)
   };
@@ -217,9 +222,11 @@ class Qwen2Model {
 
   // Views of one layer's tensors (parameters, or their gradients): norms
   // (C), q (hq*D, C) + bias, k/v (hkv*D, C) + bias, o (C, hq*D),
-  // gate/up (il, C), down (C, il).
+  // gate/up (il, C), down (C, il); Qwen3's q_norm, k_norm (D) and o bias
+  // (C). Biases are undefined without attention_bias (bo: for Qwen2 too),
+  // q_norm and k_norm for Qwen2.
   struct LayerParams {
-    Tensor w_in, wq, bq, wk, bk, wv, bv, wo, w_post, wg, wu, wd;
+    Tensor w_in, wq, bq, wk, bk, wv, bv, wo, bo, w_post, wg, wu, wd, q_norm, k_norm;
   };
 
  private:

@@ -2,7 +2,7 @@
 // one input, RoPE on q and k, and the new k and v into the paged KV cache.
 // Exactly
 //   linear_forward_multi(in, {q, k, v});
-//   rope_kv_write(q (T, Hq, D), k (T, Hkv, D), k_cache, v_cache, v, positions, slot_mapping, theta);
+//   rope_kv_write(q (T, Hq, D), k (T, Hkv, D), k_cache, v_cache, v, positions, slot_mapping, theta, hn);
 // (matmul.h, rope.h), with the same results on each backend;
 // on CUDA bit for bit, as the fused kernel sums every product in the order
 // and split of linear_forward_multi's own plan. It exists because a
@@ -17,6 +17,7 @@
 #include "dapo/ops/context.h"
 #include "dapo/ops/matmul.h"
 #include "dapo/ops/norm_fold.h"
+#include "dapo/ops/rope.h"
 
 namespace dapo::ops {
 
@@ -35,13 +36,19 @@ namespace dapo::ops {
 //               CPU path and CUDA's unfused one apply it to `in` in place
 //               (its contents afterwards are unspecified), CUDA's fused one
 //               scales the products' fp32 sums instead.
+// hn:           Qwen3's per-head norm of q and k before RoPE, or none
+//               (rope.h): hn.q_weight and hn.k_weight (D) of the outputs'
+//               dtype on their device, overlapping none of the outputs and
+//               caches; hn.eps > 0.
 // Aliasing and dtypes as the two ops': CPU f32, CUDA bf16 in, weights,
 // outputs and caches.
 void qkv_rope_kv_write(const Ctx& ctx, Tensor in, std::span<const LinearSegment> qkv, Tensor k_cache,
-                       Tensor v_cache, Tensor positions, Tensor slot_mapping, float theta, const RowNorm& rn = {});
+                       Tensor v_cache, Tensor positions, Tensor slot_mapping, float theta, const RowNorm& rn = {},
+                       const HeadNorm& hn = {});
 
 // CUDA backend: one launch (the skinny kernel with the RoPE + cache
 // epilogue) where linear_forward_multi would take the skinny path with
-// tiles that hold whole heads (detail::skinny_rope_plan), else the two ops.
+// tiles that hold whole heads (detail::skinny_rope_plan) and hn is not
+// active, else the two ops.
 
 }  // namespace dapo::ops

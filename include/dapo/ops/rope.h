@@ -54,6 +54,16 @@ void rope_backward(const Ctx& ctx, Tensor din, Tensor dout, Tensor positions, fl
 
 // CUDA backend: bf16 or f32 as above, D <= 512; in-place as above.
 
+// Qwen3's q_norm and k_norm: an RMSNorm over each head's D elements of q
+// and of k (rmsnorm.h's formula, one weight of D shared by all heads), before
+// RoPE. Qwen2 has none (undefined weights).
+struct HeadNorm {
+  Tensor q_weight;  // (D), q's dtype; undefined: no norm
+  Tensor k_weight;  // (D), q's dtype
+  float eps = 1e-6f;
+  bool active() const { return q_weight.defined(); }
+};
+
 // The generation engine's decode-step prologue in one op: RoPE on the new
 // tokens' queries and keys (in place), then the rotated keys and the values
 // into the paged KV cache. Exactly
@@ -80,8 +90,15 @@ void rope_backward(const Ctx& ctx, Tensor din, Tensor dout, Tensor positions, fl
 // positions and slot_mapping are pairwise disjoint buffers (no aliasing at
 // all).
 // CPU backend: f32 q, k, v and caches; the three CPU ops in sequence.
+// hn:           active (Qwen3): q and k are first normed per head in place,
+//               exactly rmsnorm_forward(q as (T * Hq, D), hn.q_weight, hn.eps)
+//               and the same of k with hn.k_weight (rmsnorm.h; the per-row
+//               rstd is not kept), then rotated and written as above.
+//               hn.q_weight and hn.k_weight: (D) of q's dtype on q's device,
+//               both defined (k_weight alone is refused); they may be one
+//               buffer but overlap none of q, k and the caches. hn.eps > 0.
 void rope_kv_write(const Ctx& ctx, Tensor q, Tensor k, Tensor k_cache, Tensor v_cache, Tensor v, Tensor positions,
-                   Tensor slot_mapping, float theta);
+                   Tensor slot_mapping, float theta, const HeadNorm& hn = {});
 
 // CUDA backend: q, k, v, k_cache, v_cache bf16 (the dtypes of
 // cuda::kv_cache_write; rope's f32 path is not offered); positions and
@@ -90,5 +107,10 @@ void rope_kv_write(const Ctx& ctx, Tensor q, Tensor k, Tensor k_cache, Tensor v_
 // cuda::kv_cache_write (the same device code, rope_common.cuh). As there, the
 // metadata is not read on the host: slots outside [0, num_blocks *
 // block_size) are skipped, not diagnosed (the CPU op checks them).
+// With hn active: one launch of a kernel with a warp per (token, head) where
+// D % 16 == 0, D <= 256 and q, k, v, the caches and the weights are 16-byte
+// aligned, with the bits of cuda::rmsnorm_forward on the head rows then the
+// launch above; elsewhere those two, rmsnorm_forward run in place on q and k
+// (T * (Hq + Hkv) floats of ctx.scratch for its rstd).
 
 }  // namespace dapo::ops

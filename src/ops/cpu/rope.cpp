@@ -1,5 +1,6 @@
 // CPU reference of the RoPE family (fp32, OpenMP over tokens): rotary
-// position embedding, and the fused decode-step RoPE + KV cache write.
+// position embedding, and the fused decode-step RoPE + KV cache write (with
+// Qwen3's per-head norm first, when given).
 // Angles follow HF's fp32 recipe (see rope.h), recomputed per token: the
 // D/2 cos/sin pairs of a token are shared by its H heads.
 #include "dapo/ops/rope.h"
@@ -7,6 +8,7 @@
 #include "src/ops/cpu/cpu_ops.h"
 
 #include <cmath>
+#include <vector>
 
 namespace dapo::ops::cpu {
 namespace {
@@ -42,6 +44,19 @@ void rotate(Tensor out, Tensor in, Tensor positions, float theta, float sign) {
   }
 }
 
+// x (T, H, D) = rmsnorm_forward(x as (T * H, D), weight, eps), in place:
+// cpu::rmsnorm_forward itself, on a copy of x (the op does not norm in
+// place), so that the bits are the norm's.
+void norm_heads(const Ctx& ctx, Tensor x, Tensor weight, float eps) {
+  check_dtype("rope_kv_write's head norm on the CPU", x, DType::f32, "q and k");
+  const int64_t rows = x.shape[0] * x.shape[1], D = x.shape[2];
+  const float* xp = x.ptr<float>();
+  std::vector<float> in(xp, xp + x.numel());
+  std::vector<float> rstd(static_cast<size_t>(rows));
+  cpu::rmsnorm_forward(ctx, x.reshape({rows, D}), tensor_f32(rstd.data(), {rows}), tensor_f32(in.data(), {rows, D}),
+                       weight, eps);
+}
+
 }  // namespace
 
 // ops::rope_forward and rope_backward checked the contract; the reference
@@ -56,11 +71,15 @@ void rope_backward(const Ctx&, Tensor din, Tensor dout, Tensor positions, float 
   rotate(din, dout, positions, theta, -1.0f);
 }
 
-// By definition the three CPU ops in sequence (rope.h); ops::rope_kv_write
-// checked the contract, the aliasing it forbids included, and the ops below
-// check their f32 and the slots.
+// By definition the three CPU ops in sequence (rope.h), after the head norm
+// if any; ops::rope_kv_write checked the contract, the aliasing it forbids
+// included, and the ops below check their f32 and the slots.
 void rope_kv_write(const Ctx& ctx, Tensor q, Tensor k, Tensor k_cache, Tensor v_cache, Tensor v, Tensor positions,
-                   Tensor slot_mapping, float theta) {
+                   Tensor slot_mapping, float theta, const HeadNorm& hn) {
+  if (hn.active()) {
+    norm_heads(ctx, q, hn.q_weight, hn.eps);
+    norm_heads(ctx, k, hn.k_weight, hn.eps);
+  }
   cpu::rope_forward(ctx, q, q, positions, theta);
   cpu::rope_forward(ctx, k, k, positions, theta);
   cpu::kv_cache_write(ctx, k_cache, v_cache, k, v, slot_mapping);
