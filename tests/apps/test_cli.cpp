@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <tuple>
 #include <sys/wait.h>
 
 namespace {
@@ -68,6 +69,16 @@ TEST(Cli, InfoPrintsTheMemoryPlanOfAPlannedLaunch) {
   EXPECT_EQ(r.output.find("-2147483648"), std::string::npos) << r.output;
   r = info("1048576", "80", "");
   EXPECT_EQ(r.code, 0) << r.output;
+  // The Qwen3 presets plan from their shapes as well (Qwen3-32B: 8 of its
+  // 64 query heads of 128 per rank, its q/k norms' inputs in the update).
+  for (const auto& [ini, shape, ranks] : {std::tuple{"dapo_qwen3_32b", "qwen3-32b", "128"},
+                                          std::tuple{"dapo_qwen3_8b", "qwen3-8b", "32"}}) {
+    const Result q = run(std::string("info --memory --ranks ") + ranks + " --gpu-gib 80 --config " + src +
+                         "/inputs/dapo_base.ini," + src + "/inputs/" + ini + ".ini --model.path=" + src +
+                         "/inputs/shapes/" + shape);
+    EXPECT_EQ(q.code, 0) << q.output;
+    EXPECT_NE(q.output.find("fits: yes"), std::string::npos) << ini << "\n" << q.output;
+  }
   EXPECT_NE(r.output.find("tp 8 x dp 131072"), std::string::npos) << r.output;
   r = info("128", "1e6", "");
   EXPECT_EQ(r.code, 2) << r.output;

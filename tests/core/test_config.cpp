@@ -295,7 +295,8 @@ TEST_F(ConfigTest, HugeCountsAreRefusedByKey) {
               std::string::npos)
         << e.what();
   }
-  for (const char* recipe : {"dapo_base.ini", "dapo_1.5b.ini", "dapo_7b.ini", "dapo_32b.ini", "demo.ini",
+  for (const char* recipe : {"dapo_base.ini", "dapo_1.5b.ini", "dapo_7b.ini", "dapo_32b.ini", "dapo_qwen3_8b.ini",
+                             "dapo_qwen3_32b.ini", "demo.ini",
                              "demo_sft.ini", "demo_gpu.ini", "demo_gpu_sft.ini", "cpu_smoke.ini"})
     EXPECT_EQ(error_of(std::string(DAPO_SOURCE_DIR) + "/inputs/" + recipe), "") << recipe;
 }
