@@ -170,8 +170,10 @@ rollout::SamplingOptions greedy(int64_t n, int64_t len) {
 // engine's, against the GPU engine's. This model's logits are larger than
 // the random models' (the fixture searched for confident continuations), and
 // so is their bf16 noise: ties are gaps below 0.1 here.
-TEST_F(EngineGpu, GreedyAgreesWithHfAndTheCpuEngine) {
-  const std::string dir = fixtures_dir() + "/model/small_d64";
+class EngineGpuFixture : public EngineGpu, public ::testing::WithParamInterface<std::string> {};
+
+TEST_P(EngineGpuFixture, GreedyAgreesWithHfAndTheCpuEngine) {
+  const std::string dir = fixtures_dir() + "/model/" + GetParam();
   if (!std::filesystem::exists(dir + "/expected.json")) GTEST_SKIP() << dir << " is absent";
   load_fixture(dir);
   nlohmann::json expected;
@@ -191,6 +193,10 @@ TEST_F(EngineGpu, GreedyAgreesWithHfAndTheCpuEngine) {
   }
   EXPECT_GT(full_agreements_, 0);
 }
+
+// Qwen2 (head dim 64) and Qwen3 (head dim 128, q/k norms).
+INSTANTIATE_TEST_SUITE_P(Fixtures, EngineGpuFixture, ::testing::Values("small_d64", "qwen3_d128"),
+                         [](const auto& info) { return info.param; });
 
 // Longer greedy answers of a model with real head proportions, prompts
 // crossing block boundaries, n = 3 samples sharing their prompt's blocks

@@ -115,14 +115,26 @@ TEST_P(ModelGpuFixture, MatchesHfFixtureInBf16) {
   }
 }
 
-// Head dims 64 and 16 (tiny_tied's 8 is below the attention kernels' 16).
-INSTANTIATE_TEST_SUITE_P(Fixtures, ModelGpuFixture, ::testing::Values("small_d64", "tiny_untied"),
+// Head dims 64 and 16 (tiny_tied's 8 is below the attention kernels' 16);
+// Qwen3's 128, 32 and 16 (the last with q/k/v/o biases and tied embeddings).
+INSTANTIATE_TEST_SUITE_P(Fixtures, ModelGpuFixture,
+                         ::testing::Values("small_d64", "tiny_untied", "qwen3_d128", "qwen3_untied", "qwen3_tied_bias"),
                          [](const auto& info) { return info.param; });
 
 // A model of real proportions (head dim 128, GQA 4:1, a vocabulary that is
 // not a power of two) on a packed batch with a long and a one-token
 // sequence: the GPU against the CPU model, and the GPU against itself.
 model::Qwen2Config mid_config() { return test::mid_config(1, 4096); }
+
+// The same tests on Qwen2 (mid_config) and on Qwen3 (q/k norms: the CUDA
+// decode step's fused norm + RoPE + cache write; q_proj and o_proj not
+// square).
+class ModelGpuArch : public ModelGpu, public ::testing::WithParamInterface<bool> {
+ protected:
+  model::Qwen2Config arch_config() const { return GetParam() ? test::mid_qwen3_config(4096) : mid_config(); }
+};
+INSTANTIATE_TEST_SUITE_P(Archs, ModelGpuArch, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "qwen3" : "qwen2"; });
 
 model::RandomInit mid_init() {
   model::RandomInit init;
@@ -133,8 +145,8 @@ model::RandomInit mid_init() {
   return init;
 }
 
-TEST_F(ModelGpu, MatchesCpuModelAndIsDeterministic) {
-  const model::Qwen2Config c = mid_config();
+TEST_P(ModelGpuArch, MatchesCpuModelAndIsDeterministic) {
+  const model::Qwen2Config c = arch_config();
   HostBatch batch({700, 1, 129, 64}, c.vocab_size, 5);
   const int64_t T = batch.T();
   const std::vector<float> w = uniform_vector(size_t(T), 1), u = uniform_vector(size_t(T), 2);
@@ -192,8 +204,8 @@ TEST_F(ModelGpu, MatchesCpuModelAndIsDeterministic) {
 // then decode steps, against the CPU model's cached forward fed the same
 // tokens (the CPU's greedy choices), at bf16 tolerance; the greedy tokens
 // agree wherever the CPU's top-1/top-2 margin is clear of bf16 noise.
-TEST_F(ModelGpu, CachedForwardMatchesCpu) {
-  const model::Qwen2Config c = mid_config();
+TEST_P(ModelGpuArch, CachedForwardMatchesCpu) {
+  const model::Qwen2Config c = arch_config();
   model::ParamStore cpu_store(c, 0, 1);
   cpu_store.init_random(mid_init());
   for (const model::ParamEntry& e : cpu_store.entries()) {

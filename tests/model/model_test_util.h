@@ -86,6 +86,17 @@ inline model::Qwen2Config mid_config(int64_t kv_heads, int64_t max_positions) {
   return c;
 }
 
+// mid_config as Qwen3: 8 query heads of 128 (1,024) on a hidden size of
+// 512, so that q_proj and o_proj are not square, 2 KV heads, q/k norms,
+// no biases.
+inline model::Qwen2Config mid_qwen3_config(int64_t max_positions) {
+  model::Qwen2Config c = mid_config(2, max_positions);
+  c.model_type = model::ModelType::qwen3;
+  c.num_attention_heads = 8;
+  c.attention_bias = false;
+  return c;
+}
+
 // Scales that give O(1) activations and logits in the tiny model, with
 // biases and norm weights well away from their defaults.
 inline model::RandomInit tiny_init(uint64_t seed = 7) {
