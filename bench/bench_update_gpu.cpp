@@ -100,7 +100,9 @@ int main(int argc, char** argv) {
   const size_t used = gpu.memory_used();
 
   const int64_t n = bench::parameters(c);
-  const double attention = 6.0 * 2.0 * double(c.num_hidden_layers) * double(c.hidden_size) * double(seq) *
+  // Attention's width is heads x head_dim (Qwen3's is not the hidden size).
+  const double attention = 6.0 * 2.0 * double(c.num_hidden_layers) * double(c.num_attention_heads * c.head_dim) *
+                           double(seq) *
                            double(seq) / 2.0 * double(mb);
   const double flops = 6.0 * double(n) * double(tokens) + attention;
   const trainer::UpdateRunner::ArenaUse a = runner.arena_use();

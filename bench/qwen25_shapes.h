@@ -1,5 +1,5 @@
-// Random-weight Qwen2.5 shapes for the GPU benchmarks: the released
-// config.json files, as bench/peers/shapes.py has them.
+// Random-weight Qwen2.5 and Qwen3 shapes for the GPU benchmarks: the
+// released config.json files, as bench/peers/shapes.py has them.
 #pragma once
 
 #include <cstdio>
@@ -12,13 +12,30 @@
 
 namespace dapo::bench {
 
-// "0.5b", "1.5b" or "7b"; anything else ends the program (exit 2).
+// Qwen2.5 "0.5b", "1.5b" or "7b", or Qwen3 "qwen3-0.6b", "qwen3-1.7b",
+// "qwen3-4b" or "qwen3-8b"; anything else ends the program (exit 2).
 inline model::Qwen2Config qwen25(const std::string& size, const char* program) {
   model::Qwen2Config c;
   c.vocab_size = 151936;
   c.max_position_embeddings = 32768;
   c.rope_theta = 1e6;
   c.rms_norm_eps = 1e-6;
+  if (size.rfind("qwen3-", 0) == 0) {  // head_dim 128, 8 KV heads, q/k norms, no biases
+    c.model_type = model::ModelType::qwen3;
+    c.attention_bias = false;
+    c.head_dim = 128;
+    c.num_key_value_heads = 8;
+    c.tie_word_embeddings = size != "qwen3-8b";
+    if (size == "qwen3-0.6b") c.hidden_size = 1024, c.intermediate_size = 3072, c.num_hidden_layers = 28, c.num_attention_heads = 16;
+    else if (size == "qwen3-1.7b") c.hidden_size = 2048, c.intermediate_size = 6144, c.num_hidden_layers = 28, c.num_attention_heads = 16;
+    else if (size == "qwen3-4b") c.hidden_size = 2560, c.intermediate_size = 9728, c.num_hidden_layers = 36, c.num_attention_heads = 32;
+    else if (size == "qwen3-8b") c.hidden_size = 4096, c.intermediate_size = 12288, c.num_hidden_layers = 36, c.num_attention_heads = 32;
+    else {
+      std::fprintf(stderr, "%s: model qwen3-0.6b, qwen3-1.7b, qwen3-4b or qwen3-8b, not '%s'\n", program, size.c_str());
+      std::exit(2);
+    }
+    return c;
+  }
   if (size == "0.5b") {
     c.hidden_size = 896, c.intermediate_size = 4864, c.num_hidden_layers = 24;
     c.num_attention_heads = 14, c.num_key_value_heads = 2, c.tie_word_embeddings = true;

@@ -5,7 +5,7 @@
 # x n samples of L new tokens (no EOS: min_new_tokens = L), sampling at T = 1,
 # then old log-probs (a no-grad forward) and one pass of the update over the
 # same sequences in micro-batches, with gradient checkpointing and a fused
-# AdamW step per mini-batch. Random Qwen2.5-shaped bf16 weights (the shapes
+# AdamW step per mini-batch. Random Qwen2.5- or Qwen3-shaped bf16 weights (the shapes
 # of shapes.py beside this script, which python3 finds there from any
 # working directory). Prompts are random ids of
 # `--prompt-len` tokens (the dapo run's demo prompts are ~40 tokens).
@@ -14,9 +14,8 @@
 import argparse, json, time
 
 import torch
-from transformers import Qwen2Config, Qwen2ForCausalLM
 
-from shapes import SHAPES
+from shapes import SHAPES, hf_classes
 
 ap = argparse.ArgumentParser()
 ap.add_argument("model", choices=sorted(SHAPES))
@@ -27,11 +26,12 @@ ap.add_argument("--prompt-len", type=int, default=40)
 ap.add_argument("--micro", type=int, default=16, help="sequences per micro-batch of the update")
 a = ap.parse_args()
 
-cfg = Qwen2Config(**SHAPES[a.model])
+Config, Model = hf_classes(SHAPES[a.model])
+cfg = Config(**SHAPES[a.model])
 cfg._attn_implementation = "sdpa"
 torch.manual_seed(0)
 with torch.device("cuda"):
-    model = Qwen2ForCausalLM(cfg).to(torch.bfloat16)
+    model = Model(cfg).to(torch.bfloat16)
 opt = torch.optim.AdamW(model.parameters(), lr=1e-6, fused=True)
 prompts = torch.randint(0, 150000, (a.prompts, a.prompt_len), device="cuda")
 batch = prompts.repeat_interleave(a.n, dim=0)  # n samples of each prompt

@@ -2,23 +2,23 @@
 # Generation peers on one GPU, for side-by-side runs with dapo's own benchmark:
 # HF transformers generate() with its default (dynamic) KV cache, and with a static
 # KV cache, which transformers compiles with torch.compile (the PyTorch-native fast path).
-# Random Qwen2.5-shaped model in bf16, batch B, prompt P tokens, G new tokens, sampling T=1.
+# Random Qwen2.5- or Qwen3-shaped model in bf16, batch B, prompt P tokens, G new tokens, sampling T=1.
 # Usage (on the GPU machine, its python3 has torch + transformers):
 #   python3 bench/peers/peer_generate.py 1.5b [--batch 128] [--prompt 256] [--new 512] [--no-static]
 # Prints one JSON line. The static variant spends about a minute compiling first.
 import argparse, json, time, torch
-from transformers import Qwen2Config, Qwen2ForCausalLM
-from shapes import SHAPES
+from shapes import SHAPES, hf_classes
 
 ap = argparse.ArgumentParser()
 ap.add_argument("model", choices=sorted(SHAPES)); ap.add_argument("--batch", type=int, default=128)
 ap.add_argument("--prompt", type=int, default=256); ap.add_argument("--new", type=int, default=512)
 ap.add_argument("--no-static", action="store_true")
 a = ap.parse_args()
-cfg = Qwen2Config(**SHAPES[a.model]); cfg._attn_implementation = "sdpa"
+Config, Model = hf_classes(SHAPES[a.model])
+cfg = Config(**SHAPES[a.model]); cfg._attn_implementation = "sdpa"
 torch.manual_seed(0)
 with torch.device("cuda"):
-    model = Qwen2ForCausalLM(cfg).to(torch.bfloat16).eval()
+    model = Model(cfg).to(torch.bfloat16).eval()
 ids = torch.randint(0, 150000, (a.batch, a.prompt), device="cuda")
 kw = dict(do_sample=True, temperature=1.0, top_p=1.0, top_k=0, pad_token_id=0)
 def timed(**extra):

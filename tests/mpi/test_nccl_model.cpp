@@ -26,7 +26,11 @@
 namespace dapo::parallel {
 namespace {
 
-model::Qwen2Config config() { return test::mid_config(2, 2048); }
+// Qwen2, and Qwen3 (q/k norms whose gradients are summed over tp; 8 query
+// heads of 128 on a hidden size of 512).
+model::Qwen2Config config(bool qwen3) {
+  return qwen3 ? test::mid_qwen3_config(2048) : test::mid_config(2, 2048);
+}
 
 model::RandomInit init() {
   model::RandomInit r;
@@ -81,8 +85,7 @@ struct Result {
   double grad_norm = 0;
 };
 
-Result run(const Grid& grid, const ops::CudaDevice& gpu, int dp_rank, int dp_size) {
-  const model::Qwen2Config c = config();
+Result run(const model::Qwen2Config& c, const Grid& grid, const ops::CudaDevice& gpu, int dp_rank, int dp_size) {
   model::ParamStore store(c, grid.tp_rank, grid.tp_size, Device::cuda, gpu.ctx(nullptr).stream);
   store.init_random(init());
   model::Qwen2Model m(store, grid.tp);
@@ -108,43 +111,46 @@ TEST(NcclModel, EveryLayoutMatchesOneGpu) {
   if (world.all_reduce_i64(gpus >= world.size() ? 0 : 1, ReduceOp::max))
     GTEST_SKIP() << "needs one GPU per rank (" << gpus << " visible)";
   const ops::CudaDevice gpu(world.rank());
-  const model::Qwen2Config c = config();
+  for (const bool qwen3 : {false, true}) {
+    SCOPED_TRACE(qwen3 ? "qwen3" : "qwen2");
+    const model::Qwen2Config c = config(qwen3);
 
-  std::vector<int> tps;
-  for (int tp = 1; tp <= world.size(); tp *= 2)
-    if (world.size() % tp == 0 && c.num_attention_heads % tp == 0) tps.push_back(tp);
-  for (int tp : tps) {
-    SCOPED_TRACE(cat("tp ", tp, " x dp ", world.size() / tp));
-    const Grid grid = make_grid(world, tp);
-    const Result got = run(grid, gpu, grid.dp_rank, grid.dp_size);
-    // The reference: the whole model on this rank's GPU, this dp rank's
-    // sequences for the log-probs, all sequences for the gradients.
-    const Grid one = make_grid(world.split(world.rank(), 0), 1);
-    const Result ref_mine = run(one, gpu, grid.dp_rank, grid.dp_size);
-    const Result ref = run(one, gpu, 0, 1);
-    EXPECT_LT(rel_error(got.logprob, ref_mine.logprob), 0.01) << "log-probs";
-    EXPECT_NEAR(got.grad_norm, ref.grad_norm, 0.02 * ref.grad_norm) << "grad norm";
-    model::ParamStore shape(c, grid.tp_rank, grid.tp_size);  // slices of this rank, host
-    for (const model::ParamEntry& e : shape.entries()) {
-      std::vector<float> g(size_t(e.param.numel())), p(g.size());
-      model::extract_slice(e.slice, e.spec.shape, ref.grad.at(e.spec.name).data(), g.data());
-      model::extract_slice(e.slice, e.spec.shape, ref.param.at(e.spec.name).data(), p.data());
-      EXPECT_LT(rel_error(got.grad.at(e.spec.name), g), 0.05) << "gradient of " << e.spec.name;
-      // AdamW's first step moves each weight by about lr * sign(gradient):
-      // bf16 noise may flip the sign of a gradient near zero (the k biases'
-      // are, as softmax nearly ignores a shift of every key); of gradients
-      // of a tenth of the tensor's RMS or more, at most one in a thousand
-      // (seen: 2 of 176k, at 0.12 RMS, with tp = 4).
-      const std::vector<float>& q = got.param.at(e.spec.name);
-      double ms = 0;
-      for (float x : g) ms += double(x) * x;
-      const double rms = std::sqrt(ms / double(std::max<size_t>(g.size(), 1)));
-      int64_t flipped = 0;
-      for (size_t i = 0; i < p.size(); ++i) {
-        ASSERT_LE(std::fabs(q[i] - p[i]), 2.2e-3f) << e.spec.name << " element " << i;
-        flipped += std::fabs(g[i]) > 0.1 * rms && std::fabs(q[i] - p[i]) > 1e-4f;
+    std::vector<int> tps;
+    for (int tp = 1; tp <= world.size(); tp *= 2)
+      if (world.size() % tp == 0 && c.num_attention_heads % tp == 0) tps.push_back(tp);
+    for (int tp : tps) {
+      SCOPED_TRACE(cat("tp ", tp, " x dp ", world.size() / tp));
+      const Grid grid = make_grid(world, tp);
+      const Result got = run(c, grid, gpu, grid.dp_rank, grid.dp_size);
+      // The reference: the whole model on this rank's GPU, this dp rank's
+      // sequences for the log-probs, all sequences for the gradients.
+      const Grid one = make_grid(world.split(world.rank(), 0), 1);
+      const Result ref_mine = run(c, one, gpu, grid.dp_rank, grid.dp_size);
+      const Result ref = run(c, one, gpu, 0, 1);
+      EXPECT_LT(rel_error(got.logprob, ref_mine.logprob), 0.01) << "log-probs";
+      EXPECT_NEAR(got.grad_norm, ref.grad_norm, 0.02 * ref.grad_norm) << "grad norm";
+      model::ParamStore shape(c, grid.tp_rank, grid.tp_size);  // slices of this rank, host
+      for (const model::ParamEntry& e : shape.entries()) {
+        std::vector<float> g(size_t(e.param.numel())), p(g.size());
+        model::extract_slice(e.slice, e.spec.shape, ref.grad.at(e.spec.name).data(), g.data());
+        model::extract_slice(e.slice, e.spec.shape, ref.param.at(e.spec.name).data(), p.data());
+        EXPECT_LT(rel_error(got.grad.at(e.spec.name), g), 0.05) << "gradient of " << e.spec.name;
+        // AdamW's first step moves each weight by about lr * sign(gradient):
+        // bf16 noise may flip the sign of a gradient near zero (the k biases'
+        // are, as softmax nearly ignores a shift of every key); of gradients
+        // of a tenth of the tensor's RMS or more, at most one in a thousand
+        // (seen: 2 of 176k, at 0.12 RMS, with tp = 4).
+        const std::vector<float>& q = got.param.at(e.spec.name);
+        double ms = 0;
+        for (float x : g) ms += double(x) * x;
+        const double rms = std::sqrt(ms / double(std::max<size_t>(g.size(), 1)));
+        int64_t flipped = 0;
+        for (size_t i = 0; i < p.size(); ++i) {
+          ASSERT_LE(std::fabs(q[i] - p[i]), 2.2e-3f) << e.spec.name << " element " << i;
+          flipped += std::fabs(g[i]) > 0.1 * rms && std::fabs(q[i] - p[i]) > 1e-4f;
+        }
+        EXPECT_LE(double(flipped), 1e-3 * double(p.size())) << "updates of " << e.spec.name << " against one GPU";
       }
-      EXPECT_LE(double(flipped), 1e-3 * double(p.size())) << "updates of " << e.spec.name << " against one GPU";
     }
   }
 }
