@@ -35,41 +35,40 @@ class RopeKvWriteGpu : public GpuTest {
     device_->copy_to_device(t, Tensor(b.data(), DType::bf16, dims));
     return t;
   }
-};
 
-TEST_F(RopeKvWriteGpu, EqualsTheThreeOps) {
-  for (const shapes::RopeKvRun& r : shapes::rope_kv_write_runs()) {
-    const int64_t T = r.T, Hq = r.heads.Hq, Hkv = r.heads.Hkv, D = r.heads.D, BS = 16;
-    const int64_t NB = (2 * T + 40) / BS + 1;  // a pool about twice the batch
-    SCOPED_TRACE(testing::Message() << "T " << T << " Hq " << Hq << " Hkv " << Hkv << " D " << D << " q shift "
-                                    << r.q_shift);
-    const size_t mark = arena_->mark();
+  // A run's inputs: positions up to 32k (0 and 32767 first), slots over a
+  // shuffled pool about twice the batch with every 7th token skipped (-1),
+  // bf16-exact values.
+  struct Inputs {
+    int64_t T = 0, Hq = 0, Hkv = 0, D = 0, NB = 0, BS = 16;
+    std::vector<float> q, k, v, kc, vc;
+    Tensor pos, slots;  // on the device
+  };
+  Inputs inputs(const shapes::RopeKvRun& r) {
+    Inputs in;
+    in.T = r.T, in.Hq = r.heads.Hq, in.Hkv = r.heads.Hkv, in.D = r.heads.D;
+    in.NB = (2 * in.T + 40) / in.BS + 1;
     std::mt19937 gen(r.seed);
-    std::vector<int32_t> pos(static_cast<size_t>(T)), all(static_cast<size_t>(NB * BS)), slots(pos.size());
+    std::vector<int32_t> pos(static_cast<size_t>(in.T)), all(static_cast<size_t>(in.NB * in.BS)), slots(pos.size());
     for (auto& p : pos) p = int32_t(gen() % 32768);
-    if (T > 1) pos[0] = 0, pos[1] = 32767;
+    if (in.T > 1) pos[0] = 0, pos[1] = 32767;
     std::iota(all.begin(), all.end(), 0);
     std::shuffle(all.begin(), all.end(), gen);
-    for (int64_t i = 0; i < T; ++i) slots[size_t(i)] = i % 7 == 2 ? -1 : all[size_t(i)];
-    const auto q = random_bf16_exact(size_t(T * Hq * D), r.seed + 1, -2, 2);
-    const auto k = random_bf16_exact(size_t(T * Hkv * D), r.seed + 2, -2, 2);
-    const auto v = random_bf16_exact(k.size(), r.seed + 3, -2, 2);
-    const auto kc = random_bf16_exact(size_t(NB * BS * Hkv * D), r.seed + 4), vc = random_bf16_exact(kc.size(), r.seed + 5);
-    const std::initializer_list<int64_t> qd{T, Hq, D}, kd{T, Hkv, D}, cd{NB, BS, Hkv, D};
-    Tensor gpos = upload_raw(pos, {T}), gslots = upload_raw(slots, {T});
+    for (int64_t i = 0; i < in.T; ++i) slots[size_t(i)] = i % 7 == 2 ? -1 : all[size_t(i)];
+    in.q = random_bf16_exact(size_t(in.T * in.Hq * in.D), r.seed + 1, -2, 2);
+    in.k = random_bf16_exact(size_t(in.T * in.Hkv * in.D), r.seed + 2, -2, 2);
+    in.v = random_bf16_exact(in.k.size(), r.seed + 3, -2, 2);
+    in.kc = random_bf16_exact(size_t(in.NB * in.BS * in.Hkv * in.D), r.seed + 4);
+    in.vc = random_bf16_exact(in.kc.size(), r.seed + 5);
+    in.pos = upload_raw(pos, {in.T});
+    in.slots = upload_raw(slots, {in.T});
+    return in;
+  }
 
-    // The three ops.
-    Tensor q1 = upload(q, qd, DType::bf16), k1 = upload(k, kd, DType::bf16), v1 = upload(v, kd, DType::bf16);
-    Tensor kc1 = upload(kc, cd, DType::bf16), vc1 = upload(vc, cd, DType::bf16);
-    ops::rope_forward(gpu(), q1, q1, gpos, ops::kRopeThetaQwen2);
-    ops::rope_forward(gpu(), k1, k1, gpos, ops::kRopeThetaQwen2);
-    ops::kv_cache_write(gpu(), kc1, vc1, k1, v1, gslots);
-
-    // The fused op.
-    Tensor q2 = guarded_copy(q, qd, r.q_shift), k2 = guarded_copy(k, kd), v2 = guarded_copy(v, kd);
-    Tensor kc2 = guarded_copy(kc, cd), vc2 = guarded_copy(vc, cd);
-    ops::rope_kv_write(gpu(), q2, k2, kc2, vc2, v2, gpos, gslots, ops::kRopeThetaQwen2);
-
+  // The op's outputs (q2, k2, the caches, v2) against the reference's, bit
+  // for bit, v unchanged; then the guards.
+  void expect_same_bits(Tensor q2, Tensor k2, Tensor kc2, Tensor vc2, Tensor v2, Tensor q1, Tensor k1, Tensor kc1,
+                        Tensor vc1, const std::vector<float>& v) {
     EXPECT_TRUE(bits(q2) == bits(q1)) << "q";
     EXPECT_TRUE(bits(k2) == bits(k1)) << "k";
     EXPECT_TRUE(bits(kc2) == bits(kc1)) << "k_cache";
@@ -77,6 +76,30 @@ TEST_F(RopeKvWriteGpu, EqualsTheThreeOps) {
     EXPECT_EQ(download(v2), v) << "v changed";
     check_guards();
     guards_.clear();
+  }
+};
+
+TEST_F(RopeKvWriteGpu, EqualsTheThreeOps) {
+  for (const shapes::RopeKvRun& r : shapes::rope_kv_write_runs()) {
+    SCOPED_TRACE(testing::Message() << "T " << r.T << " Hq " << r.heads.Hq << " Hkv " << r.heads.Hkv << " D "
+                                    << r.heads.D << " q shift " << r.q_shift);
+    const size_t mark = arena_->mark();
+    const Inputs in = inputs(r);
+    const std::initializer_list<int64_t> qd{in.T, in.Hq, in.D}, kd{in.T, in.Hkv, in.D}, cd{in.NB, in.BS, in.Hkv, in.D};
+
+    // The three ops.
+    Tensor q1 = upload(in.q, qd, DType::bf16), k1 = upload(in.k, kd, DType::bf16), v1 = upload(in.v, kd, DType::bf16);
+    Tensor kc1 = upload(in.kc, cd, DType::bf16), vc1 = upload(in.vc, cd, DType::bf16);
+    ops::rope_forward(gpu(), q1, q1, in.pos, ops::kRopeThetaQwen2);
+    ops::rope_forward(gpu(), k1, k1, in.pos, ops::kRopeThetaQwen2);
+    ops::kv_cache_write(gpu(), kc1, vc1, k1, v1, in.slots);
+
+    // The fused op.
+    Tensor q2 = guarded_copy(in.q, qd, r.q_shift), k2 = guarded_copy(in.k, kd), v2 = guarded_copy(in.v, kd);
+    Tensor kc2 = guarded_copy(in.kc, cd), vc2 = guarded_copy(in.vc, cd);
+    ops::rope_kv_write(gpu(), q2, k2, kc2, vc2, v2, in.pos, in.slots, ops::kRopeThetaQwen2);
+
+    expect_same_bits(q2, k2, kc2, vc2, v2, q1, k1, kc1, vc1, in.v);
     arena_->reset(mark);
   }
 }
@@ -87,53 +110,35 @@ TEST_F(RopeKvWriteGpu, EqualsTheThreeOps) {
 TEST_F(RopeKvWriteGpu, HeadNormEqualsRmsnormThenRopeKvWrite) {
   int fused_runs = 0;
   for (const shapes::RopeKvRun& r : shapes::rope_kv_write_head_norm_runs()) {
-    const int64_t T = r.T, Hq = r.heads.Hq, Hkv = r.heads.Hkv, D = r.heads.D, BS = 16;
-    const int64_t NB = (2 * T + 40) / BS + 1;
-    SCOPED_TRACE(testing::Message() << "T " << T << " Hq " << Hq << " Hkv " << Hkv << " D " << D << " q shift "
-                                    << r.q_shift);
+    SCOPED_TRACE(testing::Message() << "T " << r.T << " Hq " << r.heads.Hq << " Hkv " << r.heads.Hkv << " D "
+                                    << r.heads.D << " q shift " << r.q_shift);
     const size_t mark = arena_->mark();
-    std::mt19937 gen(r.seed);
-    std::vector<int32_t> pos(static_cast<size_t>(T)), all(static_cast<size_t>(NB * BS)), slots(pos.size());
-    for (auto& p : pos) p = int32_t(gen() % 32768);
-    if (T > 1) pos[0] = 0, pos[1] = 32767;
-    std::iota(all.begin(), all.end(), 0);
-    std::shuffle(all.begin(), all.end(), gen);
-    for (int64_t i = 0; i < T; ++i) slots[size_t(i)] = i % 7 == 2 ? -1 : all[size_t(i)];
-    const auto q = random_bf16_exact(size_t(T * Hq * D), r.seed + 1, -2, 2);
-    const auto k = random_bf16_exact(size_t(T * Hkv * D), r.seed + 2, -2, 2);
-    const auto v = random_bf16_exact(k.size(), r.seed + 3, -2, 2);
-    const auto kc = random_bf16_exact(size_t(NB * BS * Hkv * D), r.seed + 4), vc = random_bf16_exact(kc.size(), r.seed + 5);
+    const Inputs in = inputs(r);
+    const int64_t T = in.T, Hq = in.Hq, Hkv = in.Hkv, D = in.D;
+    const std::initializer_list<int64_t> qd{T, Hq, D}, kd{T, Hkv, D}, cd{in.NB, in.BS, Hkv, D};
     const auto wq = random_bf16_exact(size_t(D), r.seed + 6, 0.5f, 1.5f), wk = random_bf16_exact(size_t(D), r.seed + 7);
     const float eps = 1e-6f;
-    const std::initializer_list<int64_t> qd{T, Hq, D}, kd{T, Hkv, D}, cd{NB, BS, Hkv, D};
-    Tensor gpos = upload_raw(pos, {T}), gslots = upload_raw(slots, {T});
     const ops::HeadNorm hn{upload(wq, {D}, DType::bf16), upload(wk, {D}, DType::bf16), eps};
 
     // rmsnorm_forward on the head rows, then the op without the norm.
-    Tensor q0 = guarded_copy(q, qd, r.q_shift), k0 = guarded_copy(k, kd);
-    Tensor q1 = guarded_copy(q, qd, r.q_shift), k1 = guarded_copy(k, kd), v1 = guarded_copy(v, kd);
-    Tensor kc1 = guarded_copy(kc, cd), vc1 = guarded_copy(vc, cd);
+    Tensor q0 = guarded_copy(in.q, qd, r.q_shift), k0 = guarded_copy(in.k, kd);
+    Tensor q1 = guarded_copy(in.q, qd, r.q_shift), k1 = guarded_copy(in.k, kd), v1 = guarded_copy(in.v, kd);
+    Tensor kc1 = guarded_copy(in.kc, cd), vc1 = guarded_copy(in.vc, cd);
     ops::rmsnorm_forward(gpu(), q1.reshape({T * Hq, D}), device_empty(DType::f32, {T * Hq}), q0.reshape({T * Hq, D}),
                          hn.q_weight, eps);
     ops::rmsnorm_forward(gpu(), k1.reshape({T * Hkv, D}), device_empty(DType::f32, {T * Hkv}),
                          k0.reshape({T * Hkv, D}), hn.k_weight, eps);
-    ops::rope_kv_write(gpu(), q1, k1, kc1, vc1, v1, gpos, gslots, ops::kRopeThetaQwen2);
+    ops::rope_kv_write(gpu(), q1, k1, kc1, vc1, v1, in.pos, in.slots, ops::kRopeThetaQwen2);
 
     // The op with the norm.
-    Tensor q2 = guarded_copy(q, qd, r.q_shift), k2 = guarded_copy(k, kd), v2 = guarded_copy(v, kd);
-    Tensor kc2 = guarded_copy(kc, cd), vc2 = guarded_copy(vc, cd);
+    Tensor q2 = guarded_copy(in.q, qd, r.q_shift), k2 = guarded_copy(in.k, kd), v2 = guarded_copy(in.v, kd);
+    Tensor kc2 = guarded_copy(in.kc, cd), vc2 = guarded_copy(in.vc, cd);
     const bool fused = ops::cuda::detail::rope_kv_write_head_norm_fused(q2, k2, kc2, vc2, v2, hn);
     EXPECT_EQ(fused, shapes::head_norm_fused(r));
     fused_runs += fused;
-    ops::rope_kv_write(gpu(), q2, k2, kc2, vc2, v2, gpos, gslots, ops::kRopeThetaQwen2, hn);
+    ops::rope_kv_write(gpu(), q2, k2, kc2, vc2, v2, in.pos, in.slots, ops::kRopeThetaQwen2, hn);
 
-    EXPECT_TRUE(bits(q2) == bits(q1)) << "q";
-    EXPECT_TRUE(bits(k2) == bits(k1)) << "k";
-    EXPECT_TRUE(bits(kc2) == bits(kc1)) << "k_cache";
-    EXPECT_TRUE(bits(vc2) == bits(vc1)) << "v_cache";
-    EXPECT_EQ(download(v2), v) << "v changed";
-    check_guards();
-    guards_.clear();
+    expect_same_bits(q2, k2, kc2, vc2, v2, q1, k1, kc1, vc1, in.v);
     arena_->reset(mark);
     if (HasFailure()) return;
   }

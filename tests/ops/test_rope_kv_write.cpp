@@ -20,8 +20,21 @@ struct Case {
   int64_t T, Hq, Hkv, D, num_blocks, block_size;
 };
 
-void run_case(const Case& c, uint32_t seed) {
-  SCOPED_TRACE(testing::Message() << "T " << c.T << " Hq " << c.Hq << " Hkv " << c.Hkv << " D " << c.D);
+// rmsnorm_forward of x's (rows, D) head rows, out of place (the op's
+// contract), copied back.
+void norm_rows(const ops::Ctx& ctx, std::vector<float>& x, std::vector<float>& w, int64_t D, float eps) {
+  const int64_t rows = int64_t(x.size()) / D;
+  std::vector<float> out(x.size()), rstd(static_cast<size_t>(rows));
+  ops::rmsnorm_forward(ctx, tensor_f32(out.data(), {rows, D}), tensor_f32(rstd.data(), {rows}),
+                       tensor_f32(x.data(), {rows, D}), tensor_f32(w.data(), {D}), eps);
+  x = out;
+}
+
+// The op against its definition; with head_norm, Qwen3's norm of q's and
+// k's head rows first.
+void run_case(const Case& c, uint32_t seed, bool head_norm = false) {
+  SCOPED_TRACE(testing::Message() << (head_norm ? "head norm, " : "") << "T " << c.T << " Hq " << c.Hq << " Hkv "
+                                  << c.Hkv << " D " << c.D);
   const int64_t T = c.T, slots_total = c.num_blocks * c.block_size;
   auto [pos, slots] = test::random_positions_and_slots(T, slots_total, seed);
   const int64_t cache_n = slots_total * c.Hkv * c.D;
@@ -29,6 +42,8 @@ void run_case(const Case& c, uint32_t seed) {
   auto k = test::random_vector(size_t(T * c.Hkv * c.D), seed + 2, -2, 2);
   auto v = test::random_vector(k.size(), seed + 3, -2, 2);
   auto kc = test::random_vector(size_t(cache_n), seed + 4), vc = test::random_vector(size_t(cache_n), seed + 5);
+  auto wq = test::random_vector(size_t(c.D), seed + 6, 0.5f, 1.5f), wk = test::random_vector(size_t(c.D), seed + 7);
+  const float eps = 1e-6f;
   auto q2 = q, k2 = k, kc2 = kc, vc2 = vc;
   const auto v_before = v;
 
@@ -37,10 +52,16 @@ void run_case(const Case& c, uint32_t seed) {
   auto kt = [&](std::vector<float>& x) { return tensor_f32(x.data(), {T, c.Hkv, c.D}); };
   auto ct = [&](std::vector<float>& x) { return tensor_f32(x.data(), {c.num_blocks, c.block_size, c.Hkv, c.D}); };
   Tensor tp = tensor_i32(pos.data(), {T}), ts = tensor_i32(slots.data(), {T});
+  if (head_norm) {
+    norm_rows(ctx, q, wq, c.D, eps);
+    norm_rows(ctx, k, wk, c.D, eps);
+  }
   ops::rope_forward(ctx, qt(q), qt(q), tp, ops::kRopeThetaQwen2);
   ops::rope_forward(ctx, kt(k), kt(k), tp, ops::kRopeThetaQwen2);
   ops::kv_cache_write(ctx, ct(kc), ct(vc), kt(k), kt(v), ts);
-  ops::rope_kv_write(ctx, qt(q2), kt(k2), ct(kc2), ct(vc2), kt(v), tp, ts, ops::kRopeThetaQwen2);
+  const ops::HeadNorm hn =
+      head_norm ? ops::HeadNorm{tensor_f32(wq.data(), {c.D}), tensor_f32(wk.data(), {c.D}), eps} : ops::HeadNorm{};
+  ops::rope_kv_write(ctx, qt(q2), kt(k2), ct(kc2), ct(vc2), kt(v), tp, ts, ops::kRopeThetaQwen2, hn);
   EXPECT_EQ(q2, q);
   EXPECT_EQ(k2, k);
   EXPECT_EQ(kc2, kc);
@@ -56,52 +77,11 @@ TEST(RopeKvWrite, EqualsRopeTwiceThenKvCacheWrite) {
   run_case({0, 14, 2, 64, 2, 16}, 5);    // empty batch
 }
 
-// rmsnorm_forward of x's (rows, D) head rows, out of place (the op's
-// contract), copied back.
-void norm_rows(const ops::Ctx& ctx, std::vector<float>& x, std::vector<float>& w, int64_t D, float eps) {
-  const int64_t rows = int64_t(x.size()) / D;
-  std::vector<float> out(x.size()), rstd(static_cast<size_t>(rows));
-  ops::rmsnorm_forward(ctx, tensor_f32(out.data(), {rows, D}), tensor_f32(rstd.data(), {rows}),
-                       tensor_f32(x.data(), {rows, D}), tensor_f32(w.data(), {D}), eps);
-  x = out;
-}
-
-void run_head_norm_case(const Case& c, uint32_t seed) {
-  SCOPED_TRACE(testing::Message() << "head norm, T " << c.T << " Hq " << c.Hq << " Hkv " << c.Hkv << " D " << c.D);
-  const int64_t T = c.T, slots_total = c.num_blocks * c.block_size;
-  auto [pos, slots] = test::random_positions_and_slots(T, slots_total, seed);
-  const int64_t cache_n = slots_total * c.Hkv * c.D;
-  auto q = test::random_vector(size_t(T * c.Hq * c.D), seed + 1, -2, 2);
-  auto k = test::random_vector(size_t(T * c.Hkv * c.D), seed + 2, -2, 2);
-  auto v = test::random_vector(k.size(), seed + 3, -2, 2);
-  auto kc = test::random_vector(size_t(cache_n), seed + 4), vc = test::random_vector(size_t(cache_n), seed + 5);
-  auto wq = test::random_vector(size_t(c.D), seed + 6, 0.5f, 1.5f), wk = test::random_vector(size_t(c.D), seed + 7);
-  const float eps = 1e-6f;
-  auto q2 = q, k2 = k, kc2 = kc, vc2 = vc;
-
-  const ops::Ctx ctx = test::cpu_ctx();
-  auto qt = [&](std::vector<float>& x) { return tensor_f32(x.data(), {T, c.Hq, c.D}); };
-  auto kt = [&](std::vector<float>& x) { return tensor_f32(x.data(), {T, c.Hkv, c.D}); };
-  auto ct = [&](std::vector<float>& x) { return tensor_f32(x.data(), {c.num_blocks, c.block_size, c.Hkv, c.D}); };
-  Tensor tp = tensor_i32(pos.data(), {T}), ts = tensor_i32(slots.data(), {T});
-  norm_rows(ctx, q, wq, c.D, eps);
-  norm_rows(ctx, k, wk, c.D, eps);
-  ops::rope_forward(ctx, qt(q), qt(q), tp, ops::kRopeThetaQwen2);
-  ops::rope_forward(ctx, kt(k), kt(k), tp, ops::kRopeThetaQwen2);
-  ops::kv_cache_write(ctx, ct(kc), ct(vc), kt(k), kt(v), ts);
-  const ops::HeadNorm hn{tensor_f32(wq.data(), {c.D}), tensor_f32(wk.data(), {c.D}), eps};
-  ops::rope_kv_write(ctx, qt(q2), kt(k2), ct(kc2), ct(vc2), kt(v), tp, ts, ops::kRopeThetaQwen2, hn);
-  EXPECT_EQ(q2, q);
-  EXPECT_EQ(k2, k);
-  EXPECT_EQ(kc2, kc);
-  EXPECT_EQ(vc2, vc);
-}
-
 TEST(RopeKvWrite, HeadNormEqualsRmsnormThenTheThreeOps) {
-  run_head_norm_case({5, 16, 8, 128, 4, 16}, 11);  // Qwen3-0.6B / 1.7B heads
-  run_head_norm_case({7, 2, 1, 64, 2, 8}, 12);
-  run_head_norm_case({11, 3, 1, 6, 3, 5}, 13);     // odd half, odd block size
-  run_head_norm_case({0, 16, 8, 128, 2, 16}, 14);  // empty batch
+  run_case({5, 16, 8, 128, 4, 16}, 11, true);  // Qwen3-0.6B / 1.7B heads
+  run_case({7, 2, 1, 64, 2, 8}, 12, true);
+  run_case({11, 3, 1, 6, 3, 5}, 13, true);     // odd half, odd block size
+  run_case({0, 16, 8, 128, 2, 16}, 14, true);  // empty batch
 }
 
 TEST(RopeKvWriteDeathTest, RefusesMalformedHeadNorm) {
