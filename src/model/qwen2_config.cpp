@@ -32,6 +32,14 @@ double get_double(const json& j, const char* key, const std::string& origin, dou
   return v;
 }
 
+// A boolean key: absent or null gives `fallback`; anything but true or
+// false is refused.
+bool get_bool(const json& j, const char* key, const std::string& origin, bool fallback) {
+  if (!j.contains(key) || j[key].is_null()) return fallback;
+  if (!j[key].is_boolean()) throw UserError(cat(origin, ": '", key, "' must be true or false, got ", j[key].dump()));
+  return j[key].get<bool>();
+}
+
 }  // namespace
 
 const char* model_type_name(ModelType t) {
@@ -73,13 +81,13 @@ Qwen2Config parse_qwen2_config(const std::string& text, const std::string& origi
   if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())
     throw UserError(cat(origin, ": rope_scaling ", j["rope_scaling"].dump(), " is not supported"));
   // Keys of other variants that change the computation: refused, never ignored.
-  for (const char* key : {"use_qk_norm", "elementwise_attn_output_gate", "headwise_attn_output_gate"})
-    if (j.contains(key) && j[key].is_boolean() && j[key].get<bool>() != (std::string(key) == "use_qk_norm" && qwen3))
-      throw UserError(cat(origin, ": ", key, " = ", j[key].dump(), " is not a ", model_type, " layout"));
-  if (j.contains("attention_bias") && !j["attention_bias"].is_null() && !j["attention_bias"].is_boolean())
-    throw UserError(cat(origin, ": attention_bias must be true or false, got ", j["attention_bias"].dump()));
-  if (qwen3) c.attention_bias = j.value("attention_bias", false);
-  else if (j.contains("attention_bias") && j["attention_bias"].is_boolean() && !j["attention_bias"].get<bool>())
+  if (get_bool(j, "use_qk_norm", origin, qwen3) != qwen3)
+    throw UserError(cat(origin, ": use_qk_norm = ", j["use_qk_norm"].dump(), " is not a ", model_type, " layout"));
+  for (const char* gate : {"elementwise_attn_output_gate", "headwise_attn_output_gate"})
+    if (get_bool(j, gate, origin, false)) throw UserError(cat(origin, ": ", gate, " = true is not a ", model_type, " layout"));
+  // Qwen3's default is HF's (none); Qwen2 always has q/k/v biases.
+  c.attention_bias = get_bool(j, "attention_bias", origin, !qwen3);
+  if (!qwen3 && !c.attention_bias)
     throw UserError(cat(origin, ": attention_bias = false is not a qwen2 layout (Qwen2 has q/k/v biases)"));
 
   c.vocab_size = get_int(j, "vocab_size", origin, 151936, false);

@@ -125,8 +125,8 @@ Qwen2Model::Qwen2Model(ParamStore& params, const parallel::Comm& tp, ModelOption
     }
   }
   DAPO_CHECK(weights_.empty() || weights_[0].wq.shape[0] == d.hq * d.D, "q_proj slice does not match");
-  DAPO_CHECK(weights_.empty() || weights_[0].q_norm.defined() == d.qk_norm, "q_norm present: ",
-             weights_.empty() ? false : weights_[0].q_norm.defined(), ", the config says ", d.qk_norm);
+  DAPO_CHECK(weights_.empty() || weights_[0].q_norm.defined() == d.qk_norm, "the parameters ",
+             d.qk_norm ? "lack" : "have", " q_norm for a ", model_type_name(c.model_type), " model");
 }
 
 const parallel::Comm* Qwen2Model::kv_group() const { return kv_group_.valid() ? &kv_group_ : nullptr; }

@@ -137,6 +137,10 @@ TEST(Qwen2Config, RefusesQwen3VariantsItCannotRun) {
             std::string::npos);
   EXPECT_NE(error_of(with("\"attention_bias\": false", "\"attention_bias\": 1")).find("attention_bias"),
             std::string::npos);
+  EXPECT_NE(error_of(with("\"use_cache\": true", "\"use_qk_norm\": \"yes\"")).find("'use_qk_norm' must be true or false"),
+            std::string::npos);
+  // null is HF's "not set": Qwen3's default, no biases.
+  EXPECT_FALSE(parse_qwen2_config(with("\"attention_bias\": false", "\"attention_bias\": null"), "cfg.json").attention_bias);
   EXPECT_NE(error_of(with("\"model_type\": \"qwen3\"", "\"model_type\": \"qwen3_moe\"")).find("qwen3_moe"),
             std::string::npos);
 }
