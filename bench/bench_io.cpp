@@ -1,5 +1,7 @@
-// Throughput of the io module on one rank and one core, on a synthetic Qwen2
-// of about P million parameters (bf16 HF weights -> fp32 checkpoint):
+// Throughput of the io module on a synthetic Qwen2 of about P million
+// parameters (bf16 HF weights -> fp32 checkpoint). One rank measures the
+// model-checkpoint paths; every rank of `mpirun -np N` (tp 1 x dp N, the
+// ranks of one node) takes part in the training-checkpoint part:
 //   st_read_gb_s     safetensors bf16 -> fp32 conversion from the mapping (page cache)
 //   import_mb_s      `import-hf` end to end: read + convert + parallel-HDF5 write + fsync
 //   load_mb_s        load_model_checkpoint at tp = 1 (all tensors, fp32)
@@ -8,12 +10,26 @@
 //   save_mb_s, save_fletcher32_mb_s, load_fletcher32_mb_s
 //                    save_model_checkpoint from host buffers without / with a
 //                    Fletcher-32 checksum per chunk, and loading the latter
-// Baseline: the same fp32 bytes written with write()+fsync and read back
+// Training checkpoints (weights + both AdamW moments, 12 bytes a parameter),
+// all ranks together, the same state each way:
+//   train_shared_file_mb_s   format 2: one parallel-HDF5 file, ZeRO-1 shards
+//                            gathered to dp rank 0 (the layout before format 3)
+//   train_sharded_mb_s       format 3 (CheckpointSaver, not in the background):
+//                            a file per rank + index, at sync_save_s
+//   async_save_stall_s       the same save in the background: what the step
+//                            waits for (the snapshot to host memory)
+//   async_save_total_s       from that start to the commit
+//   train_load_mb_s          resume of the sharded checkpoint (digests verified)
+//   raw_rank_write_mb_s      every rank write()s + fsyncs its share of the
+//                            same bytes to a file of its own: the disk's aggregate
+// Baseline for one rank: the same fp32 bytes written with write()+fsync and read back
 // with read() (raw_write_mb_s, raw_read_mb_s). Target: import and load at
-// least half the raw speed (the HDF5 layer costs little next to the bytes).
+// least half the raw speed (the HDF5 layer costs little next to the bytes);
+// the training save at 0.8 of raw_rank_write_mb_s, the stall at most 0.1 of
+// sync_save_s (issue #37).
 // MB = 10^6 bytes of fp32 checkpoint data. Needs dapo_io linked in.
 //
-//   bench_io [million_parameters]   (default 60)
+//   [mpirun -np N] bench_io [million_parameters]   (default 60)
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -24,13 +40,20 @@
 #include <vector>
 
 #include "dapo/core/bf16.h"
+#include "dapo/core/config.h"
+#include "dapo/data/prompt_order.h"
 #include "dapo/core/clock.h"
 #include "dapo/core/error.h"
 #include "dapo/io/checkpoint.h"
 #include "dapo/io/hf_convert.h"
 #include "dapo/io/safetensors.h"
+#include "dapo/io/sharded_checkpoint.h"
 #include "dapo/model/param_spec.h"
+#include "dapo/model/param_store.h"
+#include "dapo/optim/adamw.h"
+#include "dapo/parallel/grid.h"
 #include "dapo/parallel/runtime.h"
+#include "dapo/trainer/checkpoint_saver.h"
 
 namespace {
 
@@ -53,6 +76,118 @@ dapo::model::Qwen2Config make_config(double million) {
   return c;
 }
 
+// The training-checkpoint part (all ranks, tp 1 x dp N): JSON fields.
+std::string training_part(const dapo::model::Qwen2Config& config, const fs::path& dir) {
+  using namespace dapo;
+  const parallel::Grid grid = parallel::make_grid(1);
+  const parallel::Comm& world = grid.world;
+  model::ParamStore params(config, 0, 1);
+  params.init_random({});
+  Config cfg;
+  cfg.checkpoint.dir = (dir / "ck").string();
+  cfg.checkpoint.keep_last = 0;
+  optim::AdamW opt(params, optim::adamw_options(cfg.optim), optim::shard_options(cfg.optim, grid.dp));
+  const data::PromptOrder order(100, 1);
+  int64_t elements = 0;
+  for (const auto& s : model::qwen2_param_specs(config)) {
+    int64_t n = 1;
+    for (const int64_t d : s.shape) n *= d;
+    elements += n;
+  }
+  const double mb = 3.0 * double(elements) * 4 / 1e6;  // weights and both moments
+  auto timed = [&](auto&& f) {
+    world.barrier();
+    const auto t0 = Clock::now();
+    f();
+    world.barrier();
+    return world.all_reduce_f64(seconds_since(t0), parallel::ReduceOp::max);
+  };
+
+  // Format 2: one shared file, the ZeRO-1 shards gathered to dp rank 0 (as before format 3).
+  std::vector<float> m, v;
+  model::ParamHostAccess host(params);
+  const io::SliceGather gather = [&](const model::ParamSpec& spec, const model::SliceSpec& slice) {
+    int64_t n = 1;
+    for (const int64_t d : slice.local_shape) n *= d;
+    const bool writer = grid.dp_rank == 0;
+    m.resize(writer ? size_t(n) : 0);
+    v.resize(writer ? size_t(n) : 0);
+    opt.gather_local(spec.name, writer ? m.data() : nullptr, writer ? v.data() : nullptr, n, 0);
+  };
+  io::CheckpointInfo info;
+  info.model = config;
+  info.training = true;
+  info.world_size = world.size();
+  info.dp = world.size();
+  const double shared_s = timed([&] {
+    io::save_training_checkpoint(
+        (dir / "shared.h5").string(), world, io::ShardPlace::of(grid), info, 1,
+        [&](const model::ParamSpec& spec, const model::SliceSpec&) -> const float* { return host.read_source(spec.name); },
+        [&](const model::ParamSpec&, const model::SliceSpec&) -> const float* { return m.data(); },
+        [&](const model::ParamSpec&, const model::SliceSpec&) -> const float* { return v.data(); }, gather);
+  });
+  // Format 3, at once and in the background.
+  trainer::CheckpointSaver at_once(cfg, grid, params, opt, false);
+  const double sync_s = timed([&] { at_once.start(1, order); });
+  trainer::CheckpointSaver background(cfg, grid, params, opt, true);
+  double stall_s = 0;
+  const double total_s = timed([&] {
+    background.start(2, order);
+    stall_s = world.all_reduce_f64(background.last_stall_s(), parallel::ReduceOp::max);
+    background.finish();
+  });
+  // Each rank's share of the same bytes, written plainly to a file of its own.
+  const size_t share = at_once.host_bytes();
+  std::vector<char> bytes(std::min<size_t>(share, size_t(64) << 20), 1);
+  const std::string raw = (dir / ("raw_" + std::to_string(world.rank()) + ".bin")).string();
+  const double raw_s = timed([&] {
+    const int fd = ::open(raw.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    for (size_t left = share; left > 0;) {
+      const ssize_t w = ::write(fd, bytes.data(), std::min(left, bytes.size()));
+      if (w <= 0) break;
+      left -= size_t(w);
+    }
+    ::fsync(fd);
+    ::close(fd);
+  });
+  fs::remove(raw);
+  // Resume of the sharded checkpoint: every rank reads the whole tensors (tp 1).
+  std::vector<float> sink;
+  const io::SliceSink to_sink = [&](const model::ParamSpec&, const model::SliceSpec& slice) {
+    int64_t n = 1;
+    for (const int64_t d : slice.local_shape) n *= d;
+    sink.resize(size_t(n));
+    return sink.data();
+  };
+  const double load_s = timed([&] {
+    io::load_training_checkpoint((dir / "ck" / "step_00000001").string(), world, 0, 1, to_sink, to_sink, to_sink);
+  });
+  char out[1024];
+  std::snprintf(out, sizeof out,
+                "\"ranks\": %d, \"train_checkpoint_mb\": %.0f, \"train_shared_file_mb_s\": %.0f, "
+                "\"train_sharded_mb_s\": %.0f, \"raw_rank_write_mb_s\": %.0f, \"sync_save_s\": %.3f, "
+                "\"async_save_stall_s\": %.4f, \"async_save_total_s\": %.3f, \"train_load_mb_s\": %.0f, "
+                "\"snapshot_host_bytes_per_rank\": %zu",
+                world.size(), mb, mb / shared_s, mb / sync_s, mb / raw_s, sync_s, stall_s, total_s,
+                mb * world.size() / load_s, share);
+  return out;
+}
+
+// Rank 0's temporary folder, known to every rank.
+std::string shared_tmp_dir(const dapo::parallel::Comm& world) {
+  std::string name;
+  if (world.rank() == 0) {
+    char tmpl[] = "/tmp/dapo_bench_io_XXXXXX";
+    if (mkdtemp(tmpl)) name = tmpl;
+  }
+  std::vector<std::vector<std::byte>> to_each(size_t(world.size()));
+  if (world.rank() == 0)
+    for (auto& b : to_each) b.assign(reinterpret_cast<const std::byte*>(name.data()),
+                                     reinterpret_cast<const std::byte*>(name.data()) + name.size());
+  const std::vector<std::byte> got = world.all_to_all_v(to_each);
+  return std::string(reinterpret_cast<const char*>(got.data()), got.size());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -60,11 +195,17 @@ int main(int argc, char** argv) {
   const double million = argc > 1 ? std::atof(argv[1]) : 60.0;
   const auto config = make_config(million);
   const auto specs = dapo::model::qwen2_param_specs(config);
-  char tmpl[] = "/tmp/dapo_bench_io_XXXXXX";
-  if (!mkdtemp(tmpl)) return 1;
-  const fs::path dir = tmpl;
+  const dapo::parallel::Comm world = dapo::parallel::Comm::world();
+  const fs::path dir = shared_tmp_dir(world);
+  if (dir.empty()) return 1;
   try {
-    const dapo::parallel::Comm world = dapo::parallel::Comm::world();
+    if (world.size() > 1) {  // the ranks of a node: the training-checkpoint part only
+      const std::string train = training_part(config, dir);
+      if (world.rank() == 0) std::printf("{\"bench\": \"io\", %s}\n", train.c_str());
+      world.barrier();
+      if (world.rank() == 0) fs::remove_all(dir);
+      return 0;
+    }
     // HF directory: bf16 weights with varied values.
     int64_t params = 0;
     std::vector<std::vector<dapo::bf16>> data;
@@ -173,11 +314,12 @@ int main(int argc, char** argv) {
     }
     const double raw_read_s = seconds_since(t0);
 
+    const std::string train = training_part(config, dir);
     std::printf(
-        "{\"bench\": \"io\", \"parameters\": %lld, \"layers\": %lld, \"st_read_gb_s\": %.2f, \"import_mb_s\": %.0f, "
+        "{\"bench\": \"io\", %s, \"parameters\": %lld, \"layers\": %lld, \"st_read_gb_s\": %.2f, \"import_mb_s\": %.0f, "
         "\"load_mb_s\": %.0f, \"load_tp2_mb_s\": %.0f, \"export_mb_s\": %.0f, \"raw_write_mb_s\": %.0f, "
-        "\"raw_read_mb_s\": %.0f, \"save_mb_s\": %.0f, \"save_fletcher32_mb_s\": %.0f, \"load_fletcher32_mb_s\": %.0f, \"target\": \"import_mb_s >= 0.5 * raw_write_mb_s and load_mb_s >= 0.5 * raw_read_mb_s\"}\n",
-        (long long)params, (long long)config.num_hidden_layers, mb / 1e3 / st_s, mb / import_s, mb / load_s,
+        "\"raw_read_mb_s\": %.0f, \"save_mb_s\": %.0f, \"save_fletcher32_mb_s\": %.0f, \"load_fletcher32_mb_s\": %.0f, \"target\": \"import_mb_s >= 0.5 * raw_write_mb_s and load_mb_s >= 0.5 * raw_read_mb_s; train_sharded_mb_s >= 0.8 * raw_rank_write_mb_s and async_save_stall_s <= 0.1 * sync_save_s\"}\n",
+        train.c_str(), (long long)params, (long long)config.num_hidden_layers, mb / 1e3 / st_s, mb / import_s, mb / load_s,
         mb / 2 / load_tp2_s, mb / export_s, mb / raw_write_s, mb / raw_read_s, mb / save_s, mb / save_sum_s,
         mb / load_sum_s);
   } catch (const dapo::UserError& e) {

@@ -219,6 +219,7 @@ class Schema {
     add("checkpoint", "save_every", &C::checkpoint, &CheckpointConfig::save_every, "steps; 0: at the end only");
     add("checkpoint", "keep_last", &C::checkpoint, &CheckpointConfig::keep_last, "checkpoints kept; 0: all");
     add("checkpoint", "resume", &C::checkpoint, &CheckpointConfig::resume, "auto | never | PATH (dapo sft: auto | never; a finished sft_final.h5 is kept)");
+    add("checkpoint", "async", &C::checkpoint, &CheckpointConfig::async, "dapo train: save in the background (the step waits only for a copy to host memory)");
     add("dump", "dir", &C::dump, &DumpConfig::dir, "rollout dump directory (not checkpoint.dir: the same file names)");
     add("dump", "every", &C::dump, &DumpConfig::every, "steps between rollout dumps; 0: off");
     add("log", "dir", &C::log, &LogConfig::dir, "metrics.jsonl and config.ini go here");

@@ -12,6 +12,7 @@
 #include "dapo/core/error.h"
 #include "dapo/core/log.h"
 #include "dapo/io/file_sync.h"
+#include "dapo/io/sharded_checkpoint.h"
 #include "dapo/io/tensor_digest.h"
 
 namespace dapo::io {
@@ -267,16 +268,16 @@ std::string shape_string(const std::vector<int64_t>& s) {
 }  // namespace
 
 CheckpointReader::CheckpointReader(std::string path, const parallel::Comm& comm) : path_(std::move(path)) {
+  if (is_sharded_checkpoint(path_)) {
+    open_sharded(comm);
+    return;
+  }
   file_ = H5File::open(path_, comm);
-  info_.format_version = check_format(file_, path_, kCheckpointFormat, "dapo checkpoint", kCheckpointFormatVersion);
-  info_.step = file_.attr_int("/", "step");
-  // Bad input, not a bug: resume = auto then falls back to the previous checkpoint.
-  if (info_.step < 0) throw UserError(cat(path_, ": step = ", info_.step, " is negative (a damaged checkpoint)"));
-  info_.config_ini = file_.attr_string("/", "config");
-  info_.model = model::parse_qwen2_config(file_.attr_string("/", "model_config"), cat(path_, ": model_config"));
-  info_.world_size = file_.attr_int("/", "world_size");
-  info_.tp = file_.attr_int("/", "tp");
-  info_.dp = file_.attr_int("/", "dp");
+  info_.format_version = check_format(file_, path_, kCheckpointFormat, "dapo checkpoint", kShardedFormatVersion);
+  if (info_.format_version >= kShardedFormatVersion)
+    throw UserError(cat(path_, ": the index of a sharded checkpoint (format ", info_.format_version,
+                        "): give the folder that holds it and its rank files"));
+  read_root_attributes(path_);
   if (!file_.exists("/model")) throw UserError(cat(path_, ": no /model group (not a complete checkpoint)"));
   check_layer_count(info_.model, file_.list_datasets("/model"), cat(path_, ": model_config"));
   specs_ = model::qwen2_param_specs(info_.model);
@@ -298,40 +299,89 @@ CheckpointReader::CheckpointReader(std::string path, const parallel::Comm& comm)
     }
   }
   if (info_.training) {
-    TrainingState& st = info_.state;
-    st.optimizer_steps = file_.attr_int("/", "optimizer_steps");
-    for (const char* ds : {kRngDataset, kDataDataset})
-      if (!file_.is_dataset(ds)) throw UserError(cat(path_, ": missing ", ds, " (an incomplete training checkpoint)"));
-    if (file_.dataset_shape(kDataDataset) != std::vector<int64_t>{4})
-      throw UserError(cat(path_, ": ", kDataDataset, " must hold 4 integers"));
-    int64_t pos[4];
-    file_.read(kDataDataset, Hyperslab::whole({4}), pos);
-    st.data_seed = uint64_t(pos[0]);
-    st.data_size = pos[1];
-    st.data_epoch = pos[2];
-    st.data_position = pos[3];
-    const std::vector<int64_t> rng_shape = file_.dataset_shape(kRngDataset);
-    if (rng_shape.size() != 1 || rng_shape[0] < 1) throw UserError(cat(path_, ": ", kRngDataset, " is empty"));
-    int64_t key = 0;
-    file_.read(kRngDataset, Hyperslab{{0}, {1}}, &key);
-    st.rng_seed = uint64_t(key);
-    if (st.optimizer_steps < 0 || st.data_size < 0 || st.data_epoch < 0 || st.data_position < 0)
-      throw UserError(cat(path_, ": negative optimizer_steps or data position"));
+    info_.state.optimizer_steps = file_.attr_int("/", "optimizer_steps");
+    read_training_state(path_);
   }
   if (comm.rank() == 0)
     for (const auto& name : file_.list_datasets("/model"))
       if (!expected.count(name)) DAPO_WARN(path_, ": ignoring ", model_dataset(name), " (not a parameter of model_config)");
 }
 
+void CheckpointReader::read_root_attributes(const std::string& where) {
+  info_.step = file_.attr_int("/", "step");
+  // Bad input, not a bug: resume = auto then falls back to the previous checkpoint.
+  if (info_.step < 0) throw UserError(cat(where, ": step = ", info_.step, " is negative (a damaged checkpoint)"));
+  info_.config_ini = file_.attr_string("/", "config");
+  info_.model = model::parse_qwen2_config(file_.attr_string("/", "model_config"), cat(where, ": model_config"));
+  info_.world_size = file_.attr_int("/", "world_size");
+  info_.tp = file_.attr_int("/", "tp");
+  info_.dp = file_.attr_int("/", "dp");
+}
+
+void CheckpointReader::read_training_state(const std::string& where) {
+  TrainingState& st = info_.state;
+  for (const char* ds : {kRngDataset, kDataDataset})
+    if (!file_.is_dataset(ds)) throw UserError(cat(where, ": missing ", ds, " (an incomplete training checkpoint)"));
+  if (file_.dataset_shape(kDataDataset) != std::vector<int64_t>{4})
+    throw UserError(cat(where, ": ", kDataDataset, " must hold 4 integers"));
+  int64_t pos[4];
+  file_.read(kDataDataset, Hyperslab::whole({4}), pos);
+  st.data_seed = uint64_t(pos[0]);
+  st.data_size = pos[1];
+  st.data_epoch = pos[2];
+  st.data_position = pos[3];
+  const std::vector<int64_t> rng_shape = file_.dataset_shape(kRngDataset);
+  if (rng_shape.size() != 1 || rng_shape[0] < 1) throw UserError(cat(where, ": ", kRngDataset, " is empty"));
+  int64_t key = 0;
+  file_.read(kRngDataset, Hyperslab{{0}, {1}}, &key);
+  st.rng_seed = uint64_t(key);
+  if (st.optimizer_steps < 0 || st.data_size < 0 || st.data_epoch < 0 || st.data_position < 0)
+    throw UserError(cat(where, ": negative optimizer_steps or data position"));
+}
+
+void CheckpointReader::open_sharded(const parallel::Comm& comm) {
+  const std::string index_path = (fs::path(path_) / kShardedIndexName).string();
+  file_ = H5File::open(index_path, comm);
+  info_.format_version = check_format(file_, index_path, kCheckpointFormat, "dapo checkpoint", kShardedFormatVersion);
+  if (info_.format_version < kShardedFormatVersion || !file_.has_attr("/", "layout") ||
+      file_.attr_string("/", "layout") != "sharded")
+    throw UserError(cat(index_path, ": not the index of a sharded checkpoint (format_version ", info_.format_version,
+                        ", no layout = sharded)"));
+  read_root_attributes(index_path);
+  // The index sizes its tables by these: a damaged value must not allocate for it.
+  if (info_.world_size < 1 || info_.tp < 1 || info_.dp < 1 || info_.world_size > (int64_t(1) << 24) ||
+      info_.tp > info_.world_size)
+    throw UserError(cat(index_path, ": world_size ", info_.world_size, ", tp ", info_.tp, ", dp ", info_.dp,
+                        " (a damaged checkpoint)"));
+  info_.training = true;
+  info_.state.optimizer_steps = file_.attr_int("/", "optimizer_steps");
+  std::vector<std::string> names;
+  const std::string tensors = file_.exists("/index") ? file_.attr_string("/index", "tensors") : std::string();
+  for (size_t at = 0; at < tensors.size();) {
+    const size_t nl = std::min(tensors.find('\n', at), tensors.size());
+    const std::string t = tensors.substr(at, nl - at);
+    if (t.rfind("/model/", 0) == 0) names.push_back(t.substr(7));
+    at = nl + 1;
+  }
+  check_layer_count(info_.model, names, cat(index_path, ": model_config"));
+  specs_ = model::qwen2_param_specs(info_.model);
+  sharded_ = std::make_shared<const ShardedIndex>(path_, file_, info_, specs_);
+  read_training_state(index_path);
+}
+
 void CheckpointReader::read_model(const std::string& name, const Hyperslab& slab, float* out) const {
-  file_.read(model_dataset(name), slab, out);
+  read_tensor(model_dataset(name), slab, out);
 }
 
 void CheckpointReader::read_tensor(const std::string& dataset, const Hyperslab& slab, float* out) const {
-  file_.read(dataset, slab, out);
+  if (sharded_)
+    sharded_->read(dataset, slab, out);
+  else
+    file_.read(dataset, slab, out);
 }
 
 bool CheckpointReader::stored_digest(const std::string& dataset, uint64_t* digest) const {
+  if (sharded_) return sharded_->digest(dataset, digest);
   if (!file_.has_attr(dataset, kDigestAttr)) return false;
   *digest = uint64_t(file_.attr_int(dataset, kDigestAttr));
   return true;

@@ -665,6 +665,56 @@ void H5File::read_f64(const std::string& dataset, const Hyperslab& slab, double*
   read_typed(id_, where(dataset), dataset, slab, H5T_NATIVE_DOUBLE, H5T_FLOAT, "floating-point", out);
 }
 
+int64_t H5File::create_raw_f32(const std::string& path, const std::string& dataset, int64_t n) {
+  DAPO_CHECK(n >= 0, "H5File::create_raw_f32 ", path, ": ", n, " elements");
+  detail::h5_quiet();
+  H5File f;
+  f.path_ = path;
+  f.writable_ = true;
+  errno = 0;
+  const hid_t id = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  if (id < 0) throw UserError(cat(path, ": cannot create the HDF5 file: ", detail::write_failure(id, errno)));
+  f.id_ = id;
+  const hsize_t dims[1] = {hsize_t(n)};
+  H5Id space(DAPO_H5_CHECK(H5Screate_simple(1, dims, nullptr)), H5Sclose);
+  H5Id dcpl(DAPO_H5_CHECK(H5Pcreate(H5P_DATASET_CREATE)), H5Pclose);
+  DAPO_H5_CHECK(H5Pset_layout(dcpl, H5D_CONTIGUOUS));
+  // Allocated now, so that its address is known; never filled, so that
+  // creating it writes nothing (the owner writes every byte).
+  DAPO_H5_CHECK(H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY));
+  DAPO_H5_CHECK(H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER));
+  errno = 0;
+  const hid_t d = H5Dcreate2(id, dataset.c_str(), H5T_IEEE_F32LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+  f.check_write(detail::write_failure(d, errno), cat(path, ": creating ", dataset));
+  int64_t offset = 0;
+  if (n > 0) {
+    const haddr_t at = H5Dget_offset(d);
+    DAPO_CHECK(at != HADDR_UNDEF, path, ": ", dataset, " has no address after an early allocation");
+    offset = int64_t(at);
+  }
+  DAPO_H5_CHECK(H5Dclose(d));
+  f.close();
+  return offset;
+}
+
+int64_t H5File::data_offset(const std::string& dataset) const {
+  DAPO_CHECK(id_ >= 0, "H5File: not open");
+  if (!is_dataset(dataset)) throw UserError(cat(where(dataset), ": no such dataset"));
+  H5Id d(h5_or_throw(H5Dopen2(id_, dataset.c_str(), H5P_DEFAULT), where(dataset)), H5Dclose);
+  {
+    H5Id type(h5_or_throw(H5Dget_type(d), where(dataset)), H5Tclose);
+    if (h5_or_throw(H5Tget_class(type), where(dataset)) != H5T_FLOAT || H5Tget_size(type) != sizeof(float))
+      throw UserError(cat(where(dataset), ": is not f32 data"));
+  }
+  H5Id dcpl(h5_or_throw(H5Dget_create_plist(d), where(dataset)), H5Pclose);
+  if (H5Pget_layout(dcpl) != H5D_CONTIGUOUS) throw UserError(cat(where(dataset), ": is not stored contiguously"));
+  H5Id space(h5_or_throw(H5Dget_space(d), where(dataset)), H5Sclose);
+  if (h5_or_throw(H5Sget_simple_extent_npoints(space), where(dataset)) == 0) return 0;
+  const haddr_t at = H5Dget_offset(d);
+  if (at == HADDR_UNDEF) throw UserError(cat(where(dataset), ": has no data in the file"));
+  return int64_t(at);
+}
+
 H5File H5File::open_local(const std::string& path) {
   check_hdf5_file(path);
   const hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);

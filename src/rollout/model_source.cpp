@@ -12,6 +12,7 @@
 #include "dapo/io/checkpoint.h"
 #include "dapo/io/hf_convert.h"
 #include "dapo/io/safetensors.h"
+#include "dapo/io/sharded_checkpoint.h"
 #include "dapo/io/tensor_digest.h"
 #include "dapo/model/qwen2_config.h"
 
@@ -26,7 +27,8 @@ ModelSource resolve_model_source(const std::string& checkpoint, const ModelConfi
   const std::string named_by = checkpoint.empty() ? "model.path" : "--checkpoint";
   std::error_code ec;
   if (!fs::exists(s.path, ec)) throw UserError(cat(s.path, ": no such file or directory (", named_by, ")"));
-  s.hf_dir = fs::is_directory(s.path, ec);
+  // A folder is an HF model directory, unless it is a sharded checkpoint's.
+  s.hf_dir = fs::is_directory(s.path, ec) && !io::is_sharded_checkpoint(s.path);
   if (!config.tokenizer.empty()) {
     if (!fs::exists(config.tokenizer, ec))
       throw UserError(cat(config.tokenizer, ": no such file (model.tokenizer)"));

@@ -11,6 +11,8 @@
 #include "dapo/core/error.h"
 #include "dapo/core/log.h"
 #include "dapo/io/checkpoint.h"
+#include "dapo/io/sharded_checkpoint.h"
+#include "dapo/trainer/checkpoint_saver.h"
 #include "dapo/trainer/run_files.h"
 
 namespace dapo::trainer {
@@ -23,17 +25,24 @@ int64_t elements(const std::vector<int64_t>& shape) {
   return n;
 }
 
-// step_*.h5 files of `dir` by step, newest first.
+// Checkpoints of `dir` by step, newest first: step_* folders (format 3)
+// and step_*.h5 files (formats 1 and 2, of older dapo runs); of one step,
+// the folder first.
 std::vector<std::pair<int64_t, std::string>> checkpoints_in(const std::string& dir) {
-  static const std::regex name_re(R"(step_(\d+)\.h5)");
+  static const std::regex name_re(R"(step_(\d+)(\.h5)?)");
   std::vector<std::pair<int64_t, std::string>> out;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     std::smatch m;
     const std::string name = e.path().filename().string();
-    if (std::regex_match(name, m, name_re)) out.emplace_back(std::stoll(m[1].str()), e.path().string());
+    if (!std::regex_match(name, m, name_re)) continue;
+    const bool folder = !m[2].matched;
+    if (folder != fs::is_directory(e.path(), ec)) continue;  // step_7.h5/ or a file step_7: not dapo's
+    out.emplace_back(std::stoll(m[1].str()), e.path().string());
   }
-  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  });
   return out;
 }
 
@@ -54,14 +63,14 @@ std::vector<std::string> auto_candidates(const Config& config, bool report) {
     if (name.find('/') != std::string::npos || name == "." || name == ".." || name.find('\0') != std::string::npos)
       throw UserError(cat(config.origin_of("checkpoint.dir"), ": checkpoint.dir: ", latest_path, " names '",
                           printable(name), "', not a file in ", dir,
-                          " (latest holds a plain file name such as step_00000004.h5); write the name of one of ",
-                          dir, "'s step_*.h5 files into it, or delete it to resume from the newest of them"));
+                          " (latest holds a plain name such as step_00000004); write the name of one of ",
+                          dir, "'s step_* checkpoints into it, or delete it to resume from the newest of them"));
     const std::string path = (fs::path(dir) / name).string();
     if (fs::exists(path))
       out.push_back(path);
     else if (report)
       DAPO_WARN("resume: ", latest_path, " names ", printable(path),
-                ", which does not exist; trying the newest step_*.h5 instead");
+                ", which does not exist; trying the newest step_* checkpoint instead");
   }
   for (const auto& [step, path] : checkpoints_in(dir))
     if (std::find(out.begin(), out.end(), path) == out.end()) out.push_back(path);
@@ -106,7 +115,7 @@ ResumePoint load_into(const std::string& path, const parallel::Grid& grid, model
   return p;
 }
 
-// The highest step of a step_*.h5 in `dir` on any rank, -1 for none. Collective.
+// The highest step of a step_* checkpoint in `dir` on any rank, -1 for none. Collective.
 int64_t newest_checkpoint_step(const std::string& dir, const parallel::Comm& world) {
   const auto all = checkpoints_in(dir);
   std::vector<int64_t> newest{all.empty() ? -1 : all.front().first};
@@ -118,8 +127,31 @@ int64_t newest_checkpoint_step(const std::string& dir, const parallel::Comm& wor
 
 std::string checkpoint_name(int64_t step) {
   char name[64];
-  std::snprintf(name, sizeof name, "step_%08lld.h5", (long long)step);
+  std::snprintf(name, sizeof name, "step_%08lld", (long long)step);
   return name;
+}
+
+void prune_checkpoints(const Config& config, int64_t step) {
+  if (config.checkpoint.keep_last <= 0) return;
+  // Only checkpoints of earlier steps go: the one just written (which
+  // `latest` names) and any of later steps stay. Later steps are there
+  // when this run resumed from an earlier checkpoint (a PATH, or resume =
+  // auto past a damaged newest one); counting them would delete this
+  // run's newest checkpoint and leave `latest` naming a missing file.
+  int64_t kept = 1;  // this step's
+  for (const auto& [s, p] : checkpoints_in(config.checkpoint.dir)) {
+    if (s >= step || kept++ < config.checkpoint.keep_last) continue;
+    std::error_code ec;
+    // A folder goes whole only if it is a checkpoint dapo wrote (its index
+    // there); a symlink goes as a link, its target kept.
+    if (fs::is_symlink(fs::symlink_status(p, ec)) || !fs::is_directory(p, ec))
+      fs::remove(p, ec);
+    else if (io::is_sharded_checkpoint(p))
+      fs::remove_all(p, ec);
+    else
+      continue;
+    if (ec) DAPO_WARN("checkpoint: cannot remove ", p, " (keep_last): ", ec.message());
+  }
 }
 
 bool has_resume_candidate(const Config& config) {
@@ -192,71 +224,9 @@ std::optional<ResumePoint> resume_training(const Config& config, const parallel:
 
 std::string save_training_state(const Config& config, const parallel::Grid& grid, const model::ParamStore& params,
                                 const optim::AdamW& optimizer, const data::PromptOrder& order, int64_t step) {
-  make_shared_dir(config.checkpoint.dir, "checkpoint.dir", grid);
-  const std::string name = checkpoint_name(step);
-  const std::string path = (fs::path(config.checkpoint.dir) / name).string();
-  io::CheckpointInfo info = checkpoint_info(config, grid, params.config(), step);
-  info.training = true;
-  info.state.optimizer_steps = optimizer.steps_taken();
-  info.state.rng_seed = uint64_t(config.train.seed);
-  const data::PromptOrderState os = order.state();
-  info.state.data_seed = os.seed;
-  info.state.data_size = os.size;
-  info.state.data_epoch = os.cursor.epoch;
-  info.state.data_position = os.cursor.position;
-  std::vector<float> m, v;  // one tensor's moments at a time
-  model::ParamHostAccess host(params);
-  // Sharded over dp (ZeRO-1): each tensor's moments (and on a GPU its fp32
-  // master) are gathered to dp rank 0, the writer, before it is written.
-  io::SliceGather gather;
-  if (optimizer.sharded() || params.master_sharded())
-    gather = [&](const model::ParamSpec& spec, const model::SliceSpec& slice) {
-      const int64_t n = elements(slice.local_shape);
-      const bool writer = grid.dp_rank == 0;
-      m.resize(writer ? size_t(n) : 0);
-      v.resize(writer ? size_t(n) : 0);
-      optimizer.gather_local(spec.name, writer ? m.data() : nullptr, writer ? v.data() : nullptr, n, 0);
-      host.prefetch(spec.name, 0);
-    };
-  auto moments = [&](bool first) -> io::SliceSource {
-    return [&, first](const model::ParamSpec& spec, const model::SliceSpec& slice) -> const float* {
-      if (!optimizer.sharded()) {
-        const int64_t n = elements(slice.local_shape);
-        m.resize(size_t(n));
-        v.resize(size_t(n));
-        optimizer.read_local(spec.name, m.data(), v.data(), n);
-      }
-      return first ? m.data() : v.data();
-    };
-  };
-  try {
-    io::save_training_checkpoint(
-        path, grid.world, io::ShardPlace::of(grid), info, uint64_t(config.train.seed),
-        [&](const model::ParamSpec& spec, const model::SliceSpec&) -> const float* {
-          return host.read_source(spec.name);
-        },
-        moments(true), moments(false), gather);
-  } catch (const UserError& e) {  // on every rank alike; the .partial is gone
-    throw UserError(cat("checkpoint of step ", step, " not saved: ", e.what(), "; its temporary file was removed, ",
-                        "and the checkpoints before it in checkpoint.dir = ", config.checkpoint.dir, " (",
-                        config.origin_of("checkpoint.dir"), ") are whole: make room there and resume"));
-  }
-  point_latest(config, grid, name, [&] {
-    if (config.checkpoint.keep_last <= 0) return;
-    // Only checkpoints of earlier steps go: the one just written (which
-    // `latest` names) and any of later steps stay. Later steps are there
-    // when this run resumed from an earlier checkpoint (a PATH, or resume =
-    // auto past a damaged newest one); counting them would delete this
-    // run's newest checkpoint and leave `latest` naming a missing file.
-    int64_t kept = 1;  // this step's
-    for (const auto& [s, p] : checkpoints_in(config.checkpoint.dir)) {
-      if (s >= step || kept++ < config.checkpoint.keep_last) continue;
-      std::error_code ec;
-      fs::remove(p, ec);
-      if (ec) DAPO_WARN("checkpoint: cannot remove ", p, " (keep_last): ", ec.message());
-    }
-  });
-  return path;
+  CheckpointSaver saver(config, grid, params, optimizer, false);
+  saver.start(step, order);
+  return (fs::path(config.checkpoint.dir) / checkpoint_name(step)).string();
 }
 
 }  // namespace dapo::trainer

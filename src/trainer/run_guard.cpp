@@ -20,6 +20,7 @@
 #include "dapo/core/error.h"
 #include "dapo/core/log.h"
 #include "dapo/core/text_lines.h"
+#include "dapo/io/sharded_checkpoint.h"
 #include "dapo/io/checkpoint.h"
 #include "dapo/model/param_spec.h"
 
@@ -309,12 +310,31 @@ void check_log_dir_owner(const Config& config, const parallel::Grid& grid, bool 
 
 std::vector<std::string> remove_stale_partials(const std::string& dir) {
   static const std::regex partial_re(R"(((step_\d+|sft_final)\.h5|latest)\.partial)");
+  // A sharded checkpoint's temporary folder, or an older one moved aside
+  // while a checkpoint of the same step replaced it.
+  static const std::regex folder_re(R"(step_\d+\.(partial|replaced))");
   std::vector<std::string> removed;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
-    if (!std::regex_match(name, partial_re)) continue;
     std::error_code sec;
+    if (std::regex_match(name, folder_re) && e.is_directory(sec) && !e.is_symlink(sec)) {
+      // Only a folder of dapo's files: anything else in it is not ours to delete.
+      uintmax_t bytes = 0;
+      bool ours = true;
+      for (const auto& f : fs::directory_iterator(e.path(), sec)) {
+        const std::string fname = f.path().filename().string();
+        ours = ours && f.is_regular_file(sec) && !f.is_symlink(sec) && io::is_shard_folder_entry(fname);
+        if (ours) bytes += f.file_size(sec);
+      }
+      if (!ours || sec) continue;
+      if (fs::remove_all(e.path(), sec) != static_cast<uintmax_t>(-1) && !sec)
+        removed.push_back(cat(printable(e.path().string()), " (", uint64_t(bytes), " bytes)"));
+      else
+        DAPO_WARN("checkpoint: cannot remove the stale ", printable(e.path().string()), ": ", sec.message());
+      continue;
+    }
+    if (!std::regex_match(name, partial_re)) continue;
     const fs::file_status st = e.symlink_status(sec);
     if (sec || !(fs::is_regular_file(st) || fs::is_symlink(st))) continue;  // a folder: not dapo's
     uintmax_t bytes = fs::is_regular_file(st) ? e.file_size(sec) : 0;

@@ -3,6 +3,7 @@
 #include "dapo/trainer/train_job.h"
 
 #include <cstdio>
+#include <utility>
 #include <filesystem>
 #include <optional>
 
@@ -10,6 +11,7 @@
 #include "dapo/core/log.h"
 #include "dapo/data/dataset.h"
 #include "dapo/io/checkpoint.h"
+#include "dapo/trainer/checkpoint_saver.h"
 #include "dapo/trainer/checkpointing.h"
 #include "dapo/trainer/dapo_trainer.h"
 #include "dapo/trainer/memory_plan.h"
@@ -168,10 +170,18 @@ TrainSummary run_train_job(const Config& config, const parallel::Grid& grid, con
   watchdog.watch(&grid.world, "world");
   watchdog.watch(&grid.tp, "tp");
   watchdog.watch(&grid.dp, "dp");
+  CheckpointSaver saver(config, grid, params, trainer->optimizer());
+  auto committed = [&](const std::string& path) {
+    if (path.empty()) return;
+    summary.checkpoint = path;
+    DAPO_INFO("checkpoint: ", path, " (this rank wrote ", saver.host_bytes(), " bytes in ", saver.last_write_s(),
+              " s)");
+  };
+  double save_stall_s = -1;  // of the save after the last step, for the next step's metrics
   auto save = [&](int64_t step) {
     watchdog.enter("checkpoint", step);
-    summary.checkpoint = save_training_state(config, grid, params, trainer->optimizer(), trainer->order(), step);
-    DAPO_INFO("checkpoint: ", summary.checkpoint);
+    saver.start(step, trainer->order());
+    save_stall_s = saver.last_stall_s();
   };
   auto validate = [&](int64_t step, Metrics& m) {
     watchdog.enter("validate", step);
@@ -201,6 +211,7 @@ TrainSummary run_train_job(const Config& config, const parallel::Grid& grid, con
   }
   while (!finished()) {
     watchdog.enter("agree", trainer->steps_done());
+    committed(saver.poll());
     if (const int sig = agree_on_stop(grid.world, signals)) {
       summary.stop_signal = sig;
       break;
@@ -223,6 +234,7 @@ TrainSummary run_train_job(const Config& config, const parallel::Grid& grid, con
       r.metrics.add("timing_s/dump", seconds_since(t0));
       DAPO_INFO("dump: ", dump);
     }
+    if (save_stall_s >= 0) r.metrics.add("timing_s/checkpoint_stall", std::exchange(save_stall_s, -1.0));
     metrics->write(r.step, r.metrics);
     if (r.step == summary.first_step + 1) summary.first_acc = r.metrics.get("gen/acc/mean");
     summary.last_acc = r.metrics.get("gen/acc/mean");
@@ -234,8 +246,13 @@ TrainSummary run_train_job(const Config& config, const parallel::Grid& grid, con
     if (config.checkpoint.save_every > 0 && r.step % config.checkpoint.save_every == 0 && !last) save(r.step);
   }
   summary.steps = trainer->steps_done();
-  const bool saved = summary.checkpoint.find(checkpoint_name(summary.steps)) != std::string::npos;
+  // The last step's checkpoint, and any save still in flight (a stop
+  // signal too waits for it: exit 4 means the state is on disk).
+  const bool saved = saver.step_in_flight() == summary.steps ||
+                     (!summary.checkpoint.empty() && fs::path(summary.checkpoint).filename() == checkpoint_name(summary.steps));
   if (summary.steps > summary.first_step && !saved) save(summary.steps);
+  watchdog.enter("checkpoint", summary.steps);
+  committed(saver.finish());
   // Why the run stops, in one line.
   if (summary.stop_signal)
     DAPO_INFO("train: stopping after step ", summary.steps, " on ", stop_signal_name(summary.stop_signal),

@@ -144,10 +144,10 @@ TEST_F(TrainCli, ShortRunRaisesTheSampledAccuracy) {
   }
   EXPECT_EQ(lines[1]["actor/lr"].get<double>(), 0.0);  // verl's warmup starts at 0
   EXPECT_EQ(dapo::load_config(dir_->file("learn/config.ini"), {}).train.total_steps, 20);
-  EXPECT_EQ(dapo::test::read_text(dir_->file("learn/ckpt/latest")), "step_00000020.h5\n");
+  EXPECT_EQ(dapo::test::read_text(dir_->file("learn/ckpt/latest")), "step_00000020\n");
   // The final model evaluates to the accuracy the run reported.
   const Result e = run_command(dapo() + "eval --config " + source("inputs/demo.ini") + demo_paths() +
-                               " --checkpoint " + dir_->file("learn/ckpt/step_00000020.h5") + " --output " +
+                               " --checkpoint " + dir_->file("learn/ckpt/step_00000020") + " --output " +
                                dir_->file("learn/eval.json"));
   ASSERT_EQ(e.code, 0) << e.output;
   const Json ev = read_jsonl(dir_->file("learn/eval.json")).at(0);
@@ -178,7 +178,7 @@ TEST_F(TrainCli, ShortBatchesDoNotEndTheRun) {
     EXPECT_EQ(l["train/num_groups_trained"], 0);
     EXPECT_EQ(l["actor/grad_norm"].get<double>(), 0.0);
   }
-  EXPECT_EQ(dapo::test::read_text(dir_->file("short0/ckpt/latest")), "step_00000003.h5\n");
+  EXPECT_EQ(dapo::test::read_text(dir_->file("short0/ckpt/latest")), "step_00000003\n");
 
   r = run_command(mpirun(2) + dapo() + train_args("short1") + rounds + " --rollout.gen_batch_size=4" +
                   " --train.ppo_mini_batch_size=4");
@@ -346,7 +346,7 @@ TEST(ResumeCli, RestartContinuesTheSameRunAndSkipsADamagedCheckpoint) {
   }
   r = run_command(dapo() + resume_args(dir, "b") + " --train.total_steps=4");
   ASSERT_EQ(r.code, 0) << r.output;
-  EXPECT_NE(r.output.find("resumed from " + dir.file("b/ckpt/step_00000002.h5") + " at step 2"), std::string::npos)
+  EXPECT_NE(r.output.find("resumed from " + dir.file("b/ckpt/step_00000002") + " at step 2"), std::string::npos)
       << r.output;
   const std::vector<Json> a = timeless_metrics(dir.file("a/metrics.jsonl"));
   ASSERT_EQ(a.size(), 4u);
@@ -359,15 +359,15 @@ TEST(ResumeCli, RestartContinuesTheSameRunAndSkipsADamagedCheckpoint) {
 
   // Run a's newest checkpoint (step 4) cut short: resume from step 2 and
   // redo steps 3 and 4 - the same metrics again.
-  fs::resize_file(dir.file("a/ckpt/step_00000004.h5"), 4096);
+  fs::resize_file(dir.file("a/ckpt/step_00000004/rank_00000.h5"), 4096);
   r = run_command(dapo() + resume_args(dir, "a") + " --train.total_steps=5");
   ASSERT_EQ(r.code, 0) << r.output;
-  EXPECT_NE(r.output.find("resume: cannot use " + dir.file("a/ckpt/step_00000004.h5")), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("resumed from " + dir.file("a/ckpt/step_00000002.h5")), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("resume: cannot use " + dir.file("a/ckpt/step_00000004")), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("resumed from " + dir.file("a/ckpt/step_00000002")), std::string::npos) << r.output;
   const std::vector<Json> again = timeless_metrics(dir.file("a/metrics.jsonl"));
   ASSERT_EQ(again.size(), 5u);
   for (size_t i = 0; i < 4; ++i) EXPECT_EQ(again[i], a[i]) << "step " << i + 1;
-  EXPECT_EQ(dapo::test::read_text(dir.file("a/ckpt/latest")), "step_00000005.h5\n");
+  EXPECT_EQ(dapo::test::read_text(dir.file("a/ckpt/latest")), "step_00000005\n");
   // A resume point that does not exist is refused (a model-only one: tests/io).
   r = run_command(dapo() + resume_args(dir, "c") + " --train.total_steps=1 --checkpoint.resume=" + dir.file("sft.h5"));
   EXPECT_EQ(r.code, 2) << r.output;

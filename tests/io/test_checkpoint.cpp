@@ -210,8 +210,12 @@ TEST(Checkpoint, BadFilesAreRefusedWithTheFileAndTensor) {
             dir.file("fmt.h5") + ": not a dapo checkpoint (format 'rollout-dump', expected 'dapo-checkpoint')");
   EXPECT_EQ(variant("fmt_int.h5", [](H5File& f) { f.set_attr("/", "format", int64_t(1)); }),
             dir.file("fmt_int.h5") + ": /: attribute 'format' is not a string");
-  EXPECT_EQ(variant("new.h5", [](H5File& f) { f.set_attr("/", "format_version", int64_t(3)); }),
-            dir.file("new.h5") + ": format_version 3 is newer than this dapo reads (up to 2): use a newer dapo");
+  EXPECT_EQ(variant("new.h5", [](H5File& f) { f.set_attr("/", "format_version", int64_t(4)); }),
+            dir.file("new.h5") + ": format_version 4 is newer than this dapo reads (up to 3): use a newer dapo");
+  // Format 3 is a folder: its index alone is refused, saying so.
+  EXPECT_EQ(variant("index.h5", [](H5File& f) { f.set_attr("/", "format_version", int64_t(3)); }),
+            dir.file("index.h5") + ": the index of a sharded checkpoint (format 3): give the folder that holds it "
+                                   "and its rank files");
   EXPECT_EQ(variant("zero.h5", [](H5File& f) { f.set_attr("/", "format_version", int64_t(0)); }),
             dir.file("zero.h5") + ": invalid format_version 0");
   // A model_config with another vocabulary: the stored tensors no longer fit.

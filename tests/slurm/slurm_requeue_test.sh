@@ -136,7 +136,7 @@ done
 [ "$(job_field "$job_r" Restarts)" = 0 ] || fail "reference job $job_r restarted"
 grep -q "job $job_a (dapo-preempted) restart 1:" "$work/preempted.out" ||
   fail "the second run of job $job_a did not see SLURM_RESTART_COUNT=1"
-resumed="resumed from $work/preempted/ck/step_$(printf %08d "$stopped").h5 at step $stopped"
+resumed="resumed from $work/preempted/ck/step_$(printf %08d "$stopped") at step $stopped"
 grep -q "train: $resumed" "$work/preempted.out" || fail "the requeued run did not log '$resumed'"
 grep -q "train: done: $steps of train.total_steps = $steps" "$work/preempted.out" || fail "the requeued run did not finish"
 grep -q "train: resumed" "$work/reference.out" && fail "the reference run resumed from a checkpoint"
@@ -144,24 +144,31 @@ lines=$(wc -l <"$work/preempted/metrics.jsonl" 2>/dev/null || echo 0)
 [ "$lines" -eq "$steps" ] || fail "metrics.jsonl of the preempted job has $lines lines, expected $steps"
 
 # ---- 4. Same final weights, AdamW moments, step count and data position. ----
-final=step_$(printf %08d "$steps").h5
+final=step_$(printf %08d "$steps")
 got=$work/preempted/ck/$final
 want=$work/reference/ck/$final
 [ "$(cat "$work/preempted/ck/latest" 2>/dev/null)" = "$final" ] || fail "latest of the preempted job is not $final"
-if [ -f "$got" ] && [ -f "$want" ]; then
-  # Groups only: the root's `config` attribute differs by the two runs' directories.
-  for g in /model /optimizer /data; do
-    out=$(h5diff -q "$want" "$got" "$g" "$g" 2>&1)
+if [ -f "$got/index.h5" ] && [ -f "$want/index.h5" ]; then
+  # Each rank's file whole (weights and both moments, bit for bit); of the
+  # index, the groups (the root's `config` attribute differs by the two
+  # runs' directories): data position, generator keys, pieces, digests.
+  for f in "$want"/rank_*.h5; do
+    out=$(h5diff -q "$f" "$got/$(basename "$f")" /data /data 2>&1)
     rc=$?
-    [ $rc -eq 0 ] || fail "$g differs between the preempted and the reference run (h5diff exit $rc: $out)"
+    [ $rc -eq 0 ] || fail "$(basename "$f") differs between the preempted and the reference run (h5diff exit $rc: $out)"
+  done
+  for g in /data /rng /index; do
+    out=$(h5diff -q "$want/index.h5" "$got/index.h5" "$g" "$g" 2>&1)
+    rc=$?
+    [ $rc -eq 0 ] || fail "index.h5 $g differs between the preempted and the reference run (h5diff exit $rc: $out)"
   done
   for a in step optimizer_steps; do
-    va=$(h5dump -a "/$a" "$got" 2>/dev/null | sed -n 's/.*(0): *//p')
-    vr=$(h5dump -a "/$a" "$want" 2>/dev/null | sed -n 's/.*(0): *//p')
+    va=$(h5dump -a "/$a" "$got/index.h5" 2>/dev/null | sed -n 's/.*(0): *//p')
+    vr=$(h5dump -a "/$a" "$want/index.h5" 2>/dev/null | sed -n 's/.*(0): *//p')
     [ -n "$va" ] && [ "$va" = "$vr" ] || fail "checkpoint attribute $a: '$va' after requeue, '$vr' in the reference"
     [ "$a" = step ] && final_step=$va
   done
-  echo "slurm: $final after SIGUSR1 at step $stopped + requeue equals the uninterrupted run's (/model, /optimizer, /data; step ${final_step:-?})"
+  echo "slurm: $final after SIGUSR1 at step $stopped + requeue equals the uninterrupted run's (rank files, index; step ${final_step:-?})"
 else
   fail "missing final checkpoint: $got or $want"
 fi

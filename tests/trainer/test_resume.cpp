@@ -5,10 +5,15 @@
 // fresh random model (dynamic sampling off: a random model solves nothing).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
+#include <thread>
 
 #include "dapo/data/dataset.h"
+#include "dapo/io/sharded_checkpoint.h"
+#include "dapo/trainer/checkpoint_saver.h"
 #include "dapo/trainer/checkpointing.h"
+#include "dapo/trainer/run_files.h"
 #include "dapo/trainer/dapo_trainer.h"
 #include "dapo/trainer/model_init.h"
 #include "io/io_test_util.h"
@@ -81,7 +86,7 @@ TEST(Resume, TwoPlusTwoStepsEqualFourBitForBit) {
   TrainingRun second(two, grid);  // a fresh process would start here: model.path's random init
   const std::optional<ResumePoint> p = resume_training(two, grid, second.trainer.params(), second.trainer.optimizer());
   ASSERT_TRUE(p.has_value());
-  EXPECT_EQ(p->path, dir.file("two/step_00000002.h5"));
+  EXPECT_EQ(p->path, dir.file("two/step_00000002"));
   EXPECT_EQ(p->step, 2);
   second.trainer.restore(p->step, p->order, p->path);
   for (int s = 2; s < 4; ++s) {
@@ -108,18 +113,19 @@ TEST(Resume, KeepLastAndFallbackToThePreviousCheckpoint) {
     run.trainer.step();
     save_training_state(c, grid, run.trainer.params(), run.trainer.optimizer(), run.trainer.order(), s);
   }
-  EXPECT_FALSE(std::filesystem::exists(dir.file("ck/step_00000001.h5")));
-  EXPECT_TRUE(std::filesystem::exists(dir.file("ck/step_00000002.h5")));
-  EXPECT_EQ(test::read_text(dir.file("ck/latest")), "step_00000003.h5\n");
+  EXPECT_FALSE(std::filesystem::exists(dir.file("ck/step_00000001")));
+  EXPECT_TRUE(std::filesystem::exists(dir.file("ck/step_00000002")));
+  EXPECT_EQ(test::read_text(dir.file("ck/latest")), "step_00000003\n");
   // An interrupted save of step 4 and a damaged step 3.
-  test::write_text(dir.file("ck/step_00000004.h5.partial"), "half a file");
-  std::filesystem::resize_file(dir.file("ck/step_00000003.h5"), 1000);
+  std::filesystem::create_directory(dir.file("ck/step_00000004.partial"));
+  test::write_text(dir.file("ck/step_00000004.partial/rank_00000.h5"), "half a file");
+  std::filesystem::resize_file(dir.file("ck/step_00000003/rank_00000.h5"), 1000);
   TrainingRun again(c, grid);
   const std::optional<ResumePoint> p = resume_training(c, grid, again.trainer.params(), again.trainer.optimizer());
   ASSERT_TRUE(p.has_value());
   EXPECT_EQ(p->step, 2);
   // Every candidate damaged: an error, not a silent fresh start.
-  std::filesystem::resize_file(dir.file("ck/step_00000002.h5"), 1000);
+  std::filesystem::resize_file(dir.file("ck/step_00000002/rank_00000.h5"), 1000);
   EXPECT_NE(test::error_of([&] { resume_training(c, grid, again.trainer.params(), again.trainer.optimizer()); })
                 .find("checkpoint.resume = auto: none of the 2 checkpoints in " + dir.file("ck") + " loads"),
             std::string::npos);
@@ -128,7 +134,7 @@ TEST(Resume, KeepLastAndFallbackToThePreviousCheckpoint) {
   c.checkpoint.resume = "never";
   EXPECT_EQ(test::error_of([&] { resume_training(c, grid, again.trainer.params(), again.trainer.optimizer()); }),
             "default: checkpoint.resume = never, but checkpoint.dir = " + dir.file("ck") +
-                " holds another run's checkpoints (newest: " + dir.file("ck/step_00000003.h5") +
+                " holds another run's checkpoints (newest: " + dir.file("ck/step_00000003") +
                 "): move them away or choose another checkpoint.dir to start afresh, or resume from them with "
                 "checkpoint.resume = auto");
   c.checkpoint.dir = dir.file("empty");
@@ -151,13 +157,13 @@ TEST(Resume, PruningNeverDeletesThisRunsNewestCheckpoint) {
   start.checkpoint.dir = dir.file("start");
   save_training_state(start, grid, run.trainer.params(), run.trainer.optimizer(), run.trainer.order(), 1);
 
-  c.checkpoint.resume = dir.file("start/step_00000001.h5");
+  c.checkpoint.resume = dir.file("start/step_00000001");
   TrainingRun resumed(c, grid);
   testing::internal::CaptureStderr();
   const std::optional<ResumePoint> p = resume_training(c, grid, resumed.trainer.params(), resumed.trainer.optimizer());
   const std::string warned = testing::internal::GetCapturedStderr();
   EXPECT_NE(warned.find("checkpoint.dir = " + dir.file("ck") + " holds checkpoints past step 1 (newest: "
-                        "step_00000050.h5)"),
+                        "step_00000050)"),
             std::string::npos)
       << warned;
   ASSERT_TRUE(p.has_value());
@@ -168,17 +174,17 @@ TEST(Resume, PruningNeverDeletesThisRunsNewestCheckpoint) {
     EXPECT_TRUE(std::filesystem::exists(dir.file("ck/" + checkpoint_name(s)))) << "step " << s;
     EXPECT_EQ(test::read_text(dir.file("ck/latest")), checkpoint_name(s) + "\n");
   }
-  EXPECT_FALSE(std::filesystem::exists(dir.file("ck/step_00000002.h5")));  // keep_last = 1: the older one of this run
-  EXPECT_TRUE(std::filesystem::exists(dir.file("ck/step_00000050.h5")));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("ck/step_00000002")));  // keep_last = 1: the older one of this run
+  EXPECT_TRUE(std::filesystem::exists(dir.file("ck/step_00000050")));
 
-  // `latest` naming a file that is gone: a warning naming it, then the newest step_*.h5.
-  std::filesystem::remove(dir.file("ck/step_00000003.h5"));
+  // `latest` naming a checkpoint that is gone: a warning naming it, then the newest one.
+  std::filesystem::remove_all(dir.file("ck/step_00000003"));
   c.checkpoint.resume = "auto";
   testing::internal::CaptureStderr();
   const std::optional<ResumePoint> q = resume_training(c, grid, resumed.trainer.params(), resumed.trainer.optimizer());
   const std::string latest_warning = testing::internal::GetCapturedStderr();
-  EXPECT_NE(latest_warning.find(dir.file("ck/latest") + " names " + dir.file("ck/step_00000003.h5") +
-                                ", which does not exist; trying the newest step_*.h5 instead"),
+  EXPECT_NE(latest_warning.find(dir.file("ck/latest") + " names " + dir.file("ck/step_00000003") +
+                                ", which does not exist; trying the newest step_* checkpoint instead"),
             std::string::npos)
       << latest_warning;
   ASSERT_TRUE(q.has_value());
@@ -198,6 +204,122 @@ TEST(Resume, PruningNeverDeletesThisRunsNewestCheckpoint) {
       EXPECT_EQ(what.find('\x1b'), std::string::npos) << what;
     }
   }
+}
+
+
+// The rank file's values (format 3: /data).
+std::vector<float> rank_data(const std::string& checkpoint) {
+  const io::H5File f = io::H5File::open_local((std::filesystem::path(checkpoint) / "rank_00000.h5").string());
+  const std::vector<int64_t> shape = f.dataset_shape("/data");
+  std::vector<float> out(static_cast<size_t>(shape[0]));
+  f.read("/data", io::Hyperslab::whole(shape), out.data());
+  return out;
+}
+
+// A save in the background holds the state of the step it was started at,
+// whatever the steps after it change; a second save first finishes the
+// first; poll() commits once the write is done; finish() (the end of a
+// run, a stop signal) waits for it. The bytes equal a save made at once.
+TEST(CheckpointSaver, BackgroundSavesHoldTheirStepsStateAndCommitInOrder) {
+  test::TempDir dir;
+  const parallel::Grid grid = parallel::make_grid(1);
+  const Config c = tiny_run(dir.file("async"));
+  const Config at_once = tiny_run(dir.file("sync"));
+  TrainingRun run(c, grid), twin(at_once, grid);
+  CheckpointSaver saver(c, grid, run.trainer.params(), run.trainer.optimizer(), true);
+  EXPECT_GT(saver.host_bytes(), size_t(0));
+  for (int64_t s = 1; s <= 2; ++s) {
+    run.trainer.step();
+    twin.trainer.step();
+    saver.start(s, run.trainer.order());  // s = 2: finishes step 1's save first
+    EXPECT_TRUE(saver.in_flight());
+    EXPECT_EQ(saver.step_in_flight(), s);
+    save_training_state(at_once, grid, twin.trainer.params(), twin.trainer.optimizer(), twin.trainer.order(), s);
+  }
+  run.trainer.step();  // changes every weight and moment while step 2's save may still run
+  EXPECT_EQ(saver.finish(), dir.file("async/step_00000002"));
+  EXPECT_FALSE(saver.in_flight());
+  EXPECT_EQ(saver.finish(), "");
+  for (const char* name : {"step_00000001", "step_00000002"})
+    EXPECT_EQ(rank_data(dir.file(std::string("async/") + name)), rank_data(dir.file(std::string("sync/") + name)))
+        << name;
+  EXPECT_EQ(test::read_text(dir.file("async/latest")), "step_00000002\n");
+
+  // poll() commits once every rank's write is done, and not before.
+  saver.start(3, run.trainer.order());
+  std::string committed;
+  for (int i = 0; i < 2000 && committed.empty(); ++i) {
+    committed = saver.poll();
+    if (committed.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(committed, dir.file("async/step_00000003"));
+  EXPECT_FALSE(saver.in_flight());
+  EXPECT_EQ(test::read_text(dir.file("async/latest")), "step_00000003\n");
+  // Resuming from the background save gives step 3's state exactly.
+  TrainingRun again(c, grid);
+  const std::optional<ResumePoint> p = resume_training(c, grid, again.trainer.params(), again.trainer.optimizer());
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->step, 3);
+  EXPECT_EQ(test::host_copy(again.trainer.params().parameters()), test::host_copy(run.trainer.params().parameters()));
+  EXPECT_EQ(moments(again.trainer.optimizer(), again.trainer.params()),
+            moments(run.trainer.optimizer(), run.trainer.params()));
+
+  // A save never committed (a crash before the write ended) leaves its
+  // temporary folder only: latest and resume still see step 3.
+  {
+    CheckpointSaver crashed(c, grid, run.trainer.params(), run.trainer.optimizer(), true);
+    crashed.start(4, run.trainer.order());
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.file("async/step_00000004")));
+  EXPECT_EQ(test::read_text(dir.file("async/latest")), "step_00000003\n");
+}
+
+// Checkpoints of older dapo versions (one file, format 2) still resume.
+TEST(Resume, FormatTwoFilesOfOlderRunsStillResume) {
+  test::TempDir dir;
+  const parallel::Grid grid = parallel::make_grid(1);
+  const Config c = tiny_run(dir.file("ck"));
+  TrainingRun run(c, grid);
+  run.trainer.step();
+  run.trainer.step();
+  io::CheckpointInfo info = checkpoint_info(c, grid, run.trainer.params().config(), 2);
+  info.training = true;
+  info.state.optimizer_steps = run.trainer.optimizer().steps_taken();
+  info.state.rng_seed = uint64_t(c.train.seed);
+  const data::PromptOrderState os = run.trainer.order().state();
+  info.state.data_seed = os.seed;
+  info.state.data_size = os.size;
+  info.state.data_epoch = os.cursor.epoch;
+  info.state.data_position = os.cursor.position;
+  std::vector<float> m, v;
+  auto moment = [&](bool first) -> io::SliceSource {
+    return [&, first](const model::ParamSpec& spec, const model::SliceSpec&) -> const float* {
+      const int64_t n = run.trainer.params().param(spec.name).numel();
+      m.resize(size_t(n));
+      v.resize(size_t(n));
+      run.trainer.optimizer().read_local(spec.name, m.data(), v.data(), n);
+      return first ? m.data() : v.data();
+    };
+  };
+  std::filesystem::create_directories(dir.file("ck"));
+  io::save_training_checkpoint(dir.file("ck/step_00000002.h5"), grid.world, io::ShardPlace::of(grid), info,
+                               info.state.rng_seed,
+                               [&](const model::ParamSpec& spec, const model::SliceSpec&) -> const float* {
+                                 return run.trainer.params().param(spec.name).ptr<float>();
+                               },
+                               moment(true), moment(false));
+  test::write_text(dir.file("ck/latest"), "step_00000002.h5\n");
+  TrainingRun again(c, grid);
+  const std::optional<ResumePoint> p = resume_training(c, grid, again.trainer.params(), again.trainer.optimizer());
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->path, dir.file("ck/step_00000002.h5"));
+  EXPECT_EQ(test::host_copy(again.trainer.params().parameters()), test::host_copy(run.trainer.params().parameters()));
+  EXPECT_EQ(moments(again.trainer.optimizer(), again.trainer.params()),
+            moments(run.trainer.optimizer(), run.trainer.params()));
+  // The next save is a folder beside it, and pruning counts both kinds.
+  save_training_state(c, grid, again.trainer.params(), again.trainer.optimizer(), again.trainer.order(), 3);
+  EXPECT_TRUE(io::is_sharded_checkpoint(dir.file("ck/step_00000003")));
+  EXPECT_TRUE(std::filesystem::exists(dir.file("ck/step_00000002.h5")));
 }
 
 }  // namespace

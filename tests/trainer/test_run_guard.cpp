@@ -101,6 +101,14 @@ TEST(RunGuard, StalePartialsOfASaveAreRemovedBeforeTheSpaceCheck) {
   dapo::test::write_text(dir.file("ck/step_00000003.h5"), "a checkpoint");
   dapo::test::write_text(dir.file("elsewhere"), "kept");
   fs::create_symlink(dir.file("elsewhere"), dir.file("ck/latest.partial"));
+  // A sharded save's folder of dapo's files goes; one holding anything else stays.
+  fs::create_directories(dir.file("ck/step_00000006.partial"));
+  dapo::test::write_text(dir.file("ck/step_00000006.partial/rank_00001.h5"), std::string(500, 'y'));
+  fs::create_directories(dir.file("ck/step_00000007.replaced"));
+  dapo::test::write_text(dir.file("ck/step_00000007.replaced/index.h5"), std::string(20, 'z'));
+  fs::create_directories(dir.file("ck/step_00000008.partial"));
+  dapo::test::write_text(dir.file("ck/step_00000008.partial/rank_00000.h5"), "x");
+  dapo::test::write_text(dir.file("ck/step_00000008.partial/mine.txt"), "the user's");
   const dapo::model::Qwen2Config mc =
       dapo::model::load_qwen2_config(std::string(DAPO_SOURCE_DIR) + "/inputs/demo/model/config.json");
   const dapo::parallel::Grid grid = dapo::parallel::make_grid(1);
@@ -110,7 +118,8 @@ TEST(RunGuard, StalePartialsOfASaveAreRemovedBeforeTheSpaceCheck) {
   const std::string said = testing::internal::GetCapturedStdout() + testing::internal::GetCapturedStderr();
   EXPECT_NE(said.find("checkpoint: removed the temporary files of a save that did not finish: " +
                       dir.file("ck/latest.partial") + " (0 bytes), " + dir.file("ck/step_00000004.h5.partial") +
-                      " (1000 bytes)"),
+                      " (1000 bytes), " + dir.file("ck/step_00000006.partial") + " (500 bytes), " +
+                      dir.file("ck/step_00000007.replaced") + " (20 bytes)"),
             std::string::npos)
       << said;
   EXPECT_FALSE(fs::exists(fs::symlink_status(dir.file("ck/latest.partial"))));
@@ -118,6 +127,10 @@ TEST(RunGuard, StalePartialsOfASaveAreRemovedBeforeTheSpaceCheck) {
   EXPECT_TRUE(fs::exists(dir.file("elsewhere")));  // the link went, not its target
   EXPECT_TRUE(fs::is_directory(dir.file("ck/step_00000009.h5.partial")));
   EXPECT_TRUE(fs::exists(dir.file("ck/notes.partial")));
+  EXPECT_FALSE(fs::exists(dir.file("ck/step_00000006.partial")));
+  EXPECT_FALSE(fs::exists(dir.file("ck/step_00000007.replaced")));
+  EXPECT_EQ(dapo::test::read_text(dir.file("ck/step_00000008.partial/mine.txt")), "the user's");
+  EXPECT_TRUE(fs::exists(dir.file("ck/step_00000008.partial/rank_00000.h5")));
   EXPECT_TRUE(fs::exists(dir.file("ck/step_00000003.h5")));
   // Nothing left: no line.
   testing::internal::CaptureStderr();

@@ -141,6 +141,7 @@ struct CheckpointConfig {
   int64_t save_every = 5;       // steps; 0: only at the end and on preemption
   int64_t keep_last = 3;        // 0: keep all
   std::string resume = "auto";  // auto | never | PATH
+  bool async = true;            // write in the background while the next steps run
 };
 
 struct DumpConfig {

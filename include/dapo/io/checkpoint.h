@@ -34,6 +34,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,8 @@
 #include "dapo/parallel/grid.h"
 
 namespace dapo::io {
+
+class ShardedIndex;  // sharded_checkpoint.h
 
 inline constexpr const char* kCheckpointFormat = "dapo-checkpoint";
 inline constexpr int64_t kCheckpointFormatVersion = 2;
@@ -142,7 +145,8 @@ class CheckpointWriter {
 
 class CheckpointReader {
  public:
-  // Opens `path` and checks it: an HDF5 file, format "dapo-checkpoint", a
+  // Opens `path`, a file (format 1, 2) or the folder of a sharded training
+  // checkpoint (format 3, sharded_checkpoint.h), and checks it: an HDF5 file, format "dapo-checkpoint", a
   // format_version this dapo reads, a valid model_config, and every
   // parameter of that config present in /model with its shape (other
   // datasets in /model are ignored with a warning). Collective over `comm`,
@@ -163,10 +167,15 @@ class CheckpointReader {
   void close() { file_.close(); }
 
  private:
+  void open_sharded(const parallel::Comm& comm);
+  void read_root_attributes(const std::string& where);
+  void read_training_state(const std::string& where);
+
   std::string path_;
-  H5File file_;
+  H5File file_;  // the checkpoint (format 1, 2) or its index (format 3)
   CheckpointInfo info_;
   std::vector<model::ParamSpec> specs_;
+  std::shared_ptr<const ShardedIndex> sharded_;  // format 3
 };
 
 // A rank's slice of a parameter: slice.local_shape fp32 values, row-major.

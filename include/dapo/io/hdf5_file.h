@@ -161,6 +161,20 @@ class H5File {
   // rank reading a file by itself). UserError if missing or not HDF5.
   static H5File open_local(const std::string& path);
 
+  // ---- raw data for another writer (format-3 checkpoints' rank files) ---------
+  // Creates `path` in this process alone (no MPI; a file there is
+  // truncated: give a fresh temporary name) holding one contiguous f32
+  // dataset `dataset` of `n` elements, its space allocated at once and
+  // never filled, and closes it. Returns the byte offset of the dataset's
+  // values in the file: the caller writes them there itself (pwrite, from
+  // any thread, with no HDF5 call), and HDF5 readers then see an ordinary
+  // dataset. UserError (with the free space) when the system refuses.
+  static int64_t create_raw_f32(const std::string& path, const std::string& dataset, int64_t n);
+  // The byte offset of a contiguous dataset's values (0 for an empty one),
+  // for direct reads. UserError if `dataset` is missing, not f32, chunked
+  // or not allocated.
+  int64_t data_offset(const std::string& dataset) const;
+
  private:
   void write_raw(const std::string& dataset, const Hyperslab& slab, DType dtype, const void* data);
   void read_raw(const std::string& dataset, const Hyperslab& slab, DType dtype, void* out) const;

@@ -9,24 +9,28 @@
 // restart + N/2 end in bitwise identical weights and metrics on the CPU
 // backend (tests/trainer/test_resume.cpp).
 //
-// Files: checkpoint.dir/step_%08d.h5 (atomic: .partial, fsync, rename),
-// then checkpoint.dir/latest names it (atomic too); then, of the checkpoints
+// Files: checkpoint.dir/step_%08d/, a folder with a file per rank and an
+// index (io/sharded_checkpoint.h; atomic: written as .partial/, synced,
+// renamed; saved in the background by CheckpointSaver), then
+// checkpoint.dir/latest names it (atomic too); then, of the checkpoints
 // of earlier steps, those beyond the newest checkpoint.keep_last - 1 are
 // deleted - only after the new one is complete, so an interrupted save
 // leaves the previous ones loadable. The new checkpoint and any of later
-// steps are never deleted: `latest` always names an existing file.
+// steps are never deleted: `latest` always names an existing checkpoint.
+// step_%08d.h5 files of older dapo versions (one file, format 2) still
+// resume, and count as checkpoints for all of the above.
 //
 // Resume (checkpoint.resume):
 //   auto   the checkpoint `latest` names (a warning when that file is gone),
-//          else the newest step_*.h5; one that fails to load (damaged,
+//          else the newest step_* checkpoint; one that fails to load (damaged,
 //          truncated, digest mismatch, negative step, non-finite values) is
 //          reported with a warning and the previous one is tried; if every
 //          candidate fails, the run stops (UserError) rather than silently
 //          starting over; no checkpoint at all: a fresh start from model.path
 //   never  a fresh start from model.path; a UserError if checkpoint.dir
-//          already holds step_*.h5 files (another run's: this one would
+//          already holds step_* checkpoints (another run's: this one would
 //          overwrite and prune them)
-//   PATH   that file; failing to load it is a UserError. Checkpoints of
+//   PATH   that checkpoint (folder or file); failing to load it is a UserError. Checkpoints of
 //          later steps in checkpoint.dir are kept (with a warning) until
 //          this run overwrites them
 // The checkpoint's model must be the model.path model's architecture (its
@@ -50,8 +54,13 @@
 
 namespace dapo::trainer {
 
-// "step_00000042.h5"
+// "step_00000042": the folder of a format-3 checkpoint (io/sharded_checkpoint.h).
 std::string checkpoint_name(int64_t step);
+
+// Of checkpoint.dir's checkpoints of steps before `step`, deletes those
+// beyond the newest checkpoint.keep_last - 1 (0: none). Rank 0's, after
+// `latest` names the new one; folders only if they are dapo's checkpoints.
+void prune_checkpoints(const Config& config, int64_t step);
 
 struct ResumePoint {
   std::string path;
@@ -73,8 +82,9 @@ bool has_resume_candidate(const Config& config);
 std::optional<ResumePoint> resume_training(const Config& config, const parallel::Grid& grid,
                                            model::ParamStore& params, optim::AdamW& optimizer);
 
-// Saves the training state after `step` steps, points `latest` at it and
-// prunes old checkpoints. Returns the file's path. Collective over grid.world.
+// Saves the training state after `step` steps now (CheckpointSaver, not in
+// the background), points `latest` at it and prunes old checkpoints.
+// Returns the folder's path. Collective over grid.world.
 std::string save_training_state(const Config& config, const parallel::Grid& grid, const model::ParamStore& params,
                                 const optim::AdamW& optimizer, const data::PromptOrder& order, int64_t step);
 

@@ -12,8 +12,9 @@
 //     reported as what it is, naming the key and the folder.
 //   - space: checkpoint.dir must have room (statvfs, for this user) for one
 //     checkpoint of the run (checkpoint_bytes), counted after the
-//     temporary files of a save that did not finish (step_*.h5.partial,
-//     sft_final.h5.partial, latest.partial: a disk that filled, a kill)
+//     temporary files of a save that did not finish (step_*.partial/
+//     folders of dapo's files, step_*.h5.partial, sft_final.h5.partial,
+//     latest.partial: a disk that filled, a kill)
 //     are removed, with an info line naming them; under the run's lock.
 //   - one run per folder: RunLock holds an advisory lock (flock) on
 //     .dapo.lock in checkpoint.dir and in log.dir (one lock when they are
@@ -98,7 +99,8 @@ RunLock prepare_output_folders(const Config& config, const parallel::Grid& grid,
 void check_log_dir_owner(const Config& config, const parallel::Grid& grid, bool resuming);
 
 // Removes the stale .partial files of checkpoint saves in `dir` (see
-// above; a folder of such a name stays) and returns them, each with its
+// above; a step_*.h5.partial folder, or a step_*.partial/ folder holding
+// anything dapo does not write, stays) and returns them, each with its
 // size: "PATH (N bytes)". Not collective; call it holding the RunLock.
 std::vector<std::string> remove_stale_partials(const std::string& dir);
 
