@@ -54,6 +54,7 @@
 #include "dapo/parallel/grid.h"
 #include "dapo/parallel/runtime.h"
 #include "dapo/trainer/checkpoint_saver.h"
+#include "bench/checkpoint_bench.h"
 
 namespace {
 
@@ -80,112 +81,10 @@ dapo::model::Qwen2Config make_config(double million) {
 std::string training_part(const dapo::model::Qwen2Config& config, const fs::path& dir) {
   using namespace dapo;
   const parallel::Grid grid = parallel::make_grid(1);
-  const parallel::Comm& world = grid.world;
   model::ParamStore params(config, 0, 1);
   params.init_random({});
-  Config cfg;
-  cfg.checkpoint.dir = (dir / "ck").string();
-  cfg.checkpoint.keep_last = 0;
-  optim::AdamW opt(params, optim::adamw_options(cfg.optim), optim::shard_options(cfg.optim, grid.dp));
-  const data::PromptOrder order(100, 1);
-  int64_t elements = 0;
-  for (const auto& s : model::qwen2_param_specs(config)) {
-    int64_t n = 1;
-    for (const int64_t d : s.shape) n *= d;
-    elements += n;
-  }
-  const double mb = 3.0 * double(elements) * 4 / 1e6;  // weights and both moments
-  auto timed = [&](auto&& f) {
-    world.barrier();
-    const auto t0 = Clock::now();
-    f();
-    world.barrier();
-    return world.all_reduce_f64(seconds_since(t0), parallel::ReduceOp::max);
-  };
-
-  // Format 2: one shared file, the ZeRO-1 shards gathered to dp rank 0 (as before format 3).
-  std::vector<float> m, v;
-  model::ParamHostAccess host(params);
-  const io::SliceGather gather = [&](const model::ParamSpec& spec, const model::SliceSpec& slice) {
-    int64_t n = 1;
-    for (const int64_t d : slice.local_shape) n *= d;
-    const bool writer = grid.dp_rank == 0;
-    m.resize(writer ? size_t(n) : 0);
-    v.resize(writer ? size_t(n) : 0);
-    opt.gather_local(spec.name, writer ? m.data() : nullptr, writer ? v.data() : nullptr, n, 0);
-  };
-  io::CheckpointInfo info;
-  info.model = config;
-  info.training = true;
-  info.world_size = world.size();
-  info.dp = world.size();
-  const double shared_s = timed([&] {
-    io::save_training_checkpoint(
-        (dir / "shared.h5").string(), world, io::ShardPlace::of(grid), info, 1,
-        [&](const model::ParamSpec& spec, const model::SliceSpec&) -> const float* { return host.read_source(spec.name); },
-        [&](const model::ParamSpec&, const model::SliceSpec&) -> const float* { return m.data(); },
-        [&](const model::ParamSpec&, const model::SliceSpec&) -> const float* { return v.data(); }, gather);
-  });
-  // Format 3, at once and in the background.
-  trainer::CheckpointSaver at_once(cfg, grid, params, opt, false);
-  const double sync_s = timed([&] { at_once.start(1, order); });
-  trainer::CheckpointSaver background(cfg, grid, params, opt, true);
-  double stall_s = 0;
-  const double total_s = timed([&] {
-    background.start(2, order);
-    stall_s = world.all_reduce_f64(background.last_stall_s(), parallel::ReduceOp::max);
-    background.finish();
-  });
-  // Each rank's share of the same bytes, written plainly to a file of its own.
-  const size_t share = at_once.host_bytes();
-  std::vector<char> bytes(std::min<size_t>(share, size_t(64) << 20), 1);
-  const std::string raw = (dir / ("raw_" + std::to_string(world.rank()) + ".bin")).string();
-  const double raw_s = timed([&] {
-    const int fd = ::open(raw.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    for (size_t left = share; left > 0;) {
-      const ssize_t w = ::write(fd, bytes.data(), std::min(left, bytes.size()));
-      if (w <= 0) break;
-      left -= size_t(w);
-    }
-    ::fsync(fd);
-    ::close(fd);
-  });
-  fs::remove(raw);
-  // Resume of the sharded checkpoint: every rank reads the whole tensors (tp 1).
-  std::vector<float> sink;
-  const io::SliceSink to_sink = [&](const model::ParamSpec&, const model::SliceSpec& slice) {
-    int64_t n = 1;
-    for (const int64_t d : slice.local_shape) n *= d;
-    sink.resize(size_t(n));
-    return sink.data();
-  };
-  const double load_s = timed([&] {
-    io::load_training_checkpoint((dir / "ck" / "step_00000001").string(), world, 0, 1, to_sink, to_sink, to_sink);
-  });
-  char out[1024];
-  std::snprintf(out, sizeof out,
-                "\"ranks\": %d, \"train_checkpoint_mb\": %.0f, \"train_shared_file_mb_s\": %.0f, "
-                "\"train_sharded_mb_s\": %.0f, \"raw_rank_write_mb_s\": %.0f, \"sync_save_s\": %.3f, "
-                "\"async_save_stall_s\": %.4f, \"async_save_total_s\": %.3f, \"train_load_mb_s\": %.0f, "
-                "\"snapshot_host_bytes_per_rank\": %zu",
-                world.size(), mb, mb / shared_s, mb / sync_s, mb / raw_s, sync_s, stall_s, total_s,
-                mb * world.size() / load_s, share);
-  return out;
-}
-
-// Rank 0's temporary folder, known to every rank.
-std::string shared_tmp_dir(const dapo::parallel::Comm& world) {
-  std::string name;
-  if (world.rank() == 0) {
-    char tmpl[] = "/tmp/dapo_bench_io_XXXXXX";
-    if (mkdtemp(tmpl)) name = tmpl;
-  }
-  std::vector<std::vector<std::byte>> to_each(size_t(world.size()));
-  if (world.rank() == 0)
-    for (auto& b : to_each) b.assign(reinterpret_cast<const std::byte*>(name.data()),
-                                     reinterpret_cast<const std::byte*>(name.data()) + name.size());
-  const std::vector<std::byte> got = world.all_to_all_v(to_each);
-  return std::string(reinterpret_cast<const char*>(got.data()), got.size());
+  optim::AdamW opt(params, optim::adamw_options(OptimConfig{}), optim::shard_options(OptimConfig{}, grid.dp));
+  return bench::checkpoint_bench(grid, params, opt, dir);
 }
 
 }  // namespace
@@ -196,7 +95,7 @@ int main(int argc, char** argv) {
   const auto config = make_config(million);
   const auto specs = dapo::model::qwen2_param_specs(config);
   const dapo::parallel::Comm world = dapo::parallel::Comm::world();
-  const fs::path dir = shared_tmp_dir(world);
+  const fs::path dir = dapo::bench::shared_tmp_dir(world, "/tmp/dapo_bench_io");
   if (dir.empty()) return 1;
   try {
     if (world.size() > 1) {  // the ranks of a node: the training-checkpoint part only

@@ -125,7 +125,7 @@ val = [v for r in rows for k, v in r.items() if k.startswith("val-core/") and "/
 print(f"GPU demo: validation accuracy {val[0]:.3f} -> {val[-1]:.3f} over {rows[-1]['step']} steps")
 assert val[-1] > val[0] + 0.1, "DAPO on the GPU did not raise the validation accuracy"
 PY
-ckpt=$(ls "$tmp"/train/ckpt/step_*.h5 | tail -1)
+ckpt=$(ls -d "$tmp"/train/ckpt/step_*[0-9] | tail -1)
 "$dapo" eval --config inputs/demo.ini --parallel.backend=cuda --checkpoint="$ckpt" --output="$tmp/eval.json" \
   > "$tmp/eval.log" 2>&1 || { tail -20 "$tmp/eval.log"; echo "test_gpu.sh: dapo eval on cuda failed"; exit 1; }
 cat "$tmp/eval.json"

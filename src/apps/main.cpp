@@ -1,5 +1,6 @@
 // main() of `dapo`: picks the subcommand, parses its options and the
 // configuration, runs it, and turns errors into exit codes.
+#include <csignal>
 #include <cstdio>
 #include <iostream>
 #include <new>
@@ -62,6 +63,10 @@ int run_command(const Command& cmd, int argc, char** argv) {
 
 int main(int argc, char** argv) {
   using namespace dapo::apps;
+  // A write past a file-size limit (ulimit -f, a batch system's limit) then
+  // fails with EFBIG, which every writer reports naming the file and the
+  // free space, instead of killing the rank in the middle of a save.
+  std::signal(SIGXFSZ, SIG_IGN);
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h" ||
       std::string(argv[1]) == "help") {
     print_usage();

@@ -220,6 +220,7 @@ class Schema {
     add("checkpoint", "keep_last", &C::checkpoint, &CheckpointConfig::keep_last, "checkpoints kept; 0: all");
     add("checkpoint", "resume", &C::checkpoint, &CheckpointConfig::resume, "auto | never | PATH (dapo sft: auto | never; a finished sft_final.h5 is kept)");
     add("checkpoint", "async", &C::checkpoint, &CheckpointConfig::async, "dapo train: save in the background (the step waits only for a copy to host memory)");
+    add("checkpoint", "stop_warning_s", &C::checkpoint, &CheckpointConfig::stop_warning_s, "seconds from the stop signal to the kill (Slurm's --signal=B:USR1@N); dapo train warns when two saves at the measured write speed do not fit; 0: not checked");
     add("dump", "dir", &C::dump, &DumpConfig::dir, "rollout dump directory (not checkpoint.dir: the same file names)");
     add("dump", "every", &C::dump, &DumpConfig::every, "steps between rollout dumps; 0: off");
     add("log", "dir", &C::log, &LogConfig::dir, "metrics.jsonl and config.ini go here");
@@ -442,6 +443,8 @@ void validate(const Config& c) {
   if (c.parallel.tp < 1) fail("parallel.tp", "must be at least 1");
   if (c.checkpoint.save_every < 0) fail("checkpoint.save_every", "must be >= 0");
   if (c.checkpoint.keep_last < 0) fail("checkpoint.keep_last", "must be >= 0");
+  if (!(c.checkpoint.stop_warning_s >= 0) || c.checkpoint.stop_warning_s > 1e9)
+    fail("checkpoint.stop_warning_s", "must be between 0 and 1e9 seconds");
   if (c.checkpoint.resume.empty()) fail("checkpoint.resume", "must be auto, never or a path");
   if (c.dump.every < 0) fail("dump.every", "must be >= 0");
   if (c.log.every < 1) fail("log.every", "must be at least 1");

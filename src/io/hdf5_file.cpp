@@ -1,6 +1,7 @@
 // H5File over parallel HDF5 (MPI-IO); see hdf5_file.h for the collective rules.
 #include "dapo/io/hdf5_file.h"
 
+#include <fcntl.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -667,6 +668,32 @@ void H5File::read_f64(const std::string& dataset, const Hyperslab& slab, double*
 
 int64_t H5File::create_raw_f32(const std::string& path, const std::string& dataset, int64_t n) {
   DAPO_CHECK(n >= 0, "H5File::create_raw_f32 ", path, ": ", n, " elements");
+  // The file's length is claimed first, outside HDF5: a file-size limit
+  // refuses it here, with a clean error, rather than in HDF5's flush at the
+  // close (after which HDF5 1.10 keeps a half-closed file that crashes its
+  // shutdown). HDF5 then truncates and lays the file out within that length.
+  {
+    const off_t length = off_t(n) * off_t(sizeof(float)) + (off_t(1) << 16);
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0666);
+    std::string cause;
+    if (fd < 0)
+      cause = std::strerror(errno);
+    else if (::ftruncate(fd, length) != 0)
+      cause = std::strerror(errno);
+    if (fd >= 0) ::close(fd);
+    if (!cause.empty()) {
+      std::error_code ec;
+      std::filesystem::remove(path, ec);
+      struct statvfs fs {};
+      const std::string dir = std::filesystem::path(path).parent_path().string();
+      std::string free_bytes;
+      if (::statvfs(dir.empty() ? "." : dir.c_str(), &fs) == 0)
+        free_bytes = cat("; the file system has ", uint64_t(fs.f_bavail) * uint64_t(fs.f_frsize),
+                         " bytes free for this user (a full disk, a quota, a file-size limit or a read-only remount "
+                         "refuse writes)");
+      throw UserError(cat(path, ": claiming ", uint64_t(length), " bytes for the file failed: ", cause, free_bytes));
+    }
+  }
   detail::h5_quiet();
   H5File f;
   f.path_ = path;

@@ -2,8 +2,10 @@
 #include "dapo/trainer/checkpoint_saver.h"
 
 #include <pthread.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
@@ -12,6 +14,7 @@
 #include "dapo/core/device_runtime.h"
 #include "dapo/core/error.h"
 #include "dapo/core/log.h"
+#include "dapo/io/file_sync.h"
 #include "dapo/optim/shard_layout.h"
 #include "dapo/trainer/checkpointing.h"
 #include "dapo/trainer/run_files.h"
@@ -54,6 +57,14 @@ CheckpointSaver::CheckpointSaver(const Config& config, const parallel::Grid& gri
   for (const model::ParamEntry& e : params.entries()) offsets.push_back(e.offset);
   plan_ = io::plan_sharded_save(params.config(), io::ShardPlace::of(grid), grid.world_rank(), offsets,
                                 write_ranges(grid, params, optimizer), true);
+  // Allocated and touched now: first-touch page faults of gigabytes (seconds
+  // on a VM) must not stall the first save's step.
+  if (plan_.elements > 0) {
+    const size_t bytes = size_t(plan_.elements) * sizeof(float);
+    host_ = params.device() == Device::cpu ? new float[size_t(plan_.elements)]
+                                           : static_cast<float*>(device_runtime::alloc_pinned(bytes));
+    std::memset(host_, 0, bytes);
+  }
 }
 
 CheckpointSaver::~CheckpointSaver() {
@@ -67,10 +78,6 @@ CheckpointSaver::~CheckpointSaver() {
 }
 
 void CheckpointSaver::snapshot() {
-  if (host_ == nullptr && plan_.elements > 0)
-    host_ = params_.device() == Device::cpu
-                ? new float[size_t(plan_.elements)]
-                : static_cast<float*>(device_runtime::alloc_pinned(size_t(plan_.elements) * sizeof(float)));
   const bool master_compact = params_.master_sharded();
   const bool moments_compact = optimizer_.sharded();
   const std::vector<model::ShardRange>* shard = moments_compact ? &optimizer_.layout().ranges() : nullptr;
@@ -136,6 +143,38 @@ void CheckpointSaver::start(int64_t step, const data::PromptOrder& order) {
   written_ = true;
   stall_s_ = seconds_since(t0);
   commit();
+}
+
+double CheckpointSaver::probe_save_s() const {
+  make_shared_dir(config_.checkpoint.dir, "checkpoint.dir", grid_);
+  const size_t share = host_bytes();
+  const size_t bytes = std::min(share, size_t(256) << 20);
+  const std::string probe = (fs::path(config_.checkpoint.dir) / cat(".dapo_write_probe.", grid_.world_rank())).string();
+  std::string error;
+  double seconds = 0;
+  grid_.world.barrier();
+  if (bytes > 0) {
+    const auto t0 = Clock::now();
+    try {
+      const int fd = io::create_temporary(probe, "write-speed probe", 0600);
+      const char* at = reinterpret_cast<const char*>(host_);
+      for (size_t done = 0; done < bytes && error.empty();) {
+        const ssize_t w = ::write(fd, at + done, bytes - done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) error = cat(probe, ": cannot write the write-speed probe: ", w < 0 ? std::strerror(errno) : "no progress");
+        else done += size_t(w);
+      }
+      if (error.empty() && ::fsync(fd) != 0) error = cat(probe, ": cannot sync the write-speed probe: ", std::strerror(errno));
+      ::close(fd);
+      std::error_code ec;
+      fs::remove(probe, ec);
+    } catch (const UserError& e) {
+      error = e.what();
+    }
+    seconds = seconds_since(t0) * double(share) / double(bytes);
+  }
+  io::agree_on_error(grid_.world, error);
+  return grid_.world.all_reduce_f64(seconds, parallel::ReduceOp::max);
 }
 
 std::string CheckpointSaver::poll() {

@@ -171,11 +171,35 @@ TrainSummary run_train_job(const Config& config, const parallel::Grid& grid, con
   watchdog.watch(&grid.tp, "tp");
   watchdog.watch(&grid.dp, "dp");
   CheckpointSaver saver(config, grid, params, trainer->optimizer());
+  // A stop must finish a save in flight and then save its own step: two
+  // saves after the step in progress, inside checkpoint.stop_warning_s.
+  const double warning_s = config.checkpoint.stop_warning_s;
+  auto check_stop_window = [&](double save_s, const char* measured) {
+    if (warning_s <= 0 || 2 * save_s <= warning_s) return false;
+    if (root)
+      DAPO_WARN("checkpoint: a save takes about ", save_s, " s (", measured, "); a stop signal must wait for a save "
+                "in flight and then save its step, up to ", 2 * save_s, " s after the step in progress, more than ",
+                config.origin_of("checkpoint.stop_warning_s"), ": checkpoint.stop_warning_s = ", warning_s,
+                ": raise the job's warning time (Slurm --signal=B:USR1@N) and checkpoint.stop_warning_s with it, or "
+                "the job may be killed before the state is saved");
+    return true;
+  };
+  if (warning_s > 0) {
+    const double probe_s = saver.probe_save_s();
+    if (!check_stop_window(probe_s, cat(saver.host_bytes(), " bytes per rank at the speed of a write probe in ",
+                                        config.checkpoint.dir).c_str()) && root)
+      DAPO_INFO("checkpoint: a save takes about ", probe_s, " s at the probed write speed (", saver.host_bytes(),
+                " bytes per rank); two fit in checkpoint.stop_warning_s = ", warning_s, " s with the step in progress "
+                "if that step takes less than ", warning_s - 2 * probe_s, " s");
+  }
+  bool window_warned = false;
   auto committed = [&](const std::string& path) {
     if (path.empty()) return;
     summary.checkpoint = path;
-    DAPO_INFO("checkpoint: ", path, " (this rank wrote ", saver.host_bytes(), " bytes in ", saver.last_write_s(),
+    const double write_s = grid.world.all_reduce_f64(saver.last_write_s(), parallel::ReduceOp::max);
+    DAPO_INFO("checkpoint: ", path, " (", saver.host_bytes(), " bytes per rank; the slowest rank's write ", write_s,
               " s)");
+    if (!window_warned) window_warned = check_stop_window(write_s, "the slowest rank's write of the last save");
   };
   double save_stall_s = -1;  // of the save after the last step, for the next step's metrics
   auto save = [&](int64_t step) {

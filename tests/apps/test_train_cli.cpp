@@ -180,9 +180,18 @@ TEST_F(TrainCli, ShortBatchesDoNotEndTheRun) {
   }
   EXPECT_EQ(dapo::test::read_text(dir_->file("short0/ckpt/latest")), "step_00000003\n");
 
+  // A stop window too short for two saves is said at the start (a write
+  // probe) and after the first save (its measured write).
   r = run_command(mpirun(2) + dapo() + train_args("short1") + rounds + " --rollout.gen_batch_size=4" +
-                  " --train.ppo_mini_batch_size=4");
+                  " --train.ppo_mini_batch_size=4 --checkpoint.stop_warning_s=1e-7");
   ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("bytes per rank at the speed of a write probe in " + dir_->file("short1/ckpt") +
+                          "); a stop signal must wait for a save in flight and then save its step"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("checkpoint.stop_warning_s = 1e-07: raise the job's warning time"), std::string::npos)
+      << r.output;
+  EXPECT_FALSE(fs::exists(dir_->file("short1/ckpt/.dapo_write_probe.0")));
   lines = read_jsonl(dir_->file("short1/metrics.jsonl"));
   ASSERT_EQ(lines.size(), 3u);
   int64_t trained = 0;

@@ -161,11 +161,12 @@ fi
 # The file-size limit (no root needed) makes the rank files' allocation fail
 # as a full disk does, after the start's free-space check has passed (each
 # rank's file of the demo checkpoint is about 3.9 MB, above the 2 MiB
-# limit); every rank then reports the failure together. Over TCP: Open
-# MPI's shared-memory transport would need files above the limit.
+# limit); every rank then reports the failure together. Over TCP, and PMIx
+# keeping its data in memory (gds=hash): Open MPI's shared-memory transport
+# and PMIx's shared segments would need files above the limit.
 log=$work/fsize.log
 (trap '' XFSZ; ulimit -f 2048
- timeout 120 mpirun -np 2 --oversubscribe --mca btl self,tcp "$dapo" "${args[@]}" --train.total_steps=2 \
+ PMIX_MCA_gds=hash timeout 120 mpirun -np 2 --oversubscribe --mca btl self,tcp "$dapo" "${args[@]}" --train.total_steps=2 \
    --checkpoint.save_every=1 --log.dir="$work/z" --checkpoint.dir="$work/z/ck" >"$log" 2>&1)
 rc=$?
 [ $rc -eq 2 ] || fail "a save whose write is refused exited $rc, expected 2 ($(tail -3 "$log"))"

@@ -1,12 +1,14 @@
 // DAPO training steps on one GPU (generation on the GPU engine, the update
 // through UpdateRunner, AdamW on the device): 4 steps in one run and 2
-// steps + checkpoint + a new trainer that resumes + 2 steps end in bitwise
+// steps + checkpoint (saved in the background while a third step runs) + a
+// new trainer that resumes + 2 steps end in bitwise
 // identical weights, Adam moments, step count, prompt order and metrics
 // (times aside), as on the CPU (tests/trainer/test_resume.cpp). The demo
 // task and tokenizer with a fresh random model, dynamic sampling off.
 #include <filesystem>
 
 #include "dapo/data/dataset.h"
+#include "dapo/trainer/checkpoint_saver.h"
 #include "dapo/trainer/checkpointing.h"
 #include "dapo/trainer/dapo_trainer.h"
 #include "dapo/trainer/model_init.h"
@@ -83,8 +85,12 @@ TEST_F(TrainGpu, TwoPlusTwoStepsEqualFourBitForBit) {
   {
     GpuTrainingRun first(two, grid, device_.get());
     for (int s = 0; s < 2; ++s) EXPECT_EQ(timeless(first.trainer.step().metrics), timeless(want[size_t(s)]));
-    trainer::save_training_state(two, grid, first.trainer.params(), first.trainer.optimizer(), first.trainer.order(),
-                                 2);
+    // Saved in the background (pinned snapshot): the step run before the
+    // save commits changes the device state, not the checkpoint.
+    trainer::CheckpointSaver saver(two, grid, first.trainer.params(), first.trainer.optimizer(), true);
+    saver.start(2, first.trainer.order());
+    first.trainer.step();
+    EXPECT_EQ(saver.finish(), dir.file("two/step_00000002"));
   }
   GpuTrainingRun second(two, grid, device_.get());
   const std::optional<trainer::ResumePoint> p =

@@ -142,6 +142,7 @@ struct CheckpointConfig {
   int64_t keep_last = 3;        // 0: keep all
   std::string resume = "auto";  // auto | never | PATH
   bool async = true;            // write in the background while the next steps run
+  double stop_warning_s = 0;    // seconds from the stop signal to the kill (Slurm --signal=B:USR1@N); 0: not checked
 };
 
 struct DumpConfig {
