@@ -355,6 +355,11 @@ void CheckpointReader::open_sharded(const parallel::Comm& comm) {
                         " (a damaged checkpoint)"));
   info_.training = true;
   info_.state.optimizer_steps = file_.attr_int("/", "optimizer_steps");
+  if (file_.has_attr("/", "kv_cache_cap_bytes")) {
+    info_.state.kv_cache_cap_bytes = file_.attr_int("/", "kv_cache_cap_bytes");
+    if (info_.state.kv_cache_cap_bytes < 0)
+      throw UserError(cat(index_path, ": kv_cache_cap_bytes = ", info_.state.kv_cache_cap_bytes, " is negative"));
+  }
   std::vector<std::string> names;
   const std::string tensors = file_.exists("/index") ? file_.attr_string("/index", "tensors") : std::string();
   for (size_t at = 0; at < tensors.size();) {

@@ -258,6 +258,7 @@ void ShardedCheckpointWriter::commit() {
       index.set_attr("/", "tp", info_.tp);
       index.set_attr("/", "dp", info_.dp);
       index.set_attr("/", "optimizer_steps", info_.state.optimizer_steps);
+      index.set_attr("/", "kv_cache_cap_bytes", info_.state.kv_cache_cap_bytes);
       index.create_dataset(kRngDataset, DType::i64, {int64_t(comm.size())});
       index.create_dataset(kDataDataset, DType::i64, {4});
       index.create_dataset(kPiecesDataset, DType::i64, {pieces, kPieceFields});

@@ -10,6 +10,7 @@
 
 #include "dapo/core/carver.h"
 #include "dapo/core/error.h"
+#include "dapo/core/log.h"
 #include "dapo/ops/copy.h"
 #include "dapo/ops/fill.h"
 #include "dapo/rollout/tp_sampling.h"
@@ -161,7 +162,7 @@ GenerationRun::GenerationRun(const model::Qwen2Model& model, const parallel::Com
 GenerationRun::KvPool GenerationRun::plan_kv_pool(size_t num_prompts) const {
   const model::Qwen2Config& config = model_.config();
   const int64_t tp_size = model_.dims().tp, reserved = graphs_ ? 1 : 0;
-  size_t budget = options_.kv_cache_bytes;
+  size_t budget = options_.kv_cache_bytes, pool_cap = 0;
   if (budget > 0) {
     // A budget this process cannot have fails in the allocator, far from the key.
     const size_t have = on_gpu_ ? device_memory_free() : host_memory_bytes();
@@ -181,11 +182,23 @@ GenerationRun::KvPool GenerationRun::plan_kv_pool(size_t num_prompts) const {
     // down to a coarse quantum gives the same pool, so the same schedule and
     // the same bits, at every rerun.
     if (cap > kPoolQuantum) cap -= cap % kPoolQuantum;
+    if (const size_t pinned = options_.kv_cache_cap_bytes; pinned > 0) {
+      if (pinned > cap)
+        DAPO_WARN("rollout: the KV pool's pinned memory cap (", double(pinned) / double(size_t(1) << 30),
+                  " GiB: this run's first round, or its checkpoint) is more than ",
+                  on_gpu_ ? "this GPU has free now" : "a quarter of this host's memory", " (",
+                  double(cap) / double(size_t(1) << 30), " GiB): this round's pool follows the memory, and its "
+                  "schedule may differ from the saved run's");
+      else
+        cap = pinned;
+    }
+    pool_cap = cap;
     // At least one full sequence; if the device cannot give that, the
     // allocation below says so.
     budget = std::max(sizes.min, std::min(sizes.requests, cap));
   }
   KvPool pool;
+  pool.cap = pool_cap;
   pool.pool_blocks = kv_blocks_for_budget(config, tp_size, bs_, budget, device_);
   // The tp ranks of a group must plan the same steps (their collectives
   // pair up step by step), and admission and preemption follow the pool:
@@ -206,6 +219,7 @@ size_t GenerationRun::queue_prompts(std::span<const PromptInput> prompts) {
   stats_.num_blocks = pool_.num_blocks;
   stats_.block_size = bs_;
   stats_.kv_cache_bytes = model::kv_cache_bytes(model_.config(), model_.dims().tp, pool_.pool_blocks, bs_, device_);
+  stats_.kv_cache_cap_bytes = pool_.cap;
   return stats_.kv_cache_bytes;
 }
 

@@ -102,7 +102,7 @@ void CheckpointSaver::snapshot() {
   if (params_.device() != Device::cpu) device_runtime::synchronize(params_.stream(), "checkpoint snapshot");
 }
 
-void CheckpointSaver::start(int64_t step, const data::PromptOrder& order) {
+void CheckpointSaver::start(int64_t step, const data::PromptOrder& order, int64_t kv_cache_cap_bytes) {
   const auto t0 = Clock::now();
   if (in_flight()) finish();
   make_shared_dir(config_.checkpoint.dir, "checkpoint.dir", grid_);
@@ -116,6 +116,7 @@ void CheckpointSaver::start(int64_t step, const data::PromptOrder& order) {
   info.state.data_size = os.size;
   info.state.data_epoch = os.cursor.epoch;
   info.state.data_position = os.cursor.position;
+  info.state.kv_cache_cap_bytes = kv_cache_cap_bytes;
   try {
     writer_ = std::make_unique<io::ShardedCheckpointWriter>(path, grid_.world, info, plan_, uint64_t(config_.train.seed));
   } catch (const UserError& e) {  // on every rank alike; the .partial is gone

@@ -112,6 +112,7 @@ ResumePoint load_into(const std::string& path, const parallel::Grid& grid, model
   p.order.cursor = {info.state.data_epoch, info.state.data_position};
   p.saved_tp = info.tp;
   p.saved_dp = info.dp;
+  p.kv_cache_cap_bytes = info.state.kv_cache_cap_bytes;
   return p;
 }
 
@@ -223,9 +224,10 @@ std::optional<ResumePoint> resume_training(const Config& config, const parallel:
 }
 
 std::string save_training_state(const Config& config, const parallel::Grid& grid, const model::ParamStore& params,
-                                const optim::AdamW& optimizer, const data::PromptOrder& order, int64_t step) {
+                                const optim::AdamW& optimizer, const data::PromptOrder& order, int64_t step,
+                                int64_t kv_cache_cap_bytes) {
   CheckpointSaver saver(config, grid, params, optimizer, false);
-  saver.start(step, order);
+  saver.start(step, order, kv_cache_cap_bytes);
   return (fs::path(config.checkpoint.dir) / checkpoint_name(step)).string();
 }
 

@@ -1,4 +1,5 @@
 // DapoTrainer: generation phase -> update phase -> metrics.
+#include <cstdint>
 #include "dapo/trainer/dapo_trainer.h"
 
 
@@ -53,6 +54,18 @@ void DapoTrainer::restore(int64_t steps_done, const data::PromptOrderState& orde
   steps_done_ = steps_done;
 }
 
+void DapoTrainer::pin_kv_cache_cap() {
+  const rollout::EngineOptions& o = engine_.options();
+  if (o.kv_cache_bytes > 0 || o.kv_cache_cap_bytes > 0) return;  // the same on every rank
+  const size_t mine = engine_.stats().kv_cache_cap_bytes;
+  const int64_t agreed = grid_.world.all_reduce_i64(mine > 0 ? int64_t(mine) : INT64_MAX, parallel::ReduceOp::min);
+  if (agreed != INT64_MAX) engine_.pin_kv_cache_cap(size_t(agreed));
+}
+
+void DapoTrainer::restore_kv_cache_cap(int64_t bytes) {
+  if (bytes > 0 && engine_.options().kv_cache_bytes == 0) engine_.pin_kv_cache_cap(size_t(bytes));
+}
+
 DapoStepResult DapoTrainer::step() {
   const auto start = Clock::now();
   DapoStepResult res;
@@ -71,6 +84,7 @@ DapoStepResult DapoTrainer::step() {
   if (watchdog_) watchdog_->enter("generate", res.step);
   res.generation = run_generation_phase(gen, grid_, res.step);
   if (gpu_) gpu_->check_flags("generation");
+  pin_kv_cache_cap();
   if (res.generation.sampler.status() == rl::SamplingStatus::short_batch && grid_.world_rank() == 0)
     DAPO_WARN("step ", res.step, ": ", res.generation.sampler.short_batch_message());
   if (watchdog_) watchdog_->enter("update", res.step);

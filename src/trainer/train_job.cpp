@@ -138,6 +138,7 @@ TrainSummary run_train_job(const Config& config, const parallel::Grid& grid, con
   try {
     if (resumed) {
       trainer->restore(resumed->step, resumed->order, resumed->path);
+      trainer->restore_kv_cache_cap(resumed->kv_cache_cap_bytes);
       if (root) keep_metrics_through(metrics_path, resumed->step);
     }
     metrics.emplace(metrics_path, root, resumed ? MetricsWriter::Mode::append : MetricsWriter::Mode::truncate);
@@ -204,7 +205,7 @@ TrainSummary run_train_job(const Config& config, const parallel::Grid& grid, con
   double save_stall_s = -1;  // of the save after the last step, for the next step's metrics
   auto save = [&](int64_t step) {
     watchdog.enter("checkpoint", step);
-    saver.start(step, trainer->order());
+    saver.start(step, trainer->order(), trainer->kv_cache_cap_bytes());
     save_stall_s = saver.last_stall_s();
   };
   auto validate = [&](int64_t step, Metrics& m) {

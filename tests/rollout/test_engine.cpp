@@ -295,6 +295,16 @@ TEST_F(EngineTest, KvPoolComesFromTheBudget) {
   run(prompts_of({5, 5, 5}, 9), sampled(2, 8), opts(4, 0, 256, 4096));
   EXPECT_EQ(last_stats.scheduler.preemptions, 0);
   EXPECT_GE(last_stats.num_blocks, 6 * 4);
+  EXPECT_GT(last_stats.kv_cache_cap_bytes, size_t(0));  // the memory cap it read
+  // A pinned cap (the trainer's, kept in checkpoints) bounds the automatic
+  // pool instead of free memory: 7 blocks, so sequences wait or are preempted.
+  EngineOptions pinned = opts(4, 0, 256, 4096);
+  pinned.kv_cache_cap_bytes = model::kv_cache_bytes(config, 1, 7, 4);
+  pinned.cuda_graphs = false;
+  run(prompts_of({5, 5, 5}, 9), sampled(2, 8), pinned);
+  EXPECT_EQ(last_stats.kv_cache_cap_bytes, pinned.kv_cache_cap_bytes);
+  EXPECT_EQ(last_stats.num_blocks, 7);
+  EXPECT_EQ(last_stats.kv_cache_bytes, pinned.kv_cache_cap_bytes);
 }
 
 // max_num_seqs = 0 (the default): every sequence of the round runs as soon

@@ -81,7 +81,12 @@ TEST(Resume, TwoPlusTwoStepsEqualFourBitForBit) {
   {
     TrainingRun first(two, grid);
     for (int s = 0; s < 2; ++s) EXPECT_EQ(timeless(first.trainer.step().metrics), timeless(want[size_t(s)]));
-    save_training_state(two, grid, first.trainer.params(), first.trainer.optimizer(), first.trainer.order(), 2);
+    // The KV pool's cap is pinned after the first step's generation, and saved.
+    EXPECT_GT(first.trainer.kv_cache_cap_bytes(), 0);
+    save_training_state(two, grid, first.trainer.params(), first.trainer.optimizer(), first.trainer.order(), 2,
+                        first.trainer.kv_cache_cap_bytes());
+    EXPECT_EQ(io::CheckpointReader(dir.file("two/step_00000002"), grid.world).info().state.kv_cache_cap_bytes,
+              first.trainer.kv_cache_cap_bytes());
   }
   TrainingRun second(two, grid);  // a fresh process would start here: model.path's random init
   const std::optional<ResumePoint> p = resume_training(two, grid, second.trainer.params(), second.trainer.optimizer());
@@ -89,6 +94,9 @@ TEST(Resume, TwoPlusTwoStepsEqualFourBitForBit) {
   EXPECT_EQ(p->path, dir.file("two/step_00000002"));
   EXPECT_EQ(p->step, 2);
   second.trainer.restore(p->step, p->order, p->path);
+  EXPECT_EQ(second.trainer.kv_cache_cap_bytes(), 0);
+  second.trainer.restore_kv_cache_cap(p->kv_cache_cap_bytes);
+  EXPECT_EQ(second.trainer.kv_cache_cap_bytes(), straight.trainer.kv_cache_cap_bytes());
   for (int s = 2; s < 4; ++s) {
     const DapoStepResult r = second.trainer.step();
     EXPECT_EQ(r.step, s + 1);

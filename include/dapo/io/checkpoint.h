@@ -58,6 +58,10 @@ struct TrainingState {
   // The prompt order (data::PromptOrderState as integers).
   uint64_t data_seed = 0;
   int64_t data_size = 0, data_epoch = 0, data_position = 0;
+  // The generation engine's KV-pool memory cap (bytes; 0: none pinned):
+  // a resumed run keeps the saved run's pools, so its schedules. Format 3
+  // only (the index's attribute kv_cache_cap_bytes).
+  int64_t kv_cache_cap_bytes = 0;
   bool operator==(const TrainingState&) const = default;
 };
 

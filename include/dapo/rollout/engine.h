@@ -67,6 +67,12 @@ struct EngineOptions {
   size_t kv_cache_bytes = 0;
   // kv_cache_bytes = 0 on a GPU: at most this fraction of the free memory.
   double kv_cache_memory_fraction = 0.9;
+  // kv_cache_bytes = 0: the memory cap of the automatic pool, fixed instead
+  // of read from free memory at every generate() (whose jitter would change
+  // the pool, so the schedule and the bits). The trainer pins the first
+  // round's cap for the run and keeps it in its checkpoints. 0: not pinned.
+  // A pinned cap above what the device has free now is lowered, with a warning.
+  size_t kv_cache_cap_bytes = 0;
   // Sequences per step. 0: every sequence of the round may run at once,
   // as far as the KV pool holds them (the scheduler admits a sequence while
   // the pool has blocks for it and preempts the youngest when it runs out),
@@ -201,6 +207,7 @@ struct GenerationStats {
   int64_t num_blocks = 0;         // KV pool of the last generate()
   int64_t block_size = 0;
   size_t kv_cache_bytes = 0;
+  size_t kv_cache_cap_bytes = 0;  // the automatic pool's memory cap it used (0: a fixed kv_cache_bytes)
   double seconds = 0;
   double tokens_per_s = 0;        // sampled tokens per second
   // Where the wall time went: planning and bookkeeping on the host
@@ -278,6 +285,8 @@ class GenerationEngine {
                         const ProgressCallback& progress = {});
 
   const EngineOptions& options() const { return options_; }
+  // Fixes the automatic pool's memory cap (EngineOptions::kv_cache_cap_bytes).
+  void pin_kv_cache_cap(size_t bytes) { options_.kv_cache_cap_bytes = bytes; }
   // Of the last generate().
   const GenerationStats& stats() const { return stats_; }
 

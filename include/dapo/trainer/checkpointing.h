@@ -68,6 +68,7 @@ struct ResumePoint {
   int64_t optimizer_steps = 0;      // already restored into the optimizer
   data::PromptOrderState order;     // restore into the trainer's PromptOrder
   int64_t saved_tp = 1, saved_dp = 1;  // the layout that wrote it
+  int64_t kv_cache_cap_bytes = 0;      // DapoTrainer::restore_kv_cache_cap
 };
 
 // Whether resume_training has a checkpoint to try (a file named by
@@ -86,6 +87,7 @@ std::optional<ResumePoint> resume_training(const Config& config, const parallel:
 // the background), points `latest` at it and prunes old checkpoints.
 // Returns the folder's path. Collective over grid.world.
 std::string save_training_state(const Config& config, const parallel::Grid& grid, const model::ParamStore& params,
-                                const optim::AdamW& optimizer, const data::PromptOrder& order, int64_t step);
+                                const optim::AdamW& optimizer, const data::PromptOrder& order, int64_t step,
+                                int64_t kv_cache_cap_bytes = 0);
 
 }  // namespace dapo::trainer

@@ -67,6 +67,12 @@ class DapoTrainer {
   // does not fit this run's data and seed). Weights and optimizer state are
   // restored by resume_training.
   void restore(int64_t steps_done, const data::PromptOrderState& order, const std::string& origin);
+  // The KV pool's memory cap (rollout::EngineOptions::kv_cache_cap_bytes):
+  // with rollout.kv_cache_gib = 0, the first step's, the smallest over the
+  // world, fixed for the run (0 before it, or with a fixed budget).
+  // Checkpoints keep it; restore_kv_cache_cap puts a saved one back.
+  int64_t kv_cache_cap_bytes() const { return int64_t(engine_.options().kv_cache_cap_bytes); }
+  void restore_kv_cache_cap(int64_t bytes);
   model::ParamStore& params() { return model_.params(); }
   data::PromptOrder& order() { return order_; }
   optim::AdamW& optimizer() { return optimizer_; }
@@ -81,6 +87,7 @@ class DapoTrainer {
   void set_watchdog(Watchdog* watchdog) { watchdog_ = watchdog; }
 
  private:
+  void pin_kv_cache_cap();  // after a step's generation; collective over grid.world
   const parallel::Grid& grid_;
   const Config& config_;
   const PromptSet& prompts_;
