@@ -25,11 +25,14 @@ constexpr int64_t kWriteWideRow = 512;
 // elements per access.
 template <int K>
 __global__ void kv_cache_write_kernel(bf16_t* kc, bf16_t* vc, const bf16_t* k, const bf16_t* v, const int32_t* slots,
-                                      int64_t N, int64_t row, int64_t num_slots) {
+                                      int64_t N, int64_t row, int64_t num_slots, DeviceFlags* flags) {
   const int64_t packs = row / K;
   for (int64_t i = blockIdx.x; i < N; i += gridDim.x) {
     const int64_t s = slots[i];
-    if (s < 0 || s >= num_slots) continue;  // -1: skipped by contract; others: the CPU op diagnoses
+    if (s < 0 || s >= num_slots) {  // -1: skipped by contract; others are bad metadata, flagged
+      if (s != -1 && threadIdx.x == 0) flag_bad_id(flags, FlagSite::kv_slot, i, s);
+      continue;
+    }
     for (int64_t j = threadIdx.x; j < 2 * packs; j += blockDim.x) {
       const bool is_v = j >= packs;
       const int64_t e = (is_v ? j - packs : j) * K;
@@ -56,10 +59,10 @@ void kv_cache_write(const Ctx& ctx, Tensor k_cache, Tensor v_cache, Tensor k, Te
   const int threads = row >= kWriteWideRow ? kWriteThreadsWide : kWriteThreadsNarrow;
   if (row % 8 == 0 && aligned16(kc) && aligned16(vc) && aligned16(kp) && aligned16(vp))
     kv_cache_write_kernel<8><<<grid, threads, 0, stream_of(ctx)>>>(kc, vc, kp, vp, slot_mapping.ptr<int32_t>(), N, row,
-                                                                   num_slots);
+                                                                   num_slots, ctx.flags);
   else
     kv_cache_write_kernel<1><<<grid, threads, 0, stream_of(ctx)>>>(kc, vc, kp, vp, slot_mapping.ptr<int32_t>(), N, row,
-                                                                   num_slots);
+                                                                   num_slots, ctx.flags);
   DAPO_CUDA_CHECK_LAUNCH();
 }
 

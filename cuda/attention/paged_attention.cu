@@ -119,16 +119,25 @@ struct PagedArgs {
   int csize;      // CTAs per merge group: one cluster, merged in distributed shared memory
   int qsplit, max_ctx;
   float scale_log2;  // scale * log2(e): scores in log2 units, exp2 in the softmax
+  DeviceFlags* flags;  // bad metadata (FlagSite::paged_metadata); null: not recorded
 };
 
 // Whether sequence b's metadata is consistent; malformed sequences are
-// skipped by both kernels alike (the CPU op diagnoses them).
+// skipped by both kernels alike (the CPU op diagnoses them; on the GPU the
+// partition kernels flag them, see flag_sequence).
 __device__ __forceinline__ bool sequence_ok(const PagedArgs& a, int b, int& len, int& q0, int& nq) {
   len = a.lens[b];
   q0 = a.cu[b];
   nq = a.cu[b + 1] - q0;
   return len >= 0 && len <= a.max_ctx && int64_t(len) <= int64_t(a.max_blocks) * a.block_size && nq >= 0 &&
          nq <= len && q0 >= 0 && int64_t(q0) + nq <= a.N;
+}
+
+// A malformed sequence b, flagged once (by thread 0 of the CTA of its first
+// partition, first KV head and first query split): its output rows are
+// left unwritten, and the host's check of the flags reports it.
+__device__ __forceinline__ void flag_sequence(const PagedArgs& a, int b, int part, int y, int len) {
+  if (part == 0 && y == 0 && threadIdx.x == 0) flag_bad_id(a.flags, FlagSite::paged_metadata, b, len);
 }
 
 // E consecutive bf16 (E * 2 bytes, aligned to that) into E / 2 words,
@@ -288,7 +297,11 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D>) paged_attention_kerne
     const int n = a.bs_shift >= 0 ? p >> a.bs_shift : p / a.block_size;
     const int off = a.bs_shift >= 0 ? p & (a.block_size - 1) : p - n * a.block_size;
     const int blk = table[n];
-    return (blk < 0 || blk >= a.num_blocks) ? -1 : blk * a.block_size + off;
+    if (blk < 0 || blk >= a.num_blocks) {  // a key inside the length in no block of the pool: bad metadata
+      flag_bad_id(a.flags, FlagSite::paged_metadata, b, blk);
+      return -1;
+    }
+    return blk * a.block_size + off;
   };
   // Lane l looks up key base + i * 32 + l (TK >= 32) or base + l % 16; the
   // lanes that load a key get its slot by shuffle. Keys past kend: -1.
@@ -315,7 +328,10 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D>) paged_attention_kerne
   // may come from that kernel (this grid may be its programmatic
   // dependent): wait for it before reading them or writing anything.
   pdl_wait();
-  if (!ok) return;
+  if (!ok) {
+    flag_sequence(a, b, part, blockIdx.y, len);
+    return;
+  }
   // A merge group (cluster) wholly past the sequence's end has nothing to
   // do (the merge reads only the groups that hold keys); the CTAs of a
   // group that holds some stay to the end, empty or not, because they
@@ -517,6 +533,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_smem_kernel(const Pa
   // Exits are cluster-uniform (a cluster spans partitions only).
   if (!ok || (part / cs) * cs * a.part_len >= len || qs * kRows >= rows_total) {
     pdl_wait();
+    if (!ok) flag_sequence(a, b, part, blockIdx.y, len);
     return;
   }
   const int e0 = min(s0 + a.part_len, len);
@@ -533,7 +550,11 @@ __global__ void __launch_bounds__(kThreads) paged_attention_smem_kernel(const Pa
     const int n = a.bs_shift >= 0 ? p >> a.bs_shift : p / a.block_size;
     const int off = a.bs_shift >= 0 ? p & (a.block_size - 1) : p - n * a.block_size;
     const int blk = table[n];
-    return (blk < 0 || blk >= a.num_blocks) ? -1 : blk * a.block_size + off;
+    if (blk < 0 || blk >= a.num_blocks) {  // a key inside the length in no block of the pool: bad metadata
+      flag_bad_id(a.flags, FlagSite::paged_metadata, b, blk);
+      return -1;
+    }
+    return blk * a.block_size + off;
   };
   auto issue = [&](int stage, int sl) {
     const uint32_t sk = wbase + uint32_t(stage * SG::kStageBytes), sv = sk + SG::kTileBytes;
@@ -876,6 +897,7 @@ void run_paged(const Ctx& ctx, Tensor out, Tensor q, Tensor k_cache, Tensor v_ca
   a.group = int(Hq / Hkv);
   a.max_ctx = int(max_context_len);
   a.scale_log2 = scale * kLog2e;
+  a.flags = ctx.flags;
 
   const plan::PagedSplit sp = split != nullptr ? *split : default_split(N, B, Hq, Hkv, D, max_context_len);
   DAPO_CHECK(sp.cluster == 1 || sp.cluster == 2 || sp.cluster == 4 || sp.cluster == 8,

@@ -34,7 +34,8 @@ using bf16_t = __nv_bfloat16;
 template <int K>
 __global__ void rope_kv_write_kernel(bf16_t* q, bf16_t* k, bf16_t* kc, bf16_t* vc, const bf16_t* v,
                                      const int32_t* positions, const int32_t* slots, int64_t tokens, int Hq, int Hkv,
-                                     int D, int64_t num_slots, const __grid_constant__ RopeInvFreq inv_freq) {
+                                     int D, int64_t num_slots, const __grid_constant__ RopeInvFreq inv_freq,
+                                     DeviceFlags* flags) {
   pdl_wait();  // launched as a programmatic dependent (pdl.cuh)
   pdl_launch_dependents();
   const int groups = D / 2 / K;
@@ -60,7 +61,7 @@ __global__ void rope_kv_write_kernel(bf16_t* q, bf16_t* k, bf16_t* kc, bf16_t* v
       } else {
         const int h0 = (chunk - q_chunks) * kRopeHeadsInFlight;
         const int64_t slot = slots[t];
-        // -1: skipped by contract; other slots outside the pool: the CPU op diagnoses.
+        // Outside the pool: not written (flagged by the v copy).
         bf16_t* cache = slot >= 0 && slot < num_slots ? kc + slot * row + int64_t(h0) * D : nullptr;
         bf16_t* x = k + (t * Hkv + h0) * D;
         rope_rotate_heads<bf16_t, K>(x, x, cache, min(kRopeHeadsInFlight, Hkv - h0), D, i0, c, s);
@@ -71,6 +72,9 @@ __global__ void rope_kv_write_kernel(bf16_t* q, bf16_t* k, bf16_t* kc, bf16_t* v
       const int64_t e = (j - t * v_packs) * K;
       const int64_t slot = slots[t];
       if (slot >= 0 && slot < num_slots) store_pack(vc + slot * row + e, load_pack<bf16_t, K>(v + t * row + e));
+      // -1: skipped by contract; other slots outside the pool: bad metadata,
+      // flagged once per token (by its first v pack).
+      else if (slot != -1 && e == 0) flag_bad_id(flags, FlagSite::kv_slot, t, slot);
     }
   }
 }
@@ -81,7 +85,8 @@ void launch(const Ctx& ctx, bf16_t* q, bf16_t* k, bf16_t* kc, bf16_t* vc, const 
             const RopeInvFreq& inv_freq) {
   const int64_t total = T * (rope_chunks(Hq) + rope_chunks(Hkv)) * (D / 2 / K) + T * (Hkv * D / K);
   DAPO_CUDA_CHECK(launch_pdl(rope_kv_write_kernel<K>, grid_for(total, kRopeThreads), kRopeThreads, 0, stream_of(ctx),
-                             q, k, kc, vc, v, positions, slots, T, int(Hq), int(Hkv), int(D), num_slots, inv_freq));
+                             q, k, kc, vc, v, positions, slots, T, int(Hq), int(Hkv), int(D), num_slots, inv_freq,
+                             ctx.flags));
 }
 
 // ---- with the head norm ----
@@ -110,7 +115,7 @@ __global__ void __launch_bounds__(kNormThreads)
     norm_rope_kv_write_kernel(bf16_t* q, bf16_t* k, bf16_t* kc, bf16_t* vc, const bf16_t* v, const bf16_t* q_weight,
                               const bf16_t* k_weight, const int32_t* positions, const int32_t* slots, int64_t tokens,
                               int Hq, int Hkv, int D, int64_t num_slots, float eps,
-                              const __grid_constant__ RopeInvFreq inv_freq) {
+                              const __grid_constant__ RopeInvFreq inv_freq, DeviceFlags* flags) {
   constexpr int K = kNormPack;
   pdl_wait();  // launched as a programmatic dependent (pdl.cuh); the weights too may be new
   pdl_launch_dependents();
@@ -170,11 +175,14 @@ __global__ void __launch_bounds__(kNormThreads)
     store_pack(x, r);
     if (is_k) {
       const int64_t slot = slots[t];
-      // -1: skipped by contract; other slots outside the pool: the CPU op diagnoses.
+      // -1: skipped by contract; other slots outside the pool: bad metadata,
+      // flagged once per token (by lane 0 of its first k head).
       if (slot >= 0 && slot < num_slots) {
         const int64_t at = slot * row + int64_t(hk) * D + lane * K;
         store_pack(kc + at, r);
         store_pack(vc + at, load_pack<bf16_t, K>(v + (t * Hkv + hk) * D + lane * K));
+      } else if (slot != -1 && hk == 0 && lane == 0) {
+        flag_bad_id(flags, FlagSite::kv_slot, t, slot);
       }
     }
   }
@@ -229,7 +237,7 @@ void rope_kv_write(const Ctx& ctx, Tensor q, Tensor k, Tensor k_cache, Tensor v_
       DAPO_CUDA_CHECK(launch_pdl(norm_rope_kv_write_kernel, grid_for(warps * 32, kNormThreads), kNormThreads, 0,
                                  stream_of(ctx), qp, kp, kc, vc, vp, static_cast<const bf16_t*>(hn.q_weight.data),
                                  static_cast<const bf16_t*>(hn.k_weight.data), pos, slots, T, int(Hq), int(Hkv),
-                                 int(D), num_slots, hn.eps, inv_freq));
+                                 int(D), num_slots, hn.eps, inv_freq, ctx.flags));
       return;
     }
     norm_heads(ctx, q, hn.q_weight, hn.eps);

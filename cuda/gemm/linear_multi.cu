@@ -96,13 +96,15 @@ struct PlainEpilogue {
 struct RopeEpilogue {
   static constexpr bool kRope = true, kFold = false;
   const int32_t* positions;  // (M) position of each row's token
-  const int32_t* slots;      // (M) flat cache slot; outside [0, num_slots): not written
+  const int32_t* slots;      // (M) flat cache slot; outside [0, num_slots): not written (-1 by
+                             // contract; others flagged by the v segment's first tile)
   bf16_t* k_cache;           // (num_slots, kv_row)
   bf16_t* v_cache;
   int64_t num_slots;
   int32_t head_dim;  // D: a multiple of 8 dividing the tile's weight rows
   int32_t kv_row;    // Hkv * D elements of one slot
   RopeInvFreq inv_freq;
+  DeviceFlags* flags;
 };
 // linear_residual_fold's epilogue (norm_fold.h), one bias-free segment whose
 // out is y: sum = res + the product, y = sum * norm_weight, and each row's
@@ -473,6 +475,7 @@ __device__ __forceinline__ void split_k_epilogue(const SkinnyArgs& a, const Segm
           if (ok[j] && sg.fuse == kFuseCache) {
             const int64_t slot = e.slots[m0 + t[j]];
             if (slot >= 0 && slot < e.num_slots) also[j] = e.v_cache + slot * e.kv_row;
+            else if (slot != -1 && n0 == 0 && f[j] == 0) flag_bad_id(e.flags, FlagSite::kv_slot, m0 + t[j], slot);
           }
         }
       }
@@ -1022,6 +1025,7 @@ void linear_forward_multi_skinny_rope(const Ctx& ctx, Tensor in, std::span<const
   e.head_dim = int32_t(D);
   e.kv_row = int32_t(k_cache.shape[2] * D);
   e.inv_freq = rope_inv_freq(theta, D);
+  e.flags = ctx.flags;
   run_skinny(ctx, in, qkv, plan, e, rn);
 }
 

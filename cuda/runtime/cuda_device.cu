@@ -91,7 +91,7 @@ void CudaDevice::clear_flags() const {
 void CudaDevice::check_flags(const char* phase) const {
   const DeviceFlags f = read_flags();
   if (f.bad_id_count != 0)
-    DAPO_FAIL(phase, ": ", f.bad_id_count, " token id(s) out of range on GPU ", index_, ", first in ",
+    DAPO_FAIL(phase, ": ", f.bad_id_count, " id(s) out of range on GPU ", index_, " (token ids, cache slots, block ids), first in ",
               flag_site_name(FlagSite(f.bad_id_site)), " at row ", f.bad_id_row, ": id ", f.bad_id_value);
   if (f.non_finite_count != 0)
     DAPO_FAIL(phase, ": ", f.non_finite_count, " non-finite value(s) on GPU ", index_, ", first in ",

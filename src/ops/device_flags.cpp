@@ -11,6 +11,8 @@ const char* flag_site_name(FlagSite s) {
     case FlagSite::validate_ids: return "validate_ids";
     case FlagSite::loss: return "loss";
     case FlagSite::sampling: return "sampling";
+    case FlagSite::kv_slot: return "a KV-cache write (slot outside the pool)";
+    case FlagSite::paged_metadata: return "paged attention (sequence metadata)";
   }
   return "unknown";
 }

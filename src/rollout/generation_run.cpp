@@ -10,7 +10,6 @@
 
 #include "dapo/core/carver.h"
 #include "dapo/core/error.h"
-#include "dapo/core/log.h"
 #include "dapo/ops/copy.h"
 #include "dapo/ops/fill.h"
 #include "dapo/rollout/tp_sampling.h"
@@ -163,6 +162,7 @@ GenerationRun::KvPool GenerationRun::plan_kv_pool(size_t num_prompts) const {
   const model::Qwen2Config& config = model_.config();
   const int64_t tp_size = model_.dims().tp, reserved = graphs_ ? 1 : 0;
   size_t budget = options_.kv_cache_bytes, pool_cap = 0;
+  bool lowered = false;
   if (budget > 0) {
     // A budget this process cannot have fails in the allocator, far from the key.
     const size_t have = on_gpu_ ? device_memory_free() : host_memory_bytes();
@@ -182,15 +182,11 @@ GenerationRun::KvPool GenerationRun::plan_kv_pool(size_t num_prompts) const {
     // down to a coarse quantum gives the same pool, so the same schedule and
     // the same bits, at every rerun.
     if (cap > kPoolQuantum) cap -= cap % kPoolQuantum;
+    // A pinned cap the memory cannot give now is lowered (the caller sees
+    // it in the stats: the schedule may then differ from the saved run's).
     if (const size_t pinned = options_.kv_cache_cap_bytes; pinned > 0) {
-      if (pinned > cap)
-        DAPO_WARN("rollout: the KV pool's pinned memory cap (", double(pinned) / double(size_t(1) << 30),
-                  " GiB: this run's first round, or its checkpoint) is more than ",
-                  on_gpu_ ? "this GPU has free now" : "a quarter of this host's memory", " (",
-                  double(cap) / double(size_t(1) << 30), " GiB): this round's pool follows the memory, and its "
-                  "schedule may differ from the saved run's");
-      else
-        cap = pinned;
+      lowered = pinned > cap;
+      if (!lowered) cap = pinned;
     }
     pool_cap = cap;
     // At least one full sequence; if the device cannot give that, the
@@ -199,6 +195,7 @@ GenerationRun::KvPool GenerationRun::plan_kv_pool(size_t num_prompts) const {
   }
   KvPool pool;
   pool.cap = pool_cap;
+  pool.cap_lowered = lowered;
   pool.pool_blocks = kv_blocks_for_budget(config, tp_size, bs_, budget, device_);
   // The tp ranks of a group must plan the same steps (their collectives
   // pair up step by step), and admission and preemption follow the pool:
@@ -220,6 +217,7 @@ size_t GenerationRun::queue_prompts(std::span<const PromptInput> prompts) {
   stats_.block_size = bs_;
   stats_.kv_cache_bytes = model::kv_cache_bytes(model_.config(), model_.dims().tp, pool_.pool_blocks, bs_, device_);
   stats_.kv_cache_cap_bytes = pool_.cap;
+  stats_.kv_cache_cap_lowered = pool_.cap_lowered;
   return stats_.kv_cache_bytes;
 }
 

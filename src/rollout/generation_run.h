@@ -60,6 +60,7 @@ class GenerationRun {
     int64_t pool_blocks = 0;
     int64_t num_blocks = 0;  // what the scheduler may use: the pool less the reserved pad block
     size_t cap = 0;          // the automatic budget's memory cap (0: a fixed budget)
+    bool cap_lowered = false;  // a pinned cap above what the memory gives now
   };
   // A step on the stream, not committed yet.
   struct Launched {

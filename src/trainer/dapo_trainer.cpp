@@ -55,6 +55,13 @@ void DapoTrainer::restore(int64_t steps_done, const data::PromptOrderState& orde
 }
 
 void DapoTrainer::pin_kv_cache_cap() {
+  if (engine_.stats().kv_cache_cap_lowered && !cap_lowered_warned_) {
+    cap_lowered_warned_ = true;
+    DAPO_WARN("rollout: the KV pool's pinned memory cap (", engine_.options().kv_cache_cap_bytes,
+              " bytes: this run's first step, or its checkpoint) is more than this ", gpu_ ? "GPU" : "host",
+              " gives now: the pool follows the memory (", engine_.stats().kv_cache_cap_bytes,
+              " bytes), and the schedules may differ from the saved run's (said once)");
+  }
   const rollout::EngineOptions& o = engine_.options();
   if (o.kv_cache_bytes > 0 || o.kv_cache_cap_bytes > 0) return;  // the same on every rank
   const size_t mine = engine_.stats().kv_cache_cap_bytes;

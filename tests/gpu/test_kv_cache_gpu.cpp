@@ -74,5 +74,53 @@ TEST_F(KvCacheGpu, ForcedSplitRerunsAreBitIdentical) {
   expect_reruns_identical(shapes::paged_no_pdl_case(), &plain);
 }
 
+// Bad metadata on the GPU raises the device flag instead of passing
+// silently: a cache write to a slot outside the pool (-1, "skip", is no
+// error), a block id outside the pool inside a sequence's length, and a
+// sequence whose length is past max_context_len.
+TEST_F(KvCacheGpu, BadSlotsAndSequenceMetadataRaiseTheDeviceFlag) {
+  const int64_t NB = 4, BS = 16, Hkv = 2, Hq = 4, D = 64;
+  Tensor kc = upload(random_bf16_exact(size_t(NB * BS * Hkv * D), 1), {NB, BS, Hkv, D}, DType::bf16);
+  Tensor vc = upload(random_bf16_exact(size_t(NB * BS * Hkv * D), 2), {NB, BS, Hkv, D}, DType::bf16);
+  Tensor k = upload(random_bf16_exact(size_t(3 * Hkv * D), 3), {3, Hkv, D}, DType::bf16);
+  Tensor v = upload(random_bf16_exact(size_t(3 * Hkv * D), 4), {3, Hkv, D}, DType::bf16);
+  device_->clear_flags();
+  ops::kv_cache_write(gpu(), kc, vc, k, v, upload_raw(std::vector<int32_t>{0, -1, 5}, {3}));
+  device_->synchronize();
+  EXPECT_EQ(device_->read_flags().bad_id_count, 0);
+  ops::kv_cache_write(gpu(), kc, vc, k, v, upload_raw(std::vector<int32_t>{0, -1, int32_t(NB * BS)}, {3}));
+  device_->synchronize();
+  ops::DeviceFlags f = device_->read_flags();
+  EXPECT_EQ(f.bad_id_count, 1);
+  EXPECT_EQ(ops::FlagSite(f.bad_id_site), ops::FlagSite::kv_slot);
+  EXPECT_EQ(f.bad_id_row, 2);
+  EXPECT_EQ(f.bad_id_value, NB * BS);
+
+  // Decode of 2 sequences of 20 and 33 keys (2 and 3 blocks).
+  Tensor q = upload(random_bf16_exact(size_t(2 * Hq * D), 5), {2, Hq, D}, DType::bf16);
+  Tensor out = device_empty(DType::bf16, {2, Hq, D});
+  Tensor cu = upload_raw(std::vector<int32_t>{0, 1, 2}, {3});
+  auto run = [&](const std::vector<int32_t>& table, const std::vector<int32_t>& lens, int64_t max_len) {
+    device_->clear_flags();
+    ops::paged_attention(gpu(), out, q, kc, vc, upload_raw(table, {2, 3}), upload_raw(lens, {2}), cu, max_len,
+                         0.125f);
+    device_->synchronize();
+    return device_->read_flags();
+  };
+  f = run({0, 1, -1, 2, 3, 1}, {20, 33}, 33);
+  EXPECT_EQ(f.bad_id_count, 0);  // an unused table entry (-1 past the length) is no error
+  f = run({0, 1, -1, 2, int32_t(NB) + 3, 1}, {20, 33}, 33);
+  EXPECT_GE(f.bad_id_count, 1);
+  EXPECT_EQ(ops::FlagSite(f.bad_id_site), ops::FlagSite::paged_metadata);
+  EXPECT_EQ(f.bad_id_row, 1);
+  EXPECT_EQ(f.bad_id_value, NB + 3);
+  f = run({0, 1, -1, 2, 3, 1}, {20, 40}, 33);  // a length past max_context_len
+  EXPECT_GE(f.bad_id_count, 1);
+  EXPECT_EQ(ops::FlagSite(f.bad_id_site), ops::FlagSite::paged_metadata);
+  EXPECT_EQ(f.bad_id_row, 1);
+  EXPECT_EQ(f.bad_id_value, 40);
+  device_->clear_flags();
+}
+
 }  // namespace
 }  // namespace dapo::test

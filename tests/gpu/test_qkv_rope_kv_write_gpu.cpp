@@ -201,5 +201,44 @@ TEST_F(QkvRopeKvWriteGpu, EveryFusedPlanMatchesItsProduct) {
     }
 }
 
+// A slot outside the pool (not -1) is bad metadata: nothing is written for
+// it, and the device flag names the cache write, the token and the slot -
+// on the fused product's epilogue (few tokens), the plain path (many), and
+// with Qwen3's head norm. -1 alone raises nothing.
+TEST_F(QkvRopeKvWriteGpu, SlotsOutsideThePoolRaiseTheDeviceFlag) {
+  uint32_t seed = 900;
+  for (const Shape s : {kQwen15, kQwen3_06})
+    for (const int64_t T : {int64_t(3), int64_t(200)}) {
+      SCOPED_TRACE(testing::Message() << "T " << T << " Hq " << s.Hq);
+      const size_t mark = arena_->mark();
+      Case c = make(T, s, seed += 10);
+      const ops::HeadNorm hn =
+          s.Hq == kQwen3_06.Hq
+              ? ops::HeadNorm{upload(random_bf16_exact(size_t(s.D), seed + 20, 0.5f, 1.5f), {s.D}, DType::bf16),
+                              upload(random_bf16_exact(size_t(s.D), seed + 21, 0.5f, 1.5f), {s.D}, DType::bf16), 1e-6f}
+              : ops::HeadNorm{};
+      device_->clear_flags();
+      {
+        Out o = outputs(c);
+        ops::qkv_rope_kv_write(gpu(), c.in, o.segs, o.kc, o.vc, c.pos, c.slots, ops::kRopeThetaQwen2, {}, hn);
+        device_->synchronize();
+      }
+      EXPECT_EQ(device_->read_flags().bad_id_count, 0) << "-1 slots are no error";
+      const int32_t bad = int32_t(c.NB * c.BS + 7);
+      c.h_slots[1] = bad;
+      c.slots = upload_raw(c.h_slots, {T});
+      Out o = outputs(c);
+      ops::qkv_rope_kv_write(gpu(), c.in, o.segs, o.kc, o.vc, c.pos, c.slots, ops::kRopeThetaQwen2, {}, hn);
+      device_->synchronize();
+      const ops::DeviceFlags f = device_->read_flags();
+      EXPECT_GE(f.bad_id_count, 1);
+      EXPECT_EQ(ops::FlagSite(f.bad_id_site), ops::FlagSite::kv_slot);
+      EXPECT_EQ(f.bad_id_row, 1);
+      EXPECT_EQ(f.bad_id_value, bad);
+      device_->clear_flags();
+      release(mark);
+    }
+}
+
 }  // namespace
 }  // namespace dapo::test

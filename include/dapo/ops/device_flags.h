@@ -23,6 +23,9 @@ enum class FlagSite : int32_t {
   validate_ids = 3,  // ops::validate_ids
   loss = 4,          // a non-finite loss or gradient
   sampling = 5,      // non-finite logits given to sample_tokens
+  kv_slot = 6,       // a KV-cache write's slot outside the pool (-1, "skip", is no error): row = token
+  paged_metadata = 7,  // paged attention: a sequence's length or query offsets inconsistent (id: its
+                       // length), or a block id outside the pool (id: the block id); row = sequence
 };
 const char* flag_site_name(FlagSite s);
 

@@ -71,7 +71,8 @@ struct EngineOptions {
   // of read from free memory at every generate() (whose jitter would change
   // the pool, so the schedule and the bits). The trainer pins the first
   // round's cap for the run and keeps it in its checkpoints. 0: not pinned.
-  // A pinned cap above what the device has free now is lowered, with a warning.
+  // A pinned cap above what the device has free now is lowered (the stats
+  // say so).
   size_t kv_cache_cap_bytes = 0;
   // Sequences per step. 0: every sequence of the round may run at once,
   // as far as the KV pool holds them (the scheduler admits a sequence while
@@ -208,6 +209,7 @@ struct GenerationStats {
   int64_t block_size = 0;
   size_t kv_cache_bytes = 0;
   size_t kv_cache_cap_bytes = 0;  // the automatic pool's memory cap it used (0: a fixed kv_cache_bytes)
+  bool kv_cache_cap_lowered = false;  // the pinned cap was more than the memory gave: lowered to that
   double seconds = 0;
   double tokens_per_s = 0;        // sampled tokens per second
   // Where the wall time went: planning and bookkeeping on the host

@@ -107,6 +107,7 @@ class DapoTrainer {
   Watchdog* watchdog_ = nullptr;
   int64_t steps_done_ = 0;
   UpdateRunner::ArenaUse last_update_memory_;
+  bool cap_lowered_warned_ = false;  // the pinned KV cap's lowering said once
 };
 
 // Stops a run whose update could not move the weights: when every
