@@ -102,9 +102,9 @@ void CheckpointSaver::snapshot() {
   if (params_.device() != Device::cpu) device_runtime::synchronize(params_.stream(), "checkpoint snapshot");
 }
 
-void CheckpointSaver::start(int64_t step, const data::PromptOrder& order, int64_t kv_cache_cap_bytes) {
+std::string CheckpointSaver::start(int64_t step, const data::PromptOrder& order, int64_t kv_cache_cap_bytes) {
   const auto t0 = Clock::now();
-  if (in_flight()) finish();
+  const std::string before = finish();
   make_shared_dir(config_.checkpoint.dir, "checkpoint.dir", grid_);
   const std::string path = (fs::path(config_.checkpoint.dir) / checkpoint_name(step)).string();
   io::CheckpointInfo info = checkpoint_info(config_, grid_, params_.config(), step);
@@ -138,12 +138,12 @@ void CheckpointSaver::start(int64_t step, const data::PromptOrder& order, int64_
       written_ = true;
     });
     stall_s_ = seconds_since(t0);
-    return;
+    return before;
   }
   writer_->write(host_);
   written_ = true;
   stall_s_ = seconds_since(t0);
-  commit();
+  return commit();
 }
 
 double CheckpointSaver::probe_save_s() const {

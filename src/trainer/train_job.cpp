@@ -205,8 +205,10 @@ TrainSummary run_train_job(const Config& config, const parallel::Grid& grid, con
   double save_stall_s = -1;  // of the save after the last step, for the next step's metrics
   auto save = [&](int64_t step) {
     watchdog.enter("checkpoint", step);
-    saver.start(step, trainer->order(), trainer->kv_cache_cap_bytes());
+    // A save still in flight is finished (and committed) first.
+    const std::string finished_first = saver.start(step, trainer->order(), trainer->kv_cache_cap_bytes());
     save_stall_s = saver.last_stall_s();
+    committed(finished_first);
   };
   auto validate = [&](int64_t step, Metrics& m) {
     watchdog.enter("validate", step);

@@ -239,7 +239,8 @@ TEST(CheckpointSaver, BackgroundSavesHoldTheirStepsStateAndCommitInOrder) {
   for (int64_t s = 1; s <= 2; ++s) {
     run.trainer.step();
     twin.trainer.step();
-    saver.start(s, run.trainer.order());  // s = 2: finishes step 1's save first
+    // s = 2: finishes (and commits) step 1's save first, and says so.
+    EXPECT_EQ(saver.start(s, run.trainer.order()), s == 1 ? std::string() : dir.file("async/step_00000001"));
     EXPECT_TRUE(saver.in_flight());
     EXPECT_EQ(saver.step_in_flight(), s);
     save_training_state(at_once, grid, twin.trainer.params(), twin.trainer.optimizer(), twin.trainer.order(), s);

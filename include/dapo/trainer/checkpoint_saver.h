@@ -56,9 +56,11 @@ class CheckpointSaver {
   // Saves the state after `step` steps (prompt order `order`, the engine's
   // pinned KV cap `kv_cache_cap_bytes`, DapoTrainer's): finishes a
   // save in flight, snapshots, and writes (in the background when async;
-  // here, then committed, otherwise). Collective over grid.world.
-  // UserError on every rank alike (the .partial folder removed).
-  void start(int64_t step, const data::PromptOrder& order, int64_t kv_cache_cap_bytes = 0);
+  // here, then committed, otherwise). Returns the path of the save it
+  // committed, "" if none: the one in flight before, or (not async) this
+  // one. Collective over grid.world. UserError on every rank alike (the
+  // .partial folder removed).
+  std::string start(int64_t step, const data::PromptOrder& order, int64_t kv_cache_cap_bytes = 0);
   // At a step boundary: commits the save in flight once every rank's write
   // is done. Returns its path, "" when nothing was committed. Collective
   // (one small all-reduce while a save is in flight, nothing otherwise).
