@@ -76,6 +76,17 @@ void agree_on_error(const parallel::Comm& comm, const std::string& error) {
 
 // ---- writing --------------------------------------------------------------------
 
+void write_root_attributes(H5File& file, const CheckpointInfo& info, int64_t format_version) {
+  file.set_attr("/", "format", std::string(kCheckpointFormat));
+  file.set_attr("/", "format_version", format_version);
+  file.set_attr("/", "step", info.step);
+  file.set_attr("/", "config", info.config_ini);
+  file.set_attr("/", "model_config", model::qwen2_config_to_json(info.model));
+  file.set_attr("/", "world_size", info.world_size);
+  file.set_attr("/", "tp", info.tp);
+  file.set_attr("/", "dp", info.dp);
+}
+
 CheckpointWriter::CheckpointWriter(std::string path, const parallel::Comm& comm, const CheckpointInfo& info,
                                    const DatasetOptions& options)
     : path_(output_target(path)),  // a symlink's target is written, the link kept
@@ -122,14 +133,7 @@ void CheckpointWriter::create_layout(const DatasetOptions& options) {
   const parallel::Comm& comm = *comm_;
   DatasetOptions opts = options;
   opts.fletcher32 = true;
-  file_.set_attr("/", "format", std::string(kCheckpointFormat));
-  file_.set_attr("/", "format_version", kCheckpointFormatVersion);
-  file_.set_attr("/", "step", info.step);
-  file_.set_attr("/", "config", info.config_ini);
-  file_.set_attr("/", "model_config", model::qwen2_config_to_json(info.model));
-  file_.set_attr("/", "world_size", info.world_size);
-  file_.set_attr("/", "tp", info.tp);
-  file_.set_attr("/", "dp", info.dp);
+  write_root_attributes(file_, info, kCheckpointFormatVersion);
   for (const auto& spec : specs_) datasets_.push_back(model_dataset(spec.name));
   if (info.training) {
     file_.set_attr("/", "optimizer_steps", info.state.optimizer_steps);

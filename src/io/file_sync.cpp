@@ -44,6 +44,15 @@ void check_free_space(const std::string& path, uint64_t bytes, const char* what)
                       free_bytes >> 20, " MiB free)"));
 }
 
+std::string free_space_note(const std::string& path) {
+  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  struct statvfs st {};
+  if (::statvfs(dir.empty() ? "." : dir.c_str(), &st) != 0) return {};
+  return cat("; the file system has ", uint64_t(st.f_bavail) * uint64_t(st.f_frsize),
+             " bytes free for this user (a full disk, a quota, a file-size limit or a read-only remount refuse "
+             "writes)");
+}
+
 std::string output_target(const std::string& path) {
   namespace fs = std::filesystem;
   fs::path p = path;

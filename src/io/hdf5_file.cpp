@@ -2,7 +2,6 @@
 #include "dapo/io/hdf5_file.h"
 
 #include <fcntl.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -274,13 +273,7 @@ void H5File::check_write(const std::string& cause, const std::string& what) {
   if (!cause.empty()) {
     // MPI-IO rarely passes errno on: the free space tells a full disk from
     // a quota, a file-size limit or a file system gone read-only.
-    error = cat(what, " failed: ", cause);
-    struct statvfs fs {};
-    const std::string dir = std::filesystem::path(path_).parent_path().string();
-    if (::statvfs(dir.empty() ? "." : dir.c_str(), &fs) == 0)
-      error += cat("; the file system has ", uint64_t(fs.f_bavail) * uint64_t(fs.f_frsize),
-                   " bytes free for this user (a full disk, a quota, a file-size limit or a read-only remount "
-                   "refuse writes)");
+    error = cat(what, " failed: ", cause, free_space_note(path_));
   }
   // With several ranks the others may be inside HDF5's own collective
   // calls (a barrier in chunk allocation, measured on a full tmpfs), which
@@ -684,14 +677,8 @@ int64_t H5File::create_raw_f32(const std::string& path, const std::string& datas
     if (!cause.empty()) {
       std::error_code ec;
       std::filesystem::remove(path, ec);
-      struct statvfs fs {};
-      const std::string dir = std::filesystem::path(path).parent_path().string();
-      std::string free_bytes;
-      if (::statvfs(dir.empty() ? "." : dir.c_str(), &fs) == 0)
-        free_bytes = cat("; the file system has ", uint64_t(fs.f_bavail) * uint64_t(fs.f_frsize),
-                         " bytes free for this user (a full disk, a quota, a file-size limit or a read-only remount "
-                         "refuse writes)");
-      throw UserError(cat(path, ": claiming ", uint64_t(length), " bytes for the file failed: ", cause, free_bytes));
+      throw UserError(cat(path, ": claiming ", uint64_t(length), " bytes for the file failed: ", cause,
+                          free_space_note(path)));
     }
   }
   detail::h5_quiet();

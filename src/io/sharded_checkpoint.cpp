@@ -46,11 +46,11 @@ void remove_stale_partial_folder(const std::string& partial) {
     remove_stale_temporary(partial);  // a file or symlink: the link itself goes
     return;
   }
-  for (const auto& e : fs::directory_iterator(partial, ec))
-    if (!is_shard_folder_entry(e.path().filename().string()))
-      throw UserError(cat(partial, ": a folder holding ", e.path().filename().string(),
-                          ", which dapo does not write: it is in the way of the checkpoint being saved; move it "
-                          "away"));
+  const ShardFolderScan scan = scan_shard_folder(partial);
+  if (!scan.foreign.empty())
+    throw UserError(cat(partial, ": a folder holding ", scan.foreign,
+                        ", which dapo does not write: it is in the way of the checkpoint being saved; move it "
+                        "away"));
   fs::remove_all(partial, ec);
   if (ec) throw UserError(cat(partial, ": cannot remove the stale temporary folder: ", ec.message()));
 }
@@ -65,6 +65,23 @@ Hyperslab slice_slab(const model::ParamSpec& spec, const model::Qwen2Config& con
 bool is_shard_folder_entry(const std::string& name) {
   static const std::regex re(R"((index\.h5|rank_\d+\.h5))");
   return std::regex_match(name, re);
+}
+
+ShardFolderScan scan_shard_folder(const std::string& dir) {
+  ShardFolderScan scan;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    std::error_code fec;
+    if (!is_shard_folder_entry(name) || e.is_symlink(fec) || !e.is_regular_file(fec)) {
+      scan.foreign = name;
+      return scan;
+    }
+    const uintmax_t size = e.file_size(fec);
+    if (!fec) scan.bytes += uint64_t(size);
+  }
+  if (ec) scan.foreign = cat("(unreadable: ", ec.message(), ")");
+  return scan;
 }
 
 bool is_sharded_checkpoint(const std::string& path) {
@@ -211,12 +228,8 @@ void ShardedCheckpointWriter::write(const float* data) {
     }
     if (failure.empty() && ::fsync(fd) != 0) failure = cat("sync: ", std::strerror(errno));
     ::close(fd);
-    if (!failure.empty()) {
-      std::error_code ec;
-      const fs::space_info sp = fs::space(partial_, ec);
-      throw UserError(cat(file_, ": writing the checkpoint's data failed: ", failure,
-                          ec ? std::string() : cat("; the file system has ", uint64_t(sp.available), " bytes free")));
-    }
+    if (!failure.empty())
+      throw UserError(cat(file_, ": writing the checkpoint's data failed: ", failure, free_space_note(file_)));
   } catch (const UserError& e) {
     error_ = e.what();
   }
@@ -248,15 +261,8 @@ void ShardedCheckpointWriter::commit() {
     const std::string index_path = (fs::path(partial_) / kShardedIndexName).string();
     {
       H5File index = H5File::create_fresh(index_path, comm);
-      index.set_attr("/", "format", std::string(kCheckpointFormat));
-      index.set_attr("/", "format_version", kShardedFormatVersion);
+      write_root_attributes(index, info_, kShardedFormatVersion);
       index.set_attr("/", "layout", std::string("sharded"));
-      index.set_attr("/", "step", info_.step);
-      index.set_attr("/", "config", info_.config_ini);
-      index.set_attr("/", "model_config", model::qwen2_config_to_json(info_.model));
-      index.set_attr("/", "world_size", info_.world_size);
-      index.set_attr("/", "tp", info_.tp);
-      index.set_attr("/", "dp", info_.dp);
       index.set_attr("/", "optimizer_steps", info_.state.optimizer_steps);
       index.set_attr("/", "kv_cache_cap_bytes", info_.state.kv_cache_cap_bytes);
       index.create_dataset(kRngDataset, DType::i64, {int64_t(comm.size())});
@@ -340,12 +346,14 @@ ShardedIndex::ShardedIndex(const std::string& dir, const H5File& index, const Ch
   file_elements_.assign(size_t(std::max<int64_t>(info.world_size, 1)), 0);
   offsets_.assign(file_elements_.size(), -1);
   // Which parameter each tensor name is (its shape, its slices).
-  std::vector<const model::ParamSpec*> spec_of(tensors_.size(), nullptr);
+  spec_index_.assign(tensors_.size(), -1);
   for (size_t t = 0; t < tensors_.size(); ++t)
-    for (const auto& s : specs_)
-      if (tensors_[t] == model_dataset(s.name) || tensors_[t] == exp_avg_dataset(s.name) ||
-          tensors_[t] == exp_avg_sq_dataset(s.name))
-        spec_of[t] = &s;
+    for (size_t i = 0; i < specs_.size(); ++i) {
+      const std::string& n = specs_[i].name;
+      if (tensors_[t] == model_dataset(n) || tensors_[t] == exp_avg_dataset(n) || tensors_[t] == exp_avg_sq_dataset(n))
+        spec_index_[t] = int64_t(i);
+    }
+  auto spec_of = [&](size_t t) { return spec_index_[t] < 0 ? nullptr : &specs_[size_t(spec_index_[t])]; };
   std::vector<int64_t> covered(tensors_.size(), 0);
   for (int64_t i = 0; i < pshape[0]; ++i) {
     const int64_t* f = &table[size_t(i * kPieceFields)];
@@ -354,8 +362,8 @@ ShardedIndex::ShardedIndex(const std::string& dir, const H5File& index, const Ch
     const bool rank_ok = p.rank >= 0 && p.rank < int64_t(file_elements_.size());
     const bool tp_ok = p.src_tp_rank >= 0 && p.src_tp_rank < info.tp;
     int64_t slice_n = -1;
-    if (tensor_ok && tp_ok && spec_of[size_t(p.tensor)])
-      slice_n = numel(model::local_slice(*spec_of[size_t(p.tensor)], info.model, p.src_tp_rank, info.tp).local_shape);
+    if (tensor_ok && tp_ok && spec_of(size_t(p.tensor)))
+      slice_n = numel(model::local_slice(*spec_of(size_t(p.tensor)), info.model, p.src_tp_rank, info.tp).local_shape);
     if (!tensor_ok || !rank_ok || slice_n < 0 || p.begin < 0 || p.end <= p.begin || p.end > slice_n || p.offset < 0)
       throw UserError(cat(where, ": piece ", i, " of ", kPiecesDataset, " lies outside its tensor or the ranks (a "
                                                                         "damaged index)"));
@@ -410,11 +418,8 @@ void ShardedIndex::read(const std::string& dataset, const Hyperslab& slab, float
   if (it == tensors_.end()) throw UserError(cat(dir_, ": no tensor ", dataset));
   if (slab.selects_nothing()) return;
   const size_t t = size_t(it - tensors_.begin());
-  const model::ParamSpec* spec = nullptr;
-  for (const auto& s : specs_)
-    if (dataset == model_dataset(s.name) || dataset == exp_avg_dataset(s.name) || dataset == exp_avg_sq_dataset(s.name))
-      spec = &s;
-  DAPO_CHECK(spec != nullptr, dir_, ": no parameter for ", dataset);
+  DAPO_CHECK(spec_index_[t] >= 0, dir_, ": no parameter for ", dataset);
+  const model::ParamSpec* spec = &specs_[size_t(spec_index_[t])];
   const bool two_d = spec->shape.size() == 2;
   // Target block, as rows x cols of the full tensor (a vector is one row).
   const int64_t tr0 = two_d ? slab.start[0] : 0, tc0 = two_d ? slab.start[1] : slab.start[0];

@@ -320,16 +320,10 @@ std::vector<std::string> remove_stale_partials(const std::string& dir) {
     std::error_code sec;
     if (std::regex_match(name, folder_re) && e.is_directory(sec) && !e.is_symlink(sec)) {
       // Only a folder of dapo's files: anything else in it is not ours to delete.
-      uintmax_t bytes = 0;
-      bool ours = true;
-      for (const auto& f : fs::directory_iterator(e.path(), sec)) {
-        const std::string fname = f.path().filename().string();
-        ours = ours && f.is_regular_file(sec) && !f.is_symlink(sec) && io::is_shard_folder_entry(fname);
-        if (ours) bytes += f.file_size(sec);
-      }
-      if (!ours || sec) continue;
+      const io::ShardFolderScan scan = io::scan_shard_folder(e.path().string());
+      if (!scan.foreign.empty()) continue;
       if (fs::remove_all(e.path(), sec) != static_cast<uintmax_t>(-1) && !sec)
-        removed.push_back(cat(printable(e.path().string()), " (", uint64_t(bytes), " bytes)"));
+        removed.push_back(cat(printable(e.path().string()), " (", scan.bytes, " bytes)"));
       else
         DAPO_WARN("checkpoint: cannot remove the stale ", printable(e.path().string()), ": ", sec.message());
       continue;

@@ -265,13 +265,18 @@ TEST(ShardedCheckpoint, DamagedTruncatedOrMissingRankFilesAreNamed) {
             std::string::npos);
 }
 
+// One rank's plan at tp 1 x dp 1: the whole buffer.
+ShardedSavePlan whole_buffer_plan(const CheckpointInfo& info) {
+  const model::ParamStore store(info.model, 0, 1);
+  const std::vector<model::ShardRange> all{{0, store.buffer_elements(), 0}};
+  return plan_sharded_save(info.model, ShardPlace{}, 0, offsets_of(store), all, true);
+}
+
 TEST(ShardedCheckpoint, ASaveNeverCommittedLeavesNothing) {
   TempDir dir;
   const parallel::Comm world = parallel::Comm::world();
   const CheckpointInfo info = info_of(test::tiny_config(false));
-  const model::ParamStore store(info.model, 0, 1);
-  const std::vector<model::ShardRange> all{{0, store.buffer_elements(), 0}};
-  const ShardedSavePlan plan = plan_sharded_save(info.model, ShardPlace{}, 0, offsets_of(store), all, true);
+  const ShardedSavePlan plan = whole_buffer_plan(info);
   const std::vector<float> data(size_t(plan.elements), 0.5f);
   {
     ShardedCheckpointWriter writer(dir.file("step_1"), world, info, plan, 1);
@@ -293,6 +298,12 @@ TEST(ShardedCheckpoint, ASaveNeverCommittedLeavesNothing) {
   EXPECT_NE(error_of([&] { save(dir.file("step_3"), world, info); }).find("notes.txt, which dapo does not write"),
             std::string::npos);
   EXPECT_EQ(test::read_text(dir.file("step_3.partial/notes.txt")), "mine");
+  // A folder under a dapo file name is not dapo's file either: kept whole.
+  fs::create_directories(dir.file("step_4.partial/rank_00000.h5"));
+  test::write_text(dir.file("step_4.partial/rank_00000.h5/kept.txt"), "mine");
+  EXPECT_NE(error_of([&] { save(dir.file("step_4"), world, info); }).find("rank_00000.h5, which dapo does not write"),
+            std::string::npos);
+  EXPECT_EQ(test::read_text(dir.file("step_4.partial/rank_00000.h5/kept.txt")), "mine");
 
   // A checkpoint of the same step is replaced whole.
   CheckpointInfo later = info;
@@ -306,9 +317,7 @@ TEST(ShardedCheckpoint, RefusedWritesFailOnEveryPathAndLeaveNoFolder) {
   TempDir dir;
   const parallel::Comm world = parallel::Comm::world();
   const CheckpointInfo info = info_of(test::tiny_config(false));
-  const model::ParamStore store(info.model, 0, 1);
-  const std::vector<model::ShardRange> all{{0, store.buffer_elements(), 0}};
-  const ShardedSavePlan plan = plan_sharded_save(info.model, ShardPlace{}, 0, offsets_of(store), all, true);
+  const ShardedSavePlan plan = whole_buffer_plan(info);
   const std::vector<float> data(size_t(plan.elements), 0.5f);
   {
     // The rank file's space is allocated when it is made: a file-size

@@ -238,6 +238,11 @@ CheckpointInfo load_training_checkpoint(const std::string& path, const parallel:
 void check_layer_count(const model::Qwen2Config& config, const std::vector<std::string>& names,
                        const std::string& origin);
 
+// The root attributes every checkpoint file (or format-3 index) carries:
+// format, format_version, step, config, model_config, world_size, tp, dp.
+// Collective (H5File::set_attr).
+void write_root_attributes(H5File& file, const CheckpointInfo& info, int64_t format_version);
+
 // Throws the same UserError on every rank of `comm` if `error` is non-empty
 // on any rank (the lowest such rank's message), else returns. Collective.
 void agree_on_error(const parallel::Comm& comm, const std::string& error);

@@ -25,6 +25,12 @@ void commit_file(const std::string& partial, const std::string& path);
 // Quietly accepts what statvfs cannot tell.
 void check_free_space(const std::string& path, uint64_t bytes, const char* what);
 
+// For the message of a write to `path` that failed: "; the file system has
+// N bytes free for this user (a full disk, a quota, a file-size limit or a
+// read-only remount refuse writes)", which tells those causes apart; empty
+// when statvfs cannot say.
+std::string free_space_note(const std::string& path);
+
 // Where a write to `path` lands: symlinks followed (a relative target is
 // relative to the link's folder) to a path that is no symlink, existing or
 // not. UserError for a symlink loop.

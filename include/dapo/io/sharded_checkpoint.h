@@ -55,6 +55,15 @@ std::string shard_file_name(int64_t rank);
 // Whether `name` is a file dapo writes in a checkpoint folder (index.h5,
 // rank_N.h5): a stale temporary folder holding only these is dapo's to remove.
 bool is_shard_folder_entry(const std::string& name);
+// What a checkpoint folder `dir` holds: `foreign` names the first entry that
+// is not one of dapo's regular files (a directory or symlink under a dapo
+// name counts as foreign: removing the folder would reach into it), empty
+// when there is none; `bytes` is the size of dapo's files.
+struct ShardFolderScan {
+  std::string foreign;
+  uint64_t bytes = 0;
+};
+ShardFolderScan scan_shard_folder(const std::string& dir);
 
 // One range of one tensor's tp slice held by a rank file.
 struct ShardPiece {
@@ -166,6 +175,7 @@ class ShardedIndex {
   std::vector<std::string> tensors_;
   std::vector<uint64_t> digests_;
   std::vector<std::vector<ShardPiece>> by_tensor_;
+  std::vector<int64_t> spec_index_;  // per tensor: its parameter's index in specs_, -1 for none
   std::vector<int64_t> file_elements_;        // per rank: what its pieces need
   mutable std::vector<int64_t> offsets_;      // per rank: -1 until opened
 };
