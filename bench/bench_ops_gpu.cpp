@@ -27,6 +27,7 @@
 #include <numeric>
 
 #include "cuda/cuda_ops.h"
+#include "cuda/gemm/gemv.h"
 #include "dapo/core/rng.h"
 #include "dapo/ops/adamw.h"
 #include "dapo/ops/attention.h"
@@ -778,6 +779,15 @@ void linear_multi_decode(Env& e) {
       pdl.extra["plan"] = plan_name(other_pdl);
       emit(pdl);
       emit({"linear_forward_multi", "cublaslt", proj_shape(s, M), dt, ms_lt, wb, flops});
+      if (cd::gemv_supported(b.in, pb.segments(b, M, 0)))
+        emit({"linear_forward_multi", "gemv", proj_shape(s, M), dt,
+              pb.ms(
+                  b, M,
+                  [](const ops::Ctx& ctx, const Tensor& in, const std::vector<LinearSegment>& sg) {
+                    cd::linear_forward_multi_gemv(ctx, in, sg);
+                  },
+                  calls),
+              wb, flops});
       Line routed{"linear_forward_multi", "routed", proj_shape(s, M), dt, ms_routed, wb, flops};
       routed.extra["routed_to"] = prefer ? "skinny" : "cublaslt";
       emit(routed);
@@ -1021,6 +1031,9 @@ void bench_linear_swiglu(Env& e) {
                   ops::swiglu_forward(ctx, h, gate, up);
                 }),
                 bytes, flops});
+          if (cd::linear_swiglu_gemv_supported(h, in, weights(0, 0), weights(0, 1)))
+            emit({"linear_swiglu_forward", "gemv", shape, "bf16",
+                  time([&](Tensor wg, Tensor wu) { cd::linear_swiglu_gemv(ctx, h, in, wg, wu); }), bytes, flops});
           if (plan.cols == 0) continue;  // no fused plan (not an sm_90a build)
           Line l{"linear_swiglu_forward", "fused", shape, "bf16",
                  time([&](Tensor wg, Tensor wu) { cd::linear_swiglu_fused(ctx, h, in, wg, wu, &plan); }), bytes, flops};

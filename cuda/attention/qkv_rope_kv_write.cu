@@ -10,6 +10,7 @@
 #include "dapo/ops/rope.h"
 #include "attention/rope_common.cuh"
 #include "cuda/cuda_ops.h"
+#include "cuda/gemm/gemv.h"
 #include "src/ops/backend_shared.h"
 
 namespace dapo::ops::cuda {
@@ -19,7 +20,9 @@ void qkv_rope_kv_write(const Ctx& ctx, Tensor in, std::span<const LinearSegment>
                        const HeadNorm& hn) {
   const ops::detail::QkvHeads h = ops::detail::qkv_heads(qkv, k_cache);
   const int64_t T = in.ndim == 2 ? in.shape[0] : 0, K = in.ndim == 2 ? in.shape[1] : 0, D = k_cache.shape[3];
-  const bool skinny = T > 0 && detail::linear_multi_skinny_supported(in, qkv) &&
+  // At a few rows the small-batch kernel's product, then rope_kv_write.
+  const bool gemv = T > 0 && detail::gemv_supported(in, qkv) && detail::gemv_preferred(T, K, qkv);
+  const bool skinny = !gemv && T > 0 && detail::linear_multi_skinny_supported(in, qkv) &&
                       detail::linear_multi_skinny_preferred(T, K, qkv);
   // The contract is checked by ops::qkv_rope_kv_write (the caches, positions
   // and slots as rope_kv_write's); here what the fused epilogue can take

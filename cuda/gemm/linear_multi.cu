@@ -36,6 +36,7 @@
 #include "ptx/tma_ptx.cuh"
 #include "ptx/wgmma_ptx.cuh"
 #include "cuda/cuda_ops.h"
+#include "cuda/gemm/gemv.h"
 
 namespace dapo::ops::cuda {
 namespace {
@@ -1079,6 +1080,8 @@ void linear_forward_multi(const Ctx& ctx, Tensor in, std::span<const LinearSegme
   const bool no_columns = std::all_of(segments.begin(), segments.end(),
                                       [](const LinearSegment& s) { return s.weight.shape[0] == 0; });
   if (M == 0 || no_columns) return;
+  if (detail::gemv_supported(in, segments) && detail::gemv_preferred(M, K, segments))
+    return detail::linear_forward_multi_gemv(ctx, in, segments);
   if (detail::linear_multi_skinny_supported(in, segments) && detail::linear_multi_skinny_preferred(M, K, segments))
     return detail::linear_forward_multi_skinny(ctx, in, segments, nullptr);
   cublaslt_groups(ctx, in, segments);

@@ -24,6 +24,7 @@
 
 #include "common.cuh"
 #include "dapo/ops/matmul.h"
+#include "dapo/ops/plan/gemv_plan.h"
 #include "dapo/ops/plan/swiglu_plan.h"
 #include "dapo/ops/swiglu.h"
 #include "ptx/mma_ptx.cuh"
@@ -34,6 +35,7 @@
 #include "ptx/tma_ptx.cuh"
 #include "ptx/wgmma_ptx.cuh"
 #include "cuda/cuda_ops.h"
+#include "cuda/gemm/gemv.h"
 #include "src/ops/backend_shared.h"
 
 namespace dapo::ops::cuda {
@@ -303,10 +305,14 @@ void linear_swiglu_forward(const Ctx& ctx, Tensor h, Tensor gate, Tensor up, Ten
                            Tensor w_up, const RowNorm& rn) {
   const int64_t M = in.shape[0], K = in.shape[1], I = w_gate.shape[0];
   const bool fusable = detail::linear_swiglu_supported(h, in, w_gate, w_up);
-  if (fusable && detail::linear_swiglu_preferred(M, K, I))
+  const bool gemv = detail::linear_swiglu_gemv_supported(h, in, w_gate, w_up) &&
+                    plan::gemv_swiglu_preferred(M, K, I);
+  if (!gemv && fusable && detail::linear_swiglu_preferred(M, K, I))
     return detail::linear_swiglu_fused(ctx, h, in, w_gate, w_up, nullptr, &rn);
-  // The wide kernel and the two ops take the rows normed in place.
+  // The small-batch kernel, the wide kernel and the two ops take the rows
+  // normed in place.
   if (rn.active()) cuda::row_norm_apply(ctx, in, rn);
+  if (gemv) return detail::linear_swiglu_gemv(ctx, h, in, w_gate, w_up);
   if (fusable && detail::linear_swiglu_wide_preferred(M, K, I))
     return detail::linear_swiglu_wide(ctx, h, in, w_gate, w_up);
   const LinearSegment segs[] = {{gate, w_gate, Tensor{}}, {up, w_up, Tensor{}}};

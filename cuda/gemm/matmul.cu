@@ -13,6 +13,7 @@
 #include "dapo/ops/matmul.h"
 #include "gemm/gemm_plan_cache.cuh"
 #include "cuda/cuda_ops.h"
+#include "cuda/gemm/gemv.h"
 #include "runtime/libraries.h"
 #include "src/ops/backend_shared.h"
 
@@ -308,13 +309,15 @@ void cublaslt_forward(const Ctx& ctx, const Tensor& out, const Tensor& in, const
 
 // The contract is checked by ops::linear_forward (or the op that calls this
 // one: linear_residual_fold's product); bf16 products of few rows go to the
-// skinny kernel where it takes them.
+// small-batch or the skinny kernel where they take them.
 void linear_forward(const Ctx& ctx, Tensor out, Tensor in, Tensor weight, Tensor bias) {
   const int64_t N = in.shape[0], I = in.shape[1], O = weight.shape[0];
   if (N == 0 || O == 0) return;
   if (in.dtype == DType::bf16 && I > 0) {
     const LinearSegment seg{out, weight, bias};
     const std::span<const LinearSegment> one(&seg, 1);
+    if (detail::gemv_supported(in, one) && detail::gemv_preferred(N, I, one))
+      return detail::linear_forward_multi_gemv(ctx, in, one);
     if (detail::linear_multi_skinny_supported(in, one) && detail::linear_multi_skinny_preferred(N, I, one))
       return detail::linear_forward_multi_skinny(ctx, in, one);
   }

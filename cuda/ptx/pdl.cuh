@@ -21,6 +21,11 @@
 // what no grid since its predecessor's predecessor writes: the step's block
 // table and lengths, and the keys and values of the positions before the
 // step's new ones.
+// The small-batch products (gemm/gemv.cu) request their first weight
+// pieces before their wait, on the same ground: no kernel that may still
+// run then (their predecessor, or paged attention's predecessor) writes
+// weights, and a kernel that writes them (AdamW, a cast) never calls
+// pdl_launch_dependents(), so whatever follows it starts after it ends.
 // Both instructions are no-ops for a kernel launched without the attribute.
 // Results are unchanged: only when a kernel starts moves, not what it reads.
 #pragma once

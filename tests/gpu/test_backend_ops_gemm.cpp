@@ -11,9 +11,11 @@
 // ulp of each addend more (2^-8 (|product| + |addend|)), as "extra".
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 
 #include "cuda/cuda_ops.h"
+#include "cuda/gemm/gemv.h"
 #include "dapo/ops/matmul.h"
 #include "dapo/ops/qkv_rope_kv_write.h"
 #include "dapo/ops/rope.h"
@@ -654,6 +656,59 @@ void add_multi_batch_runs(Cases& cases) {
        }});
 }
 
+// ---- the small-batch kernel (1-8 rows, cuda/gemm/gemv.cu) ----
+
+// Row m of a one-row call equals row m of the whole call, bit for bit: the
+// kernel's order depends on K alone (gemv_plan.h).
+template <class Call>
+void expect_rows_invariant(Harness& h, int64_t M, const std::vector<Tensor>& full, const Call& one_row) {
+  std::vector<std::vector<float>> whole;
+  for (const Tensor& t : full) whole.push_back(h.download(t));
+  for (int64_t m = 0; m < M; ++m) {
+    const std::vector<Tensor> rows = one_row(m);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const std::vector<float> got = h.download(rows[i]);
+      const int64_t n = int64_t(got.size());
+      int64_t differ = 0;
+      for (int64_t j = 0; j < n; ++j) differ += std::memcmp(&got[size_t(j)], &whole[i][size_t(m * n + j)], 4) != 0;
+      EXPECT_EQ(differ, 0) << "row " << m << " of " << M << ", output " << i << ": alone differs from the batch";
+    }
+  }
+}
+
+// The kernel directly and the op as routed, against the CPU, at every row
+// count it takes; then each row alone against the batch.
+void add_gemv_multi(Cases& cases, const std::string& name, int64_t M, int64_t K, std::vector<int64_t> N, DType out_dt,
+                    int bias_mode, uint32_t seed) {
+  cases.push_back(
+      {case_name({"linear_forward_multi_gemv", dtn(out_dt), name, "M" + std::to_string(M),
+                  "bias" + std::to_string(bias_mode)}),
+       {"linear_forward_multi"},
+       "cuda::detail::linear_forward_multi_gemv",
+       {multi_bound("gemv", out_dt, K, false), multi_bound("routed", out_dt, K, true)},
+       [=](Harness& h) {
+         const Multi c = Multi::make(h, M, K, N, out_dt, bias_mode, seed);
+         auto direct = c.outputs(h), routed = c.outputs(h);
+         ASSERT_TRUE(cd::gemv_supported(c.gin, direct));
+         cd::linear_forward_multi_gemv(h.gpu(), c.gin, direct);
+         ops::linear_forward_multi(h.gpu(), c.gin, routed);
+         c.expect_matches(h, direct, "gemv", false);
+         c.expect_matches(h, routed, "routed", true);
+         std::vector<Tensor> full;
+         for (const LinearSegment& s : direct) full.push_back(s.out);
+         expect_rows_invariant(h, M, full, [&](int64_t m) {
+           std::vector<LinearSegment> one;
+           std::vector<Tensor> outs;
+           for (size_t i = 0; i < N.size(); ++i) {
+             outs.push_back(h.guarded(out_dt, {1, N[i]}));
+             one.push_back({outs.back(), c.gw[i], c.gb[i]});
+           }
+           cd::linear_forward_multi_gemv(h.gpu(), c.gin.slice_rows(m, m + 1), one);
+           return outs;
+         });
+       }});
+}
+
 // ---- linear_swiglu_forward ----
 
 struct Swiglu {
@@ -745,6 +800,30 @@ void add_swiglu_wide(Cases& cases, int64_t M, int64_t K, int64_t I, uint32_t see
                      Tensor out = h.guarded(DType::bf16, {M, I});
                      cd::linear_swiglu_wide(h.gpu(), out, c.gin, c.gwg, c.gwu);
                      c.expect_matches(h, out, "h");
+                   }});
+}
+
+// SwiGLU's gate/up at 1-8 rows: the kernel, the op as routed (which takes
+// it), rows alone against the batch.
+void add_gemv_swiglu(Cases& cases, int64_t M, int64_t K, int64_t I, uint32_t seed) {
+  cases.push_back({case_name({"linear_swiglu_gemv", "bf16", dims({M, K, I})}),
+                   {"linear_swiglu_forward"},
+                   "cuda::detail::linear_swiglu_gemv",
+                   {swiglu_bound("h", K), swiglu_bound("routed", K)},
+                   [=](Harness& h) {
+                     const Swiglu c = Swiglu::make(h, M, K, I, seed);
+                     Tensor out = h.guarded(DType::bf16, {M, I}), routed = h.guarded(DType::bf16, {M, I});
+                     Tensor gate = h.device_empty(DType::bf16, {M, I}), up = h.device_empty(DType::bf16, {M, I});
+                     ASSERT_TRUE(cd::linear_swiglu_gemv_supported(out, c.gin, c.gwg, c.gwu));
+                     cd::linear_swiglu_gemv(h.gpu(), out, c.gin, c.gwg, c.gwu);
+                     ops::linear_swiglu_forward(h.gpu(), routed, gate, up, c.gin, c.gwg, c.gwu);
+                     c.expect_matches(h, out, "h");
+                     c.expect_matches(h, routed, "routed");
+                     expect_rows_invariant(h, M, {out}, [&](int64_t m) {
+                       Tensor one = h.guarded(DType::bf16, {1, I});
+                       cd::linear_swiglu_gemv(h.gpu(), one, c.gin.slice_rows(m, m + 1), c.gwg, c.gwu);
+                       return std::vector<Tensor>{one};
+                     });
                    }});
 }
 
@@ -885,6 +964,30 @@ void add_gemm_cases(Cases& cases) {
   }
   add_multi_batch_runs(cases);
   {
+    // Every row count the small-batch kernel takes, on the Qwen products and
+    // on odd ones: K of 1 to 300 pieces (threads of one warp to the most,
+    // pieces left over), segments that end inside a CTA's rows, four
+    // segments, an empty one, f32 and bf16 outputs and biases.
+    uint32_t seed = 21000;
+    int combo = 0;
+    for (const Layer& l : qwen_layers())
+      for (const int64_t M : {int64_t(1), int64_t(2), int64_t(3), int64_t(8)}) {
+        const DType out_dt = combo % 2 == 0 ? DType::bf16 : DType::f32;
+        const int bias_mode = l.bias ? 1 + (combo / 2) % 2 : (combo / 2) % 3;
+        ++combo;
+        add_gemv_multi(cases, layer_name(l), M, l.K, l.N, out_dt, bias_mode, seed += 100);
+      }
+    struct Odd {
+      const char* name;
+      int64_t K;
+      std::vector<int64_t> N;
+    };
+    for (const Odd& o : {Odd{"K8", 8, {5}}, Odd{"K40_4seg", 40, {5, 3, 130, 1}}, Odd{"K2400", 2400, {37, 0, 6}},
+                         Odd{"K904", 904, {200, 8, 72}}})
+      for (const int64_t M : {int64_t(4), int64_t(5), int64_t(6), int64_t(7)})
+        add_gemv_multi(cases, o.name, M, o.K, o.N, M % 2 ? DType::f32 : DType::bf16, int(M % 3), seed += 100);
+  }
+  {
     struct S {
       int64_t M, K, I;
     };
@@ -892,6 +995,8 @@ void add_gemm_cases(Cases& cases) {
     for (const S s : {S{1, 64, 40}, S{37, 136, 100}, S{64, 896, 96}, S{100, 200, 300}, S{128, 896, 200}, S{200, 96, 72}})
       add_swiglu_every_tile(cases, s.M, s.K, s.I, seed += 10);
     for (const int64_t M : {0, 1, 17, 128, 129, 300, 1100}) add_swiglu_routed(cases, M);
+    for (const S s : {S{1, 1536, 8960}, S{8, 1536, 8960}, S{3, 896, 4864}, S{5, 136, 37}, S{7, 2056, 6}, S{2, 8, 1}})
+      add_gemv_swiglu(cases, s.M, s.K, s.I, seed += 10);
     seed = 500;
     for (const S s : {S{300, 136, 200}, S{129, 64, 131}, S{1100, 896, 4864}, S{40, 200, 300}, S{520, 72, 136}})
       add_swiglu_wide(cases, s.M, s.K, s.I, seed += 10);

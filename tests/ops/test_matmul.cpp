@@ -130,6 +130,33 @@ TEST(Linear, ForwardMatchesNaive) {
   }
 }
 
+// The products of the decode step's few rows (1-9, past any kernel's row
+// block) by odd and Qwen-like widths, as the CUDA harness's reference runs
+// them: BLAS libraries pick small-matrix kernels by shape and CPU (OpenBLAS
+// has SkylakeX ones), and the CPU backend is every comparison's reference.
+// Bound: fp32 sums of I terms, |error| <= I * 2^-23 * sum |in * w| (plus the
+// bias's rounding).
+TEST(Linear, ForwardOfFewRowsMatchesNaive) {
+  uint32_t seed = 40;
+  for (int64_t N = 1; N <= 9; ++N)
+    for (const int64_t I : {8, 40, 136, 904})
+      for (const int64_t O : {1, 5, 37, 130}) {
+        SCOPED_TRACE(testing::Message() << "N " << N << " I " << I << " O " << O);
+        auto in = test::random_vector(N * I, seed++), w = test::random_vector(O * I, seed++);
+        auto bias = test::random_vector(O, seed++);
+        std::vector<float> out(size_t(N * O), std::numeric_limits<float>::quiet_NaN());
+        ops::linear_forward(test::cpu_ctx(), f32(out, {N, O}), f32(in, {N, I}), f32(w, {O, I}), f32(bias, {O}));
+        const std::vector<double> want = naive_linear(in, w, &bias, N, I, O);
+        for (int64_t n = 0; n < N; ++n)
+          for (int64_t o = 0; o < O; ++o) {
+            double mag = std::fabs(double(bias[size_t(o)]));
+            for (int64_t i = 0; i < I; ++i) mag += std::fabs(double(in[size_t(n * I + i)]) * w[size_t(o * I + i)]);
+            const double tol = (double(I) + 2) * 0x1p-23 * mag;
+            ASSERT_NEAR(out[size_t(n * O + o)], want[size_t(n * O + o)], tol) << "row " << n << " column " << o;
+          }
+      }
+}
+
 // out = res + in @ weight^T, into another buffer and in place; a res that
 // only partly overlaps out is refused.
 TEST(Linear, ResidualForwardMatchesNaive) {

@@ -74,7 +74,10 @@ TEST(SwigluPlan, NormFoldWhereTheDecodeStepMeasuredItFaster) {
   h100.wgmma = true;
   // 0.5B: the gate/up tile is deep up to 128 rows and o_proj's fold runs
   // in one wave (1.33 -> 1.30 ms at 128 rows).
-  for (const int64_t M : {1, 64, 100, 128}) EXPECT_TRUE(norm_fold_preferred(M, 896, 4864, h100)) << M;
+  for (const int64_t M : {3, 64, 100, 128}) EXPECT_TRUE(norm_fold_preferred(M, 896, 4864, h100)) << M;
+  // At 1 and 2 rows the small-batch kernel (gemv_plan.h) takes gate/up, on
+  // normed rows.
+  for (const int64_t M : {1, 2}) EXPECT_FALSE(norm_fold_preferred(M, 896, 4864, h100)) << M;
   EXPECT_FALSE(norm_fold_preferred(0, 896, 4864, h100));
   EXPECT_FALSE(norm_fold_preferred(129, 896, 4864, h100));
   // 1.5B at 128 rows: the gate/up grid is 224 CTAs, not deep (2.66 -> 2.83 ms folded).

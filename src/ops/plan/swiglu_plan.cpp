@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "dapo/ops/plan/gemv_plan.h"
+
 namespace dapo::ops::plan {
 namespace {
 
@@ -54,8 +56,11 @@ bool swiglu_wide_preferred(int64_t M, int64_t K, int64_t I, bool built) {
 // gate/up's fused tile has the rstd warp (one CTA an SM: a deep plan) and,
 // above 64 rows, o_proj's fold (C x C) runs in one wave; the folded
 // products store 4 adjacent outputs of a row (C % 4 == 0).
+// Not where the small-batch kernel (gemv_plan.h) takes gate/up: it reads
+// normed rows.
 bool norm_fold_preferred(int64_t M, int64_t C, int64_t I, const SkinnyGpu& gpu) {
   if (M < 1 || M > 128 || C % 4 != 0) return false;
+  if (gemv_swiglu_preferred(M, C, I)) return false;
   if (!swiglu_fused_preferred(M, C, I) || !swiglu_fused_plan(M, C, I, gpu.sm_count).deep) return false;
   return M <= 64 || residual_fold_one_wave(M, C, C, gpu);
 }
