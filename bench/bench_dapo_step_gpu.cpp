@@ -10,7 +10,10 @@
 // over the measured steps (after one warm-up step), tokens/s per GPU
 // (generated + trained), and GPU memory: weights + gradients + optimizer
 // state, the KV pool, the update's activation and scratch arenas at their
-// peak, and the device's use while generating.
+// peak, and the device's use while generating; and how far the sampler's
+// log-probs of the trained tokens lie from the trainer's old log-probs
+// (rollout_corr_*: the metrics' mean KL and mean difference, their largest
+// difference; --train.fp32_logits=false: with bf16 logits in the trainer).
 // Compare with bench/peers/peer_dapo_step.py (HF generate + a PyTorch update of
 // the same load) run in the same device command.
 // --mean-len M: the paper's shape instead of fixed lengths. Every M-th id of
@@ -138,6 +141,10 @@ int main(int argc, char** argv) {
                         "timing_s/update_actor", "timing_s/step"};
   std::vector<double> sum(std::size(keys), 0.0);
   double trained = 0, generated = 0, length_mean = 0, length_max = 0;
+  // The sampler's log-probs of the trained tokens against the trainer's old
+  // ones (rollout_corr/*): the mean of the KL and mean differences, the
+  // largest difference over the measured steps.
+  double corr_kl = 0, corr_mean = 0, corr_max = 0;
   progress("model ready; warm-up step");
   t.step();  // warm-up: plans, graphs, arenas
   for (int64_t s = 0; s < steps; ++s) {
@@ -148,6 +155,9 @@ int main(int argc, char** argv) {
     generated += r.metrics.get("perf/gen_throughput") * r.metrics.get("timing_s/gen");
     length_mean += r.metrics.get("response_length/mean") / double(steps);
     length_max = std::max(length_max, r.metrics.get("response_length/max"));
+    corr_kl += r.metrics.get("rollout_corr/kl") / double(steps);
+    corr_mean += r.metrics.get("rollout_corr/mean_abs_logprob_diff") / double(steps);
+    corr_max = std::max(corr_max, r.metrics.get("rollout_corr/max_abs_logprob_diff"));
   }
   const trainer::UpdateRunner::ArenaUse arenas = t.last_update_memory();
   const double gib = double(size_t(1) << 30), step_s = sum[5] / double(steps);
@@ -160,6 +170,9 @@ int main(int argc, char** argv) {
                 (long long)n, (long long)len, (long long)mean_len, length_mean, length_max, (long long)steps);
     for (size_t k = 0; k < std::size(keys); ++k)
       std::printf(", \"%s\": %.3f", std::string(keys[k]).substr(9).append("_s").c_str(), sum[k] / double(steps));
+    std::printf(", \"rollout_corr_kl\": %.3g, \"rollout_corr_mean_abs_logprob_diff\": %.3g, "
+                "\"rollout_corr_max_abs_logprob_diff\": %.3g",
+                corr_kl, corr_mean, corr_max);
     std::printf(", \"generated_tokens_per_step\": %.0f, \"trained_tokens_per_step\": %.0f, "
                 "\"tok_s_per_gpu\": %.0f, \"gen_tok_s_per_gpu\": %.0f, \"nemo_rl_published_tok_s_per_gpu\": 1562, "
                 "\"mem_weights_grads_adam_gib\": %.2f, \"mem_kv_pool_gib\": %.2f, \"mem_update_activations_peak_gib\": "

@@ -6,7 +6,10 @@
 // seconds per step, tokens/s, model FLOP/s and MFU counted as
 // bench/peers/peer_train_step.py counts them (6 * params * tokens plus
 // causal attention, against 989 TFLOP/s dense bf16), and memory; with
-// --profile, a second line with each op's share of the step's GPU time.
+// --profile, a second line with each op's share of the step's GPU time;
+// --bf16-head: the LM head's logits in bf16 (ModelOptions::fp32_head off),
+// to measure what the fp32 head costs; --logits-chunk-mib N: the head's
+// chunk budget (ModelOptions::logits_chunk_bytes).
 // Run the peer in the same command for the comparison:
 //   bench_update_gpu 1.5b --recompute 1 ; python3 bench/peers/peer_train_step.py 1.5b
 #include <cstdio>
@@ -32,7 +35,8 @@ int main(int argc, char** argv) {
   parallel::Runtime runtime(&argc, &argv);
   std::string size = "1.5b";
   int64_t seq = 4096, mb = 4, steps = 3;
-  bool recompute = false, profile = false;
+  bool recompute = false, profile = false, bf16_head = false;
+  int64_t chunk_mib = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
@@ -41,6 +45,8 @@ int main(int argc, char** argv) {
     else if (a == "--steps") steps = std::stoll(next());
     else if (a == "--recompute") recompute = next() == "1";
     else if (a == "--profile") profile = true;
+    else if (a == "--bf16-head") bf16_head = true;
+    else if (a == "--logits-chunk-mib") chunk_mib = std::stoll(next());
     else size = a;
   }
   if (ops::cuda_device_count() == 0) {
@@ -59,7 +65,11 @@ int main(int argc, char** argv) {
   init.bias_scale = 0.0f;
   init.norm_scale = 0.0f;
   params.init_random(init);
-  model::Qwen2Model model(params, grid.tp, model::ModelOptions{recompute});
+  model::ModelOptions options;
+  options.activation_recompute = recompute;
+  options.fp32_head = !bf16_head;
+  if (chunk_mib > 0) options.logits_chunk_bytes = size_t(chunk_mib) << 20;
+  model::Qwen2Model model(params, grid.tp, options);
   optim::AdamW optimizer(params, optim::AdamWOptions{});
   trainer::UpdateRunner runner(model, &optimizer, grid, &gpu);
 
@@ -109,10 +119,11 @@ int main(int argc, char** argv) {
   const double gib = double(size_t(1) << 30);
   std::printf(
       "{\"bench\": \"update_step\", \"model\": \"%s\", \"gpu\": \"%s\", \"params\": %lld, \"tokens\": %lld, "
-      "\"recompute\": %s, \"s\": %.4f, \"tok_s\": %.0f, \"tflops\": %.1f, \"mfu\": %.3f, "
+      "\"recompute\": %s, \"head\": \"%s\", \"logits_chunk_mib\": %zu, \"s\": %.4f, \"tok_s\": %.0f, \"tflops\": %.1f, \"mfu\": %.3f, "
       "\"device_used_gib\": %.2f, \"weights_grads_moments_gib\": %.2f, \"activations_gib\": %.2f, "
       "\"activations_peak_gib\": %.2f, \"scratch_peak_gib\": %.3f, \"grad_norm\": %.4f, \"loss\": %.4f}\n",
-      size.c_str(), gpu.name().c_str(), (long long)n, (long long)tokens, recompute ? "true" : "false", dt,
+      size.c_str(), gpu.name().c_str(), (long long)n, (long long)tokens, recompute ? "true" : "false",
+      bf16_head ? "bf16" : "f32", options.logits_chunk_bytes >> 20, dt,
       double(tokens) / dt, flops / dt / 1e12, flops / dt / 989e12, double(used - before) / gib,
       double(params.buffer_elements()) * (4 + 4 + 2 + 4 + 4) / gib, double(a.activations) / gib,
       double(a.activations_peak) / gib, double(a.scratch_peak) / gib, r.grad_norm,

@@ -293,24 +293,14 @@ __global__ void forward_finish_kernel(float* __restrict__ logprob, float* __rest
   lse[n] = r.lse;
 }
 
-template <class T>
-__device__ __forceinline__ void set_out(uint4& o, int j, float v) {
-  uint32_t* w = reinterpret_cast<uint32_t*>(&o);
-  if constexpr (sizeof(T) == 4) {
-    w[j] = __float_as_uint(v);
-  } else {
-    const uint32_t b = uint32_t(__bfloat16_as_ushort(__float2bfloat16_rn(v)));
-    if (j & 1) w[j >> 1] |= b << 16;
-    else w[j >> 1] = b;
-  }
-}
-
 // dlogits = inv_t * (dlogprob * (onehot - p) - dentropy * p * (log p + H)),
-// elementwise over the same (row, chunk) grid. Each thread loads its
-// elements before it stores any, so dlogits may be logits itself.
-template <class T, bool kAligned>
+// elementwise over the same (row, chunk) grid, stored as TO (the logits' T,
+// or bf16 from f32 logits: the trainer's fp32 head feeds a bf16 GEMM).
+// Each thread loads its elements before it stores any, so dlogits may be
+// logits itself when TO is T.
+template <class T, class TO, bool kAligned>
 __global__ void __launch_bounds__(kThreads) logprob_backward_kernel(
-    T* dlogits, const T* logits, int64_t V, int nchunks, const int32_t* __restrict__ targets,
+    TO* dlogits, const T* logits, int64_t V, int nchunks, const int32_t* __restrict__ targets,
     const float* __restrict__ lse, const float* __restrict__ entropy, const float* __restrict__ dlogprob,
     const float* __restrict__ dentropy, int64_t vocab_start, float inv_t, DeviceFlags* flags) {
   constexpr int vec = kVec<T>;
@@ -319,7 +309,7 @@ __global__ void __launch_bounds__(kThreads) logprob_backward_kernel(
   const int64_t c0 = int64_t(chunk) * kChunk<T>;
   uint4 r[kUnroll];
   load_chunk<T, kAligned, false>(r, logits + row * V, c0, V);
-  T* drow = dlogits + row * V;
+  TO* drow = dlogits + row * V;
   const float l = lse[row], H = entropy[row];
   const float g_lp = dlogprob ? dlogprob[row] : 0.0f;
   const float g_ent = dentropy ? dentropy[row] : 0.0f;
@@ -332,28 +322,35 @@ __global__ void __launch_bounds__(kThreads) logprob_backward_kernel(
     if (e >= V) break;  // later vectors of this thread lie further on
     const int64_t rel64 = local - e;  // the target's place in this vector, if it is there
     const int rel = rel64 >= 0 && rel64 < vec ? int(rel64) : -1;
-    uint4 o;
+    float d[vec];
 #pragma unroll
     for (int j = 0; j < vec; ++j) {
       const float logp = __fmul_rn(vec_get<T>(r[u], j), inv_t) - l;
       const float p = fast_exp2(logp * kLog2e);
       const float ent_term = p > 0.0f ? p * (logp + H) : 0.0f;  // p log p -> 0, never 0 * -inf
-      float d = inv_t * (-g_lp * p - g_ent * ent_term);
-      if (j == rel) d += inv_t * g_lp;
-      set_out<T>(o, j, d);
+      d[j] = inv_t * (-g_lp * p - g_ent * ent_term);
+      if (j == rel) d[j] += inv_t * g_lp;
     }
     if constexpr (kAligned) {
-      *reinterpret_cast<uint4*>(drow + e) = o;
+      // vec outputs of TO: 16 bytes, or 8 for bf16 from f32.
+      uint32_t w[vec * sizeof(TO) / 4];
+#pragma unroll
+      for (int j = 0; j < vec; ++j) {
+        if constexpr (sizeof(TO) == 4) {
+          w[j] = __float_as_uint(d[j]);
+        } else {
+          const uint32_t b = uint32_t(__bfloat16_as_ushort(__float2bfloat16_rn(d[j])));
+          if (j & 1) w[j >> 1] |= b << 16;
+          else w[j >> 1] = b;
+        }
+      }
+      if constexpr (sizeof(w) == 16) *reinterpret_cast<uint4*>(drow + e) = make_uint4(w[0], w[1], w[2], w[3]);
+      else *reinterpret_cast<uint2*>(drow + e) = make_uint2(w[0], w[1]);
     } else {
 #pragma unroll
       for (int j = 0; j < vec; ++j) {
         if (e + j >= V) break;
-        if constexpr (sizeof(T) == 4) {
-          drow[e + j] = vec_get<T>(o, j);
-        } else {
-          const uint32_t w = reinterpret_cast<const uint32_t*>(&o)[j >> 1];
-          drow[e + j] = __ushort_as_bfloat16(uint16_t((j & 1) ? (w >> 16) : (w & 0xffffu)));
-        }
+        store_f32(drow, e + j, d[j]);
       }
     }
   }
@@ -474,18 +471,22 @@ void logprob_entropy_backward(const Ctx& ctx, Tensor dlogits, Tensor dlogprob, T
     using T = std::remove_cv_t<std::remove_pointer_t<decltype(x)>>;
     const int nchunks = chunks_of<T>(V);
     if (N == 0 || nchunks == 0) return;
-    T* dx = static_cast<T*>(dlogits.data);
     const unsigned grid = chunk_grid<T>(N, nchunks);
-    const bool aligned = aligned16(x) && aligned16(dx) && V % kVec<T> == 0;
-    if (aligned)
-      logprob_backward_kernel<T, true><<<grid, kThreads, 0, stream_of(ctx)>>>(
-          dx, x, V, nchunks, targets.ptr<int32_t>(), lse.ptr<float>(), entropy.ptr<float>(), glp, gent, vocab_start,
-          inv_temperature, ctx.flags);
-    else
-      logprob_backward_kernel<T, false><<<grid, kThreads, 0, stream_of(ctx)>>>(
-          dx, x, V, nchunks, targets.ptr<int32_t>(), lse.ptr<float>(), entropy.ptr<float>(), glp, gent, vocab_start,
-          inv_temperature, ctx.flags);
-    DAPO_CUDA_CHECK_LAUNCH();
+    auto launch = [&](auto* dx) {
+      using TO = std::remove_pointer_t<decltype(dx)>;
+      const bool aligned = aligned16(x) && aligned16(dx) && V % kVec<T> == 0;
+      if (aligned)
+        logprob_backward_kernel<T, TO, true><<<grid, kThreads, 0, stream_of(ctx)>>>(
+            dx, x, V, nchunks, targets.ptr<int32_t>(), lse.ptr<float>(), entropy.ptr<float>(), glp, gent,
+            vocab_start, inv_temperature, ctx.flags);
+      else
+        logprob_backward_kernel<T, TO, false><<<grid, kThreads, 0, stream_of(ctx)>>>(
+            dx, x, V, nchunks, targets.ptr<int32_t>(), lse.ptr<float>(), entropy.ptr<float>(), glp, gent,
+            vocab_start, inv_temperature, ctx.flags);
+      DAPO_CUDA_CHECK_LAUNCH();
+    };
+    if (dlogits.dtype == logits.dtype) launch(static_cast<T*>(dlogits.data));
+    else launch(static_cast<__nv_bfloat16*>(dlogits.data));  // from f32 logits (the op's contract)
   });
 }
 

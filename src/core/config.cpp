@@ -209,6 +209,8 @@ class Schema {
     add("train", "seed", &C::train, &TrainConfig::seed, "seed of sampling and initialisation");
     add("train", "activation_recompute", &C::train, &TrainConfig::activation_recompute,
         "recompute activations in the backward pass");
+    add("train", "fp32_logits", &C::train, &TrainConfig::fp32_logits,
+        "the LM head's logits in fp32 when training (GPU), as the sampler draws them; false: bf16, faster");
     add("train", "val_every", &C::train, &TrainConfig::val_every, "steps between validations; 0: at the end only");
     add("train", "val_before_train", &C::train, &TrainConfig::val_before_train, "validate the starting model");
     add("train", "phase_timeout_s", &C::train, &TrainConfig::phase_timeout_s,

@@ -76,8 +76,12 @@ Qwen2Model::Plan Qwen2Model::plan(const Qwen2Config& c, int64_t p, int64_t tp_ra
   d.qk_norm = c.qk_norm();
   d.o_bias = c.o_proj_bias();
   d.act = act;
-  d.head_rows = std::max<int64_t>(1, int64_t(options.logits_chunk_bytes / (size_t(std::max<int64_t>(d.vl, 1)) *
-                                                                          dtype_size(d.act))));
+  d.head = options.fp32_head ? DType::f32 : act;
+  // A chunk's logits, and in the backward their gradient beside them when
+  // it takes another dtype.
+  const size_t head_bytes = dtype_size(d.head) + (d.head != act ? dtype_size(act) : 0);
+  d.head_rows = std::max<int64_t>(
+      1, int64_t(options.logits_chunk_bytes / (size_t(std::max<int64_t>(d.vl, 1)) * head_bytes)));
   return plan;
 }
 
@@ -150,16 +154,10 @@ void Qwen2Model::head_forward(const ops::Ctx& ctx, Carver& c, Tensor xn, Tensor 
   const int64_t T = xn.size(0);
   const Tensor w = params_.lm_head().compute;
   const size_t mark = c.mark();
-  const int64_t rows = detail::head_chunk_rows(dims_, T);
-  Tensor logits_buf = c.act(dims_, {rows, dims_.vl});
-  Tensor row_max_buf, sums_buf;
-  if (tp_.size() > 1) {
-    row_max_buf = c.f32({rows});
-    sums_buf = c.f32({rows, 3});
-  }
-  for (int64_t r0 = 0; r0 < T; r0 += rows) {
-    const int64_t r1 = std::min(T, r0 + rows), n = r1 - r0;
-    Tensor logits = logits_buf.slice_rows(0, n);
+  const detail::HeadTemps t = detail::carve_head_temps(c, dims_, T);
+  for (int64_t r0 = 0; r0 < T; r0 += t.rows) {
+    const int64_t r1 = std::min(T, r0 + t.rows), n = r1 - r0;
+    Tensor logits = t.logits.slice_rows(0, n);
     ops::linear_forward(ctx, logits, rows_of(xn, r0, r1), w, Tensor{});
     Tensor lp = rows_of(logprob, r0, r1), en = rows_of(entropy, r0, r1), ls = rows_of(lse, r0, r1);
     Tensor tg = rows_of(targets, r0, r1);
@@ -167,7 +165,7 @@ void Qwen2Model::head_forward(const ops::Ctx& ctx, Carver& c, Tensor xn, Tensor 
       ops::logprob_entropy_forward(ctx, lp, en, ls, logits, tg, 0, inv_temperature);
       continue;
     }
-    Tensor row_max = row_max_buf.slice_rows(0, n), sums = sums_buf.slice_rows(0, n);
+    Tensor row_max = t.row_max.slice_rows(0, n), sums = t.sums.slice_rows(0, n);
     ops::logits_row_max(ctx, row_max, logits, inv_temperature);
     tp_.all_reduce(row_max, parallel::ReduceOp::max, ctx.stream);
     ops::logits_partial_sums(ctx, sums, logits, tg, row_max, dims_.vocab_start, inv_temperature);
@@ -183,12 +181,10 @@ void Qwen2Model::head_backward(const ops::Ctx& ctx, Carver& c, Tensor dxn, Tenso
   const int64_t T = xn.size(0);
   const ParamEntry& head = params_.lm_head();
   const size_t mark = c.mark();
-  const int64_t rows = detail::head_chunk_rows(dims_, T);
-  // The gradient overwrites the recomputed logits in place (the op allows it).
-  Tensor logits_buf = c.act(dims_, {rows, dims_.vl});
-  for (int64_t r0 = 0; r0 < T; r0 += rows) {
-    const int64_t r1 = std::min(T, r0 + rows), n = r1 - r0;
-    Tensor logits = logits_buf.slice_rows(0, n), dlogits = logits;
+  const detail::HeadBackwardTemps t = detail::carve_head_backward_temps(c, dims_, T);
+  for (int64_t r0 = 0; r0 < T; r0 += t.rows) {
+    const int64_t r1 = std::min(T, r0 + t.rows), n = r1 - r0;
+    Tensor logits = t.logits.slice_rows(0, n), dlogits = t.dlogits.slice_rows(0, n);
     const Tensor xr = rows_of(xn, r0, r1);
     ops::linear_forward(ctx, logits, xr, head.compute, Tensor{});  // recomputed, not kept
     ops::logprob_entropy_backward(ctx, dlogits, dlogprob.data ? rows_of(dlogprob, r0, r1) : Tensor{},

@@ -31,16 +31,22 @@ TrainForwardTemps carve_train_forward_temps(Carver& c, const Dims& d, int64_t T,
 
 int64_t head_chunk_rows(const Dims& d, int64_t T) { return std::min<int64_t>(d.head_rows, std::max<int64_t>(T, 1)); }
 
-void carve_head_temps(Carver& c, const Dims& d, int64_t T) {
-  const int64_t rows = head_chunk_rows(d, T);
-  c.act(d, {rows, d.vl});
-  if (d.tp == 1) return;
-  c.f32({rows});
-  c.f32({rows, 3});
+HeadTemps carve_head_temps(Carver& c, const Dims& d, int64_t T) {
+  HeadTemps t;
+  t.rows = head_chunk_rows(d, T);
+  t.logits = c.alloc(d.head, {t.rows, d.vl});
+  if (d.tp == 1) return t;
+  t.row_max = c.f32({t.rows});
+  t.sums = c.f32({t.rows, 3});
+  return t;
 }
 
-void carve_head_backward_temps(Carver& c, const Dims& d, int64_t T) {
-  c.act(d, {head_chunk_rows(d, T), d.vl});  // logits, then their gradient in place
+HeadBackwardTemps carve_head_backward_temps(Carver& c, const Dims& d, int64_t T) {
+  HeadBackwardTemps t;
+  t.rows = head_chunk_rows(d, T);
+  t.logits = c.alloc(d.head, {t.rows, d.vl});
+  t.dlogits = d.head == d.act ? t.logits : c.act(d, {t.rows, d.vl});
+  return t;
 }
 
 TrainBackwardTemps carve_train_backward_temps(Carver& c, const Dims& d, int64_t T, bool recompute) {

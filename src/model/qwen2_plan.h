@@ -21,11 +21,21 @@ TrainForwardTemps carve_train_forward_temps(Carver& c, const Dims& d, int64_t T,
 
 // Rows of one LM-head chunk for T tokens.
 int64_t head_chunk_rows(const Dims& d, int64_t T);
-// head_forward's temporaries: one chunk of logits, and for tp > 1 its row
-// max (rows) and partial sums (rows, 3).
-void carve_head_temps(Carver& c, const Dims& d, int64_t T);
-// head_backward's: one chunk of logits (recomputed), then their gradient in place.
-void carve_head_backward_temps(Carver& c, const Dims& d, int64_t T);
+// head_forward's temporaries: one chunk of logits (d.head), and for tp > 1
+// its row max (rows) and partial sums (rows, 3).
+struct HeadTemps {
+  int64_t rows = 0;
+  Tensor logits, row_max, sums;
+};
+HeadTemps carve_head_temps(Carver& c, const Dims& d, int64_t T);
+// head_backward's: one chunk of logits (recomputed, d.head), and their
+// gradient in the activations' dtype: the logits themselves (in place) when
+// that is d.head, else a buffer of its own.
+struct HeadBackwardTemps {
+  int64_t rows = 0;
+  Tensor logits, dlogits;
+};
+HeadBackwardTemps carve_head_backward_temps(Carver& c, const Dims& d, int64_t T);
 
 // backward's temporaries for the layers (after the head's are released).
 struct TrainBackwardTemps {

@@ -85,8 +85,12 @@ void logprob_entropy_backward(const Ctx& ctx, Tensor dlogits, Tensor dlogprob, T
   const char* op = "logprob_entropy_backward";
   check_logits(op, logits, inv_temperature);
   const int64_t N = logits.shape[0];
-  DAPO_CHECK(dlogits.same_shape(logits) && dlogits.dtype == logits.dtype, "dlogits ", dlogits.shape_string(), " ",
-             dtype_name(dlogits.dtype), " vs logits ", logits.shape_string(), " ", dtype_name(logits.dtype));
+  // dlogits: the logits' dtype, or bf16 from f32 logits (then apart from them).
+  const bool narrowed = dlogits.dtype == DType::bf16 && logits.dtype == DType::f32;
+  DAPO_CHECK(dlogits.same_shape(logits) && (dlogits.dtype == logits.dtype || narrowed), "dlogits ",
+             dlogits.shape_string(), " ", dtype_name(dlogits.dtype), " vs logits ", logits.shape_string(), " ",
+             dtype_name(logits.dtype));
+  if (narrowed) detail::check_outputs_apart(op, {{dlogits, "dlogits"}}, {{logits, "logits"}});
   check_targets(op, targets, N, vocab_start);
   check_f32(op, lse, {N}, "lse");
   check_f32(op, entropy, {N}, "entropy");

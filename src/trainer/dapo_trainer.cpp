@@ -7,6 +7,7 @@
 #include "dapo/core/log.h"
 #include "dapo/optim/lr_schedule.h"
 #include "dapo/rollout/model_source.h"
+#include "dapo/trainer/model_init.h"
 #include "dapo/trainer/step_metrics.h"
 #include "dapo/trainer/timing.h"
 
@@ -20,7 +21,7 @@ DapoTrainer::DapoTrainer(model::ParamStore& params, std::unique_ptr<model::Param
       prompts_(prompts),
       gpu_(gpu),
       engine_scratch_(0, gpu ? Device::cuda : Device::cpu, "unused"),
-      model_(params, grid.tp, model::ModelOptions{config.train.activation_recompute}),
+      model_(params, grid.tp, model_options(config)),
       optimizer_(params, optim::adamw_options(config.optim), optim::shard_options(config.optim, grid.dp)),
       actor_(model_, &optimizer_, grid, gpu),
       ref_params_(std::move(reference)),

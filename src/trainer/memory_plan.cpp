@@ -7,6 +7,7 @@
 #include "dapo/model/qwen2_model.h"
 #include "dapo/optim/shard_layout.h"
 #include "dapo/rollout/engine.h"
+#include "dapo/trainer/model_init.h"
 #include "dapo/trainer/update_step.h"
 
 namespace dapo::trainer {
@@ -43,7 +44,7 @@ MemoryPlan memory_plan(const Config& config, const model::Qwen2Config& model, in
   p.workspace = kWorkspace;
   p.reference_model = config.algorithm.kl_coef > 0;
 
-  const model::ModelOptions options{config.train.activation_recompute};
+  const model::ModelOptions options = model_options(config);
   const model::Qwen2Model::Plan plan = model::Qwen2Model::plan(model, tp, 0, DType::bf16, options);
   const int64_t T = config.train.max_token_len_per_gpu;
   const int64_t max_len = std::min<int64_t>(T, config.data.max_prompt_length + config.rollout.max_response_length);

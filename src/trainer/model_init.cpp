@@ -22,6 +22,13 @@ bool has_hf_weights(const std::string& dir) {
   return false;
 }
 
+model::ModelOptions model_options(const Config& config) {
+  model::ModelOptions o;
+  o.activation_recompute = config.train.activation_recompute;
+  o.fp32_head = config.train.fp32_logits;
+  return o;
+}
+
 model::RandomInit fresh_init(uint64_t seed) {
   model::RandomInit init;
   init.seed = seed;

@@ -6,6 +6,7 @@
 #include "dapo/core/error.h"
 #include "dapo/optim/lr_schedule.h"
 #include "dapo/rl/response_tokens.h"
+#include "dapo/trainer/model_init.h"
 #include "dapo/trainer/timing.h"
 
 namespace dapo::trainer {
@@ -51,7 +52,7 @@ SftTrainer::SftTrainer(model::ParamStore& params, const parallel::Grid& grid, co
     : grid_(grid),
       config_(config),
       examples_(std::move(examples)),
-      model_(params, grid.tp, model::ModelOptions{config.train.activation_recompute}),
+      model_(params, grid.tp, model_options(config)),
       optimizer_(params, optim::adamw_options(config.optim), optim::shard_options(config.optim, grid.dp)),
       runner_(model_, &optimizer_, grid, gpu),
       order_(int64_t(examples_.size()), uint64_t(config.data.seed)) {

@@ -47,7 +47,7 @@ class LogprobGpu : public GpuTest {
   }
 };
 
-TEST_F(LogprobGpu, RerunsAndTheInPlaceBackwardAreBitIdentical) {
+TEST_F(LogprobGpu, RerunsTheInPlaceAndTheNarrowedBackwardAreBitIdentical) {
   for (const shapes::LpCase& c : shapes::logprob_cases()) {
     SCOPED_TRACE(testing::Message() << "N " << c.N << " V " << c.V << " start " << c.vocab_start << " "
                                     << dtype_name(c.dtype) << (c.masked ? " masked" : ""));
@@ -72,6 +72,14 @@ TEST_F(LogprobGpu, RerunsAndTheInPlaceBackwardAreBitIdentical) {
       ops::cast(gpu(), inplace, x);
       ops::logprob_entropy_backward(gpu(), inplace, glp, gent, inplace, t, a.lse, a.entropy, c.vocab_start, c.inv_t);
       EXPECT_TRUE(bits(inplace) == first) << "in-place backward differs";
+    }
+    // From f32 logits straight to a bf16 gradient (the trainer's fp32 LM
+    // head): the f32 gradient rounded once, on the aligned and the odd-V path.
+    if (c.dtype == DType::f32) {
+      Tensor narrow = guarded(DType::bf16, {c.N, c.V}), rounded = device_empty(DType::bf16, {c.N, c.V});
+      ops::logprob_entropy_backward(gpu(), narrow, glp, gent, x, t, a.lse, a.entropy, c.vocab_start, c.inv_t);
+      ops::cast(gpu(), rounded, dx);
+      EXPECT_TRUE(bits(narrow) == bits(rounded)) << "bf16 dlogits from f32 logits are not the f32 gradient rounded";
     }
     expect_no_flags("clean inputs");
     check_guards();

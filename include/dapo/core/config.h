@@ -123,6 +123,11 @@ struct TrainConfig {
   int64_t total_epochs = 1;
   int64_t seed = 1;                     // sampling and initialisation
   bool activation_recompute = true;
+  // The LM head's logits in fp32 when training and scoring (GPU; the CPU's
+  // are fp32 anyway), as the sampler draws from fp32 logits: the trainer's
+  // log-probs then differ from the sampler's by the hidden states alone.
+  // false: bf16 logits, about 7% faster updates (1.5B on an H200).
+  bool fp32_logits = true;
   int64_t val_every = 5;                // steps between validations on data.val_files; 0: only at the end
   bool val_before_train = true;         // validate the starting model (step 0)
   // Watchdog: a phase (generation, update, validation, checkpoint) that

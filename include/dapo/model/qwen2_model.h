@@ -60,6 +60,14 @@ struct ModelOptions {
   // recomputes each chunk's logits (one more lm_head GEMM) instead of
   // keeping them.
   size_t logits_chunk_bytes = size_t(256) << 20;
+  // The LM head's logits in fp32 in training and scoring (the bf16 x bf16
+  // -> fp32 product), as the sampler draws from fp32 logits: bf16 logits
+  // step by 0.125 for |z| in [16, 32), so a token's log-prob could differ
+  // from the sampler's by ~0.06 nats from the head alone. Their gradient is
+  // rounded to the activations' dtype for the head's GEMMs. false: logits in
+  // the activations' dtype (benchmarks measure what fp32 costs). No effect on
+  // the CPU backend, whose activations are f32.
+  bool fp32_head = true;
 };
 
 // The paged KV cache of generation, one k and one v pool per layer
@@ -199,6 +207,7 @@ class Qwen2Model {
     bool qk_norm = false;     // Qwen3's per-head q_norm and k_norm
     bool o_bias = false;      // Qwen3 with attention_bias: o_proj has a bias
     DType act = DType::f32;   // activations: f32 on the CPU backend, bf16 on CUDA
+    DType head = DType::f32;  // the training/scoring head's logits (ModelOptions::fp32_head)
     int64_t head_rows = 0;    // rows of logits per chunk of the LM head (ModelOptions::logits_chunk_bytes)
   };
   const Dims& dims() const { return dims_; }

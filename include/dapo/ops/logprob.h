@@ -80,11 +80,14 @@ void logprob_entropy_forward(const Ctx& ctx, Tensor logprob, Tensor entropy, Ten
 // logits (N, V_local); targets (N) i32; lse (N); entropy (N).
 // dlogits may be logits itself (in place: each element is read before it is
 // written), which saves the second (N, V_local) buffer; any other overlap is
-// not allowed. On CUDA dlogits has the logits' dtype.
+// not allowed. On CUDA dlogits has the logits' dtype, or is bf16 from f32
+// logits (the trainer's fp32 LM head feeding its bf16 GEMMs), then apart
+// from them.
 void logprob_entropy_backward(const Ctx& ctx, Tensor dlogits, Tensor dlogprob, Tensor dentropy,
                               Tensor logits, Tensor targets, Tensor lse, Tensor entropy,
                               int64_t vocab_start, float inv_temperature);
 
-// CUDA backend: logits / dlogits f32 or bf16, all else f32 (targets i32).
+// CUDA backend: logits f32 or bf16, dlogits the same or bf16, all else f32
+// (targets i32).
 
 }  // namespace dapo::ops

@@ -18,6 +18,7 @@
 
 #include "dapo/core/config.h"
 #include "dapo/model/param_store.h"
+#include "dapo/model/qwen2_model.h"
 #include "dapo/ops/cuda_device.h"
 #include "dapo/parallel/grid.h"
 #include "dapo/rollout/model_source.h"
@@ -40,6 +41,11 @@ bool has_hf_weights(const std::string& dir);
 
 // The random init of a config.json-only directory with `seed`.
 model::RandomInit fresh_init(uint64_t seed);
+
+// The model's options from the run's config (train.activation_recompute,
+// train.fp32_logits): the trainer, the SFT step and the memory plan use
+// the same.
+model::ModelOptions model_options(const Config& config);
 
 // Collective over grid.world. UserError (on every rank alike) for a missing
 // model.path, an unreadable model or a model tp cannot split.
