@@ -81,8 +81,9 @@ TEST(PagedAttentionPlan, DecodeAndPrefillSplits) {
 }
 
 // The tail of a generation round: a few long sequences get clusters of 8
-// (4 merge groups of them up to 4 items, one from 5 to 16 items); more
-// items, or contexts under 4,096, go to the time model.
+// (4 merge groups of them up to 4 items, one from 5 to 16 items under 8,192
+// positions, 16 plain CTAs from there); more items, or contexts under
+// 4,096, go to the time model.
 TEST(PagedAttentionPlan, TheTailOfARoundGetsClustersOfEight) {
   for (const int64_t B : {1, 2}) {
     const PagedSplit s = paged_choose_split(B, B, 12, 2, 128, 8192, 264);  // 2 or 4 items
@@ -92,6 +93,12 @@ TEST(PagedAttentionPlan, TheTailOfARoundGetsClustersOfEight) {
   const PagedSplit eight = paged_choose_split(8, 8, 12, 2, 128, 4096, 264);  // 16 items
   EXPECT_EQ(eight.groups, 1);
   EXPECT_EQ(eight.cluster, 8);
+  // From 8,192 positions, 5 to 16 items take 16 plain CTAs each and the merge.
+  for (const int64_t ctx : {8192, 20480}) {
+    const PagedSplit longer = paged_choose_split(4, 4, 12, 2, 128, ctx, 264);  // 8 items
+    EXPECT_EQ(longer.groups, 16);
+    EXPECT_EQ(longer.cluster, 1);
+  }
   // 32 items at 8,192 positions: past the rule, the time model spreads
   // each item over more than one CTA (one CTA per item would leave most of
   // the 264 slots idle).

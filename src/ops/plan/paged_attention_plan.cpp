@@ -71,9 +71,16 @@ PagedSplit paged_choose_split(int64_t N, int64_t B, int64_t Hq, int64_t Hkv, int
   // 1.213), and slower at 32 items (1.5B batch 16, 2,048 positions: 2.483
   // against 2.370) and with one item or two (1.5B batch 1: 2.015 against
   // 1.992 with 4 x 8).
+  // From 8,192 positions on, 5 to 16 items take 16 plain CTAs each and the
+  // merge kernel instead: an H200 sweep (2026-11-29, the tail part, B 1-4 at
+  // 4k-20k, the three Qwen2.5 shapes) measured one cluster of 8 per item
+  // 1.07-1.11x slower than that at 8,192 (1.5B, 4 sequences: 19.7 against
+  // 17.8 us) and 1.18-1.40x at 20,480 (1.5B, 4 sequences: 42.2 against 30.1;
+  // 7B, 2: 42.1 against 30.9), and within 1% of the best split at 4,096.
   if (N == B && best_split.stages == 3 && max_ctx >= 4096 && items <= 16) {
-    best_split.groups = items <= 4 ? 4 : 1;
-    best_split.cluster = 8;
+    const bool long_many = items > 4 && max_ctx >= 8192;
+    best_split.groups = long_many ? 16 : items <= 4 ? 4 : 1;
+    best_split.cluster = long_many ? 1 : 8;
     return best_split;
   }
   const double key_bytes = 4.0 * double(D);  // K and V of one key of one KV head
