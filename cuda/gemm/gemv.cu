@@ -195,7 +195,8 @@ __global__ void __launch_bounds__(kMaxThreads) gemv_kernel(const GemvArgs a) {
   const int64_t row0 = (int64_t(blockIdx.x) - g.first_cta) * kR;
   const bf16_t* w[kR];
 #pragma unroll
-  for (int r = 0; r < kR; ++r) w[r] = g.w + std::min<int64_t>(row0 + r, g.rows - 1) * a.K;  // past the end: a real row, never stored
+  for (int r = 0; r < kR; ++r)  // rows past the end read a real row, whose sums are never stored
+    w[r] = g.w + std::min<int64_t>(row0 + r, g.rows - 1) * a.K;
   gemv_tile<M, kR>(w, a.in, a.K, tot);
   const int t = int(threadIdx.x);
   if (t >= M * kR) return;
@@ -204,7 +205,8 @@ __global__ void __launch_bounds__(kMaxThreads) gemv_kernel(const GemvArgs a) {
   if (row >= g.rows) return;
   float y = tot[t];
   if (g.bias != nullptr)
-    y += g.bias_f32 ? static_cast<const float*>(g.bias)[row] : __bfloat162float(static_cast<const bf16_t*>(g.bias)[row]);
+    y += g.bias_f32 ? static_cast<const float*>(g.bias)[row]
+                    : __bfloat162float(static_cast<const bf16_t*>(g.bias)[row]);
   if (g.out_f32) static_cast<float*>(g.out)[m * g.rows + row] = y;
   else static_cast<bf16_t*>(g.out)[m * g.rows + row] = __float2bfloat16_rn(y);
 }

@@ -42,4 +42,29 @@ inline void check_outputs_apart(const char* op, std::initializer_list<NamedTenso
   }
 }
 
+// The backward of a row norm (rmsnorm_backward, residual_rmsnorm_backward):
+// dx (N, C) and dout (N, C) in x's float dtype, weight (C) too, dweight (C)
+// and rstd (N) f32; the two outputs apart from each other and the inputs.
+// `x` and `dx` name the normed rows and their gradient in the op's errors.
+inline void check_norm_backward(const char* op, const Tensor& dx, const char* dx_name, const Tensor& dweight,
+                                const Tensor& dout, const Tensor& x, const char* x_name, const Tensor& weight,
+                                const Tensor& rstd) {
+  check_float(op, x, x_name);
+  check_dtype(op, dx, x.dtype, dx_name);
+  check_dtype(op, dout, x.dtype, "dout");
+  check_dtype(op, weight, x.dtype, "weight");
+  check_dtype(op, dweight, DType::f32, "dweight");
+  check_dtype(op, rstd, DType::f32, "rstd");
+  DAPO_CHECK(x.ndim == 2, op, ": ", x_name, " ", x.shape_string(), " must be (N, C)");
+  const int64_t N = x.shape[0], C = x.shape[1];
+  DAPO_CHECK(C > 0, op, ": rmsnorm over an empty row");
+  DAPO_CHECK_SHAPE(dx, {N, C});
+  DAPO_CHECK_SHAPE(dout, {N, C});
+  DAPO_CHECK_SHAPE(weight, {C});
+  DAPO_CHECK_SHAPE(dweight, {C});
+  DAPO_CHECK_SHAPE(rstd, {N});
+  check_outputs_apart(op, {{dx, dx_name}, {dweight, "dweight"}},
+                      {{dout, "dout"}, {x, x_name}, {weight, "weight"}, {rstd, "rstd"}});
+}
+
 }  // namespace dapo::ops::detail

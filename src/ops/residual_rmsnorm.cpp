@@ -41,30 +41,6 @@ void check_residual_rmsnorm_forward(const Tensor& sum, const Tensor& out, const 
     DAPO_CHECK(!overlaps(rstd, *t), op, ": rstd overlaps an input or sum");
 }
 
-void check_residual_rmsnorm_backward(const Tensor& dsum, const Tensor& dweight, const Tensor& dout,
-                                     const Tensor& sum, const Tensor& weight, const Tensor& rstd) {
-  const char* op = "residual_rmsnorm_backward";
-  check_float(op, sum, "sum");
-  check_dtype(op, dsum, sum.dtype, "dsum");
-  check_dtype(op, dout, sum.dtype, "dout");
-  check_dtype(op, weight, sum.dtype, "weight");
-  check_dtype(op, dweight, DType::f32, "dweight");
-  check_dtype(op, rstd, DType::f32, "rstd");
-  DAPO_CHECK(sum.ndim == 2, op, ": sum ", sum.shape_string(), " must be (N, C)");
-  const int64_t N = sum.shape[0], C = sum.shape[1];
-  DAPO_CHECK(C > 0, "rmsnorm over an empty row");
-  DAPO_CHECK_SHAPE(dsum, {N, C});
-  DAPO_CHECK_SHAPE(dout, {N, C});
-  DAPO_CHECK_SHAPE(weight, {C});
-  DAPO_CHECK_SHAPE(dweight, {C});
-  DAPO_CHECK_SHAPE(rstd, {N});
-  for (const Tensor* t : {&dout, &sum, &weight, &rstd, &dweight})
-    DAPO_CHECK(!overlaps(dsum, *t), op, ": dsum overlaps an input or dweight");
-  DAPO_CHECK(!overlaps(dweight, dout) && !overlaps(dweight, sum) && !overlaps(dweight, weight) &&
-                 !overlaps(dweight, rstd),
-             op, ": dweight overlaps an input");
-}
-
 }  // namespace
 
 void residual_rmsnorm_forward(const Ctx& ctx, Tensor sum, Tensor out, Tensor rstd, Tensor a, Tensor b,
@@ -75,7 +51,7 @@ void residual_rmsnorm_forward(const Ctx& ctx, Tensor sum, Tensor out, Tensor rst
 
 void residual_rmsnorm_backward(const Ctx& ctx, Tensor dsum, Tensor dweight, Tensor dout, Tensor sum,
                                Tensor weight, Tensor rstd) {
-  check_residual_rmsnorm_backward(dsum, dweight, dout, sum, weight, rstd);
+  detail::check_norm_backward("residual_rmsnorm_backward", dsum, "dsum", dweight, dout, sum, "sum", weight, rstd);
   DAPO_DISPATCH(ctx, residual_rmsnorm_backward, dsum, dweight, dout, sum, weight, rstd);
 }
 

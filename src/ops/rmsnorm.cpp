@@ -30,28 +30,6 @@ void check_rmsnorm_forward(const Tensor& out, const Tensor& rstd, const Tensor& 
              op, ": outputs overlap inputs (in-place is not supported)");
 }
 
-void check_rmsnorm_backward(const Tensor& din, const Tensor& dweight, const Tensor& dout, const Tensor& in,
-                            const Tensor& weight, const Tensor& rstd) {
-  const char* op = "rmsnorm_backward";
-  check_float(op, in, "in");
-  check_dtype(op, din, in.dtype, "din");
-  check_dtype(op, dout, in.dtype, "dout");
-  check_dtype(op, weight, in.dtype, "weight");
-  check_dtype(op, dweight, DType::f32, "dweight");
-  check_dtype(op, rstd, DType::f32, "rstd");
-  DAPO_CHECK(in.ndim == 2, op, ": in ", in.shape_string(), " must be (N, C)");
-  const int64_t N = in.shape[0], C = in.shape[1];
-  DAPO_CHECK(C > 0, "rmsnorm over an empty row");
-  DAPO_CHECK_SHAPE(din, {N, C});
-  DAPO_CHECK_SHAPE(dout, {N, C});
-  DAPO_CHECK_SHAPE(weight, {C});
-  DAPO_CHECK_SHAPE(dweight, {C});
-  DAPO_CHECK_SHAPE(rstd, {N});
-  DAPO_CHECK(!overlaps(din, dout) && !overlaps(din, in) && !overlaps(din, dweight) && !overlaps(din, weight) &&
-                 !overlaps(din, rstd) && !overlaps(dweight, dout) && !overlaps(dweight, in),
-             op, ": outputs overlap inputs");
-}
-
 }  // namespace
 
 void rmsnorm_forward(const Ctx& ctx, Tensor out, Tensor rstd, Tensor in, Tensor weight, float eps) {
@@ -61,7 +39,7 @@ void rmsnorm_forward(const Ctx& ctx, Tensor out, Tensor rstd, Tensor in, Tensor 
 
 void rmsnorm_backward(const Ctx& ctx, Tensor din, Tensor dweight, Tensor dout, Tensor in, Tensor weight,
                       Tensor rstd) {
-  check_rmsnorm_backward(din, dweight, dout, in, weight, rstd);
+  detail::check_norm_backward("rmsnorm_backward", din, "din", dweight, dout, in, "in", weight, rstd);
   DAPO_DISPATCH(ctx, rmsnorm_backward, din, dweight, dout, in, weight, rstd);
 }
 
