@@ -300,24 +300,22 @@ void linear_forward_multi_gemv(const Ctx& ctx, Tensor in, std::span<const Linear
   a.in = static_cast<const bf16_t*>(in.data);
   a.K = in.shape[1];
   int64_t rows[kMaxLinearSegments] = {};
+  int64_t first = 0;
   for (const LinearSegment& s : segs) {
     if (s.weight.shape[0] == 0) continue;  // no CTA for a segment of no rows
     GemvSegment& g = a.seg[a.nseg];
+    g.first_cta = first;
     g.w = static_cast<const bf16_t*>(s.weight.data);
     g.out = s.out.data;
     g.bias = s.bias.defined() ? s.bias.data : nullptr;
     g.rows = s.weight.shape[0];
     g.out_f32 = s.out.dtype == DType::f32;
     g.bias_f32 = s.bias.defined() && s.bias.dtype == DType::f32;
+    first += plan::gemv_segment_ctas(g.rows);
     rows[a.nseg++] = g.rows;
   }
   if (a.nseg == 0) return;
   const plan::GemvPlan p = plan::gemv_plan(a.K, std::span<const int64_t>(rows, size_t(a.nseg)));
-  int64_t first = 0;
-  for (int s = 0; s < a.nseg; ++s) {
-    a.seg[s].first_cta = first;
-    first += (a.seg[s].rows + kR - 1) / kR;
-  }
   DAPO_CHECK(p.ctas < (int64_t(1) << 31), "linear_forward_multi: ", p.ctas, " CTAs exceed one launch");
   launch_rows<PlainKernel>(ctx, in.shape[0], p, a);
 }

@@ -978,6 +978,19 @@ bool linear_multi_skinny_supported(const Tensor& in, std::span<const LinearSegme
   return total_cols(segs) < (int64_t(1) << 30);
 }
 
+bool linear_forward_few_rows(const Ctx& ctx, Tensor in, std::span<const LinearSegment> segs) {
+  const int64_t M = in.shape[0], K = in.shape[1];
+  if (gemv_supported(in, segs) && gemv_preferred(M, K, segs)) {
+    linear_forward_multi_gemv(ctx, in, segs);
+    return true;
+  }
+  if (linear_multi_skinny_supported(in, segs) && linear_multi_skinny_preferred(M, K, segs)) {
+    linear_forward_multi_skinny(ctx, in, segs, nullptr);
+    return true;
+  }
+  return false;
+}
+
 bool linear_multi_skinny_preferred(int64_t M, int64_t K, std::span<const LinearSegment> segs) {
   return plan::skinny_preferred(M, K, segment_rows(segs).span(), kWgmmaBuilt);
 }
@@ -1074,17 +1087,13 @@ int linear_forward_multi_cublaslt(const Ctx& ctx, Tensor in, std::span<const Lin
 // The contract is checked by ops::linear_forward_multi; the kernel's own
 // limits (dtypes, K % 8, alignment) decide between it and cuBLASLt.
 void linear_forward_multi(const Ctx& ctx, Tensor in, std::span<const LinearSegment> segments) {
-  const int64_t M = in.shape[0], K = in.shape[1];
+  const int64_t M = in.shape[0];
   // No rows, or no weight rows in any segment: no product (the planner has
   // no tile for a product of no columns).
   const bool no_columns = std::all_of(segments.begin(), segments.end(),
                                       [](const LinearSegment& s) { return s.weight.shape[0] == 0; });
   if (M == 0 || no_columns) return;
-  if (detail::gemv_supported(in, segments) && detail::gemv_preferred(M, K, segments))
-    return detail::linear_forward_multi_gemv(ctx, in, segments);
-  if (detail::linear_multi_skinny_supported(in, segments) && detail::linear_multi_skinny_preferred(M, K, segments))
-    return detail::linear_forward_multi_skinny(ctx, in, segments, nullptr);
-  cublaslt_groups(ctx, in, segments);
+  if (!detail::linear_forward_few_rows(ctx, in, segments)) cublaslt_groups(ctx, in, segments);
 }
 
 }  // namespace dapo::ops::cuda

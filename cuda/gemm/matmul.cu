@@ -315,11 +315,7 @@ void linear_forward(const Ctx& ctx, Tensor out, Tensor in, Tensor weight, Tensor
   if (N == 0 || O == 0) return;
   if (in.dtype == DType::bf16 && I > 0) {
     const LinearSegment seg{out, weight, bias};
-    const std::span<const LinearSegment> one(&seg, 1);
-    if (detail::gemv_supported(in, one) && detail::gemv_preferred(N, I, one))
-      return detail::linear_forward_multi_gemv(ctx, in, one);
-    if (detail::linear_multi_skinny_supported(in, one) && detail::linear_multi_skinny_preferred(N, I, one))
-      return detail::linear_forward_multi_skinny(ctx, in, one);
+    if (detail::linear_forward_few_rows(ctx, in, std::span<const LinearSegment>(&seg, 1))) return;
   }
   cublaslt_forward(ctx, out, in, weight, bias);
 }

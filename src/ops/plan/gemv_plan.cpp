@@ -9,7 +9,7 @@ GemvPlan gemv_plan(int64_t K, std::span<const int64_t> rows) {
   GemvPlan p;
   const int64_t pieces = (K + kGemvVector - 1) / kGemvVector;
   p.threads = std::clamp<int64_t>((pieces + 31) / 32 * 32, 32, kGemvMaxThreads);
-  for (const int64_t r : rows) p.ctas += (r + kGemvTileRows - 1) / kGemvTileRows;
+  for (const int64_t r : rows) p.ctas += gemv_segment_ctas(r);
   return p;
 }
 

@@ -29,6 +29,9 @@ struct GemvPlan {
   int64_t ctas = 0;     // one per kGemvTileRows weight rows of each segment
 };
 
+// CTAs of a segment of `rows` weight rows: one per kGemvTileRows of them.
+constexpr int64_t gemv_segment_ctas(int64_t rows) { return (rows + kGemvTileRows - 1) / kGemvTileRows; }
+
 // The launch for M input rows of K by segments of `rows` weight rows each.
 // Threads: one per 16-byte piece of a weight row, rounded up to whole warps,
 // at most kGemvMaxThreads (each thread then takes every threads-th piece).
