@@ -166,6 +166,9 @@ class Schema {
         "KV-cache budget per rank (GiB); 0: sized from the requests");
     add("rollout", "kv_cache_memory_fraction", &C::rollout, &RolloutConfig::kv_cache_memory_fraction,
         "with kv_cache_gib = 0 on a GPU: at most this fraction of the free GPU memory");
+    add("rollout", "exact_logprobs", &C::rollout, &RolloutConfig::exact_logprobs,
+        "batch-invariant arithmetic: the engine's log-probs equal the trainer's bit for bit and serve as the old "
+        "log-probs (no scoring pass); CPU backend, tp <= 2");
     add("algorithm", "adv_estimator", &C::algorithm, &AlgorithmConfig::adv_estimator, "grpo");
     add("algorithm", "norm_adv_by_std", &C::algorithm, &AlgorithmConfig::norm_adv_by_std,
         "divide group-centred rewards by the group's std");

@@ -122,8 +122,9 @@ Tensor Qwen2Model::cached_hidden(const ops::Ctx& ctx, const KvCache& cache, cons
   return b.xn;
 }
 
-void Qwen2Model::forward_cached(const ops::Ctx& ctx, Arena& act, const KvCache& cache, const CachedBatch& batch,
+void Qwen2Model::forward_cached(const ops::Ctx& ctx_in, Arena& act, const KvCache& cache, const CachedBatch& batch,
                                 Tensor logits) const {
+  const ops::Ctx ctx = op_ctx(ctx_in);
   check_cached_batch(batch, cache, dims_.L);
   const int64_t N = batch.tokens.shape[0];
   const int64_t B = batch.last_rows.shape[0];
@@ -147,9 +148,12 @@ void Qwen2Model::forward_cached(const ops::Ctx& ctx, Arena& act, const KvCache& 
   parallel::gather_from_tp_forward(ctx, tp_, logits, b.logits);
 }
 
-void Qwen2Model::forward_cached_sample(const ops::Ctx& ctx, Arena& act, const KvCache& cache,
+void Qwen2Model::forward_cached_sample(const ops::Ctx& ctx_in, Arena& act, const KvCache& cache,
                                        const CachedBatch& batch, const CachedSample& sample) const {
+  const ops::Ctx ctx = op_ctx(ctx_in);
   check_cached_batch(batch, cache, dims_.L);
+  DAPO_CHECK(!ctx.batch_invariant, "forward_cached_sample under batch-invariant arithmetic: its log-probs are the ",
+             "sampler's, not the trainer's (forward_cached, then score_sampled)");
   DAPO_CHECK(tp_.size() == 1, "forward_cached_sample: tp = ", tp_.size(), " (the fused head samples the whole vocabulary)");
   const int64_t N = batch.tokens.shape[0];
   const int64_t B = batch.last_rows.shape[0];
@@ -164,10 +168,40 @@ void Qwen2Model::forward_cached_sample(const ops::Ctx& ctx, Arena& act, const Kv
 }
 
 bool Qwen2Model::cached_sample_preferred(const ops::Ctx& ctx, const ops::SamplingParams& params) const {
-  if (tp_.size() != 1) return false;
+  if (tp_.size() != 1 || options_.batch_invariant) return false;
   const Tensor w = params_.lm_head().compute;
   // The head's input rows have the weight's dtype and C columns.
   return ops::lm_head_sample_preferred(ctx, Tensor(nullptr, w.dtype, {1, dims_.C}, w.device), w, params);
+}
+
+void Qwen2Model::score_sampled(const ops::Ctx& ctx_in, Arena& act, Tensor logits, Tensor logit_rows, Tensor tokens,
+                               float inv_temperature, Tensor logprobs) const {
+  const ops::Ctx ctx = op_ctx(ctx_in);
+  const int64_t R = tokens.numel();
+  DAPO_CHECK(logits.dtype == DType::f32 && logits.ndim == 2 && logits.shape[1] == dims_.vl,
+             "score_sampled: logits ", logits.shape_string(), " ", dtype_name(logits.dtype),
+             ", expected f32 (B, ", dims_.vl, ")");
+  check_i32(tokens, 1, "score_sampled: tokens");
+  DAPO_CHECK(logprobs.dtype == DType::f32 && logprobs.ndim == 1 && logprobs.shape[0] == R, "score_sampled: logprobs ",
+             logprobs.shape_string(), ", expected f32 (", R, ")");
+  const bool gather = logit_rows.defined();
+  if (gather)
+    check_i32(logit_rows, 1, "score_sampled: logit_rows");
+  DAPO_CHECK(gather ? logit_rows.shape[0] == R : logits.shape[0] == R, "score_sampled: ", R, " tokens for ",
+             gather ? logit_rows.shape[0] : logits.shape[0], " rows");
+  DAPO_CHECK(inv_temperature > 0, "score_sampled: inv_temperature ", inv_temperature);
+  if (R == 0) return;
+  ArenaScope scope(act);
+  detail::Carver c(&act);
+  const detail::ScoreTemps t = detail::carve_score_temps(c, dims_, R);
+  for (int64_t r0 = 0; r0 < R; r0 += t.rows) {
+    const int64_t r1 = std::min(R, r0 + t.rows), n = r1 - r0;
+    // A row gather where rows repeat (the samples of a prefill's one row).
+    const Tensor rows = gather ? t.logits.slice_rows(0, n) : logits.slice_rows(r0, r1);
+    if (gather) ops::embedding_forward(ctx, rows, logit_rows.slice_rows(r0, r1), logits, 0);
+    chunk_logprob(ctx, rows, tokens.slice_rows(r0, r1), inv_temperature, logprobs.slice_rows(r0, r1),
+                  t.entropy.slice_rows(0, n), t.lse.slice_rows(0, n), t.row_max, t.sums);
+  }
 }
 
 }  // namespace dapo::model

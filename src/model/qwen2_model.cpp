@@ -92,6 +92,18 @@ Qwen2Model::Qwen2Model(ParamStore& params, const parallel::Comm& tp, ModelOption
              ", the tp Comm is rank ", tp.rank(), " of ", tp.size());
   const Qwen2Config& c = params.config();
   const int64_t p = tp.size();
+  if (options.batch_invariant) {
+    if (params.device() == Device::cuda)
+      throw UserError(cat("rollout.exact_logprobs = true: the batch-invariant kernels exist on the CPU backend only "
+                          "so far; set rollout.exact_logprobs = false on GPUs"));
+    // Two ranks' partial sums add in one rounding whatever the order; MPI
+    // sums three or more in an order it picks by message size, which the
+    // engine's few rows and the trainer's many do not share.
+    if (p > 2)
+      throw UserError(cat("rollout.exact_logprobs = true at parallel.tp = ", p,
+                          ": exact log-probs need tp <= 2 (the all-reduces of more ranks sum in an order that depends "
+                          "on the message size); set rollout.exact_logprobs = false or parallel.tp <= 2"));
+  }
   dims_ = plan(c, p, tp.rank(), params.compute_dtype(), options).dims;
   const Dims& d = dims_;
 
@@ -159,20 +171,32 @@ void Qwen2Model::head_forward(const ops::Ctx& ctx, Carver& c, Tensor xn, Tensor 
     const int64_t r1 = std::min(T, r0 + t.rows), n = r1 - r0;
     Tensor logits = t.logits.slice_rows(0, n);
     ops::linear_forward(ctx, logits, rows_of(xn, r0, r1), w, Tensor{});
-    Tensor lp = rows_of(logprob, r0, r1), en = rows_of(entropy, r0, r1), ls = rows_of(lse, r0, r1);
-    Tensor tg = rows_of(targets, r0, r1);
-    if (tp_.size() == 1) {  // one streaming pass over each row
-      ops::logprob_entropy_forward(ctx, lp, en, ls, logits, tg, 0, inv_temperature);
-      continue;
-    }
-    Tensor row_max = t.row_max.slice_rows(0, n), sums = t.sums.slice_rows(0, n);
-    ops::logits_row_max(ctx, row_max, logits, inv_temperature);
-    tp_.all_reduce(row_max, parallel::ReduceOp::max, ctx.stream);
-    ops::logits_partial_sums(ctx, sums, logits, tg, row_max, dims_.vocab_start, inv_temperature);
-    tp_.all_reduce(sums, parallel::ReduceOp::sum, ctx.stream);
-    ops::logprob_entropy_finish(ctx, lp, en, ls, sums, row_max);
+    chunk_logprob(ctx, logits, rows_of(targets, r0, r1), inv_temperature, rows_of(logprob, r0, r1),
+                  rows_of(entropy, r0, r1), rows_of(lse, r0, r1), t.row_max, t.sums);
   }
   c.reset(mark);
+}
+
+void Qwen2Model::chunk_logprob(const ops::Ctx& ctx, Tensor logits, Tensor targets, float inv_temperature,
+                               Tensor logprob, Tensor entropy, Tensor lse, Tensor row_max, Tensor sums) const {
+  if (tp_.size() == 1) {  // one streaming pass over each row
+    ops::logprob_entropy_forward(ctx, logprob, entropy, lse, logits, targets, 0, inv_temperature);
+    return;
+  }
+  const int64_t n = logits.size(0);
+  row_max = row_max.slice_rows(0, n);
+  sums = sums.slice_rows(0, n);
+  ops::logits_row_max(ctx, row_max, logits, inv_temperature);
+  tp_.all_reduce(row_max, parallel::ReduceOp::max, ctx.stream);
+  ops::logits_partial_sums(ctx, sums, logits, targets, row_max, dims_.vocab_start, inv_temperature);
+  tp_.all_reduce(sums, parallel::ReduceOp::sum, ctx.stream);
+  ops::logprob_entropy_finish(ctx, logprob, entropy, lse, sums, row_max);
+}
+
+ops::Ctx Qwen2Model::op_ctx(const ops::Ctx& ctx) const {
+  ops::Ctx c = ctx;
+  c.batch_invariant = c.batch_invariant || options_.batch_invariant;
+  return c;
 }
 
 void Qwen2Model::head_backward(const ops::Ctx& ctx, Carver& c, Tensor dxn, Tensor xn, Tensor targets,
@@ -196,8 +220,9 @@ void Qwen2Model::head_backward(const ops::Ctx& ctx, Carver& c, Tensor dxn, Tenso
   c.reset(mark);
 }
 
-void Qwen2Model::forward_train(const ops::Ctx& ctx, Arena& act, const PackedBatch& batch, float inv_temperature,
+void Qwen2Model::forward_train(const ops::Ctx& ctx_in, Arena& act, const PackedBatch& batch, float inv_temperature,
                                Tensor logprob, Tensor entropy, Activations& saved) const {
+  const ops::Ctx ctx = op_ctx(ctx_in);
   const int64_t T = check_batch(batch, true);
   const int64_t max_seqlen = max_seqlen_of(batch);
   DAPO_CHECK_SHAPE(logprob, {T});
@@ -251,8 +276,9 @@ void Qwen2Model::forward_train(const ops::Ctx& ctx, Arena& act, const PackedBatc
   c.reset(temps);
 }
 
-void Qwen2Model::backward(const ops::Ctx& ctx, Arena& act, const Activations& saved, Tensor dlogprob,
+void Qwen2Model::backward(const ops::Ctx& ctx_in, Arena& act, const Activations& saved, Tensor dlogprob,
                           Tensor dentropy, const GradsFinal& grads_final) {
+  const ops::Ctx ctx = op_ctx(ctx_in);
   const PackedBatch& batch = saved.batch;
   DAPO_CHECK(saved.layers.size() == size_t(dims_.L) && saved.xn_final.data != nullptr,
              "backward without a forward_train of this model");
@@ -321,8 +347,9 @@ void Qwen2Model::run_layers(const ops::Ctx& ctx, const detail::InferenceBuffers&
   }
 }
 
-void Qwen2Model::forward_logprob(const ops::Ctx& ctx, Arena& act, const PackedBatch& batch, float inv_temperature,
+void Qwen2Model::forward_logprob(const ops::Ctx& ctx_in, Arena& act, const PackedBatch& batch, float inv_temperature,
                                  Tensor logprob, Tensor entropy) const {
+  const ops::Ctx ctx = op_ctx(ctx_in);
   const int64_t T = check_batch(batch, true);
   const int64_t max_seqlen = max_seqlen_of(batch);
   DAPO_CHECK_SHAPE(logprob, {T});
@@ -337,7 +364,8 @@ void Qwen2Model::forward_logprob(const ops::Ctx& ctx, Arena& act, const PackedBa
   head_forward(ctx, c, b.xn, batch.targets, inv_temperature, b.lse, logprob, entropy);
 }
 
-void Qwen2Model::forward_logits(const ops::Ctx& ctx, Arena& act, const PackedBatch& batch, Tensor logits) const {
+void Qwen2Model::forward_logits(const ops::Ctx& ctx_in, Arena& act, const PackedBatch& batch, Tensor logits) const {
+  const ops::Ctx ctx = op_ctx(ctx_in);
   const int64_t T = check_batch(batch, false);
   const int64_t max_seqlen = max_seqlen_of(batch);
   DAPO_CHECK_SHAPE(logits, {T, dims_.V});

@@ -41,6 +41,18 @@ HeadTemps carve_head_temps(Carver& c, const Dims& d, int64_t T) {
   return t;
 }
 
+ScoreTemps carve_score_temps(Carver& c, const Dims& d, int64_t R) {
+  ScoreTemps t;
+  t.rows = head_chunk_rows(d, R);
+  t.logits = c.f32({t.rows, d.vl});
+  t.lse = c.f32({t.rows});
+  t.entropy = c.f32({t.rows});
+  if (d.tp == 1) return t;
+  t.row_max = c.f32({t.rows});
+  t.sums = c.f32({t.rows, 3});
+  return t;
+}
+
 HeadBackwardTemps carve_head_backward_temps(Carver& c, const Dims& d, int64_t T) {
   HeadBackwardTemps t;
   t.rows = head_chunk_rows(d, T);
@@ -130,7 +142,11 @@ size_t Qwen2Model::Plan::cached_activation_bytes(int64_t N, int64_t B) const {
   const Dims& dims_ = dims;
   detail::Carver c(nullptr);
   detail::carve_cached(c, dims_, N, B);
-  return c.arena_bytes();
+  if (!options.batch_invariant) return c.arena_bytes();
+  // score_sampled runs after forward_cached has released its buffers.
+  detail::Carver score(nullptr);
+  detail::carve_score_temps(score, dims_, B);
+  return std::max(c.arena_bytes(), score.arena_bytes());
 }
 
 size_t Qwen2Model::Plan::scratch_bytes(int64_t T, int64_t max_len, int64_t gathered_rows, int threads) const {

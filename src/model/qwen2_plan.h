@@ -28,6 +28,14 @@ struct HeadTemps {
   Tensor logits, row_max, sums;
 };
 HeadTemps carve_head_temps(Carver& c, const Dims& d, int64_t T);
+// score_sampled's: one chunk of gathered logits (f32, whatever d.head is:
+// they are the engine's), their row max and partial sums (tp > 1), the lse
+// and entropies the head routine writes besides the log-probs.
+struct ScoreTemps {
+  int64_t rows = 0;
+  Tensor logits, row_max, sums, lse, entropy;
+};
+ScoreTemps carve_score_temps(Carver& c, const Dims& d, int64_t R);
 // head_backward's: one chunk of logits (recomputed, d.head), and their
 // gradient in the activations' dtype: the logits themselves (in place) when
 // that is d.head, else a buffer of its own.

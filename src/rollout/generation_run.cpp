@@ -418,6 +418,14 @@ void GenerationRun::forward_sample(int64_t rows, const Tensor& step_logits, cons
                      model_.dims().vocab_start);
   else
     ops::sample_tokens(ctx_, tokens, logprobs, step_logits, rows_of, streams, counters, params_);
+  // A batch-invariant model (rollout.exact_logprobs) records the log-probs
+  // of the trainer's own head routine over these logits, at the trainer's
+  // 1 / temperature: the old log-probs, bit for bit. Greedy rows keep the
+  // sampler's convention, temperature 1.
+  if (model_.batch_invariant()) {
+    const float inv_t = sampling_.temperature > 0 ? float(1.0 / sampling_.temperature) : 1.0f;
+    model_.score_sampled(ctx_, act_, step_logits, rows_of, tokens, inv_t, logprobs);
+  }
 }
 
 // The one read-back of a step (tokens, the rows between, log-probs) into

@@ -26,6 +26,7 @@ model::ModelOptions model_options(const Config& config) {
   model::ModelOptions o;
   o.activation_recompute = config.train.activation_recompute;
   o.fp32_head = config.train.fp32_logits;
+  o.batch_invariant = config.rollout.exact_logprobs;
   return o;
 }
 

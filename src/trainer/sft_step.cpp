@@ -10,6 +10,17 @@
 #include "dapo/trainer/timing.h"
 
 namespace dapo::trainer {
+namespace {
+
+// SFT samples nothing: rollout.exact_logprobs (a base config's) has nothing
+// to make exact, and would only slow the products or refuse a GPU.
+model::ModelOptions sft_model_options(const Config& config) {
+  model::ModelOptions o = model_options(config);
+  o.batch_invariant = false;
+  return o;
+}
+
+}  // namespace
 
 void add_sft_sequence(SequenceSet& set, const SftExample& example) {
   const int64_t P = int64_t(example.prompt_ids.size()), R = int64_t(example.response_ids.size());
@@ -52,7 +63,7 @@ SftTrainer::SftTrainer(model::ParamStore& params, const parallel::Grid& grid, co
     : grid_(grid),
       config_(config),
       examples_(std::move(examples)),
-      model_(params, grid.tp, model_options(config)),
+      model_(params, grid.tp, sft_model_options(config)),
       optimizer_(params, optim::adamw_options(config.optim), optim::shard_options(config.optim, grid.dp)),
       runner_(model_, &optimizer_, grid, gpu),
       order_(int64_t(examples_.size()), uint64_t(config.data.seed)) {

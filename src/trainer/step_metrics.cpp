@@ -85,6 +85,7 @@ Metrics dapo_step_metrics(const Config& config, const parallel::Grid& grid, cons
       .add("rollout_corr/kl", div(gsum[9], gsum[8]))
       .add("rollout_corr/max_abs_logprob_diff", hi[kCorrDiffX])
       .add("rollout_corr/mean_abs_logprob_diff", div(gsum[10], gsum[8]))
+      .add("rollout_corr/tokens", gsum[8])
       .add("gen/spec_draft_tokens", gsum[6])
       .add("gen/spec_accept_rate", div(gsum[7], gsum[6]))
       .add("critic/score/mean", mean(kScore))

@@ -64,21 +64,50 @@ void score_into(UpdateRunner& runner, float inv_temperature, MiniBatch& mb, int 
   for (size_t j = 0; j < mb.micro.size(); ++j) mb.micro[j].values[size_t(channel)] = std::move(logprob[j]);
 }
 
+
+// The response positions of micro's packed sequences: f(group, index of the
+// token in its group's responses, index in the micro-batch). Groups is
+// std::vector<rl::GroupData>, const or not.
+template <class Groups, class F>
+void for_each_response_token(const MiniBatch& mb, const MicroBatch& micro, Groups& groups, F f) {
+  for (int64_t b = 0; b < micro.num_sequences(); ++b) {
+    const SequenceSource& src = mb.source[size_t(micro.sequences[size_t(b)])];
+    auto& g = groups[size_t(src.group)];
+    const int64_t P = int64_t(g.prompt_ids.size()), R = g.response_length(src.response);
+    const rl::TokenRange range = rl::response_positions(P, R);
+    const int64_t base = micro.cu_seqlens[size_t(b)];
+    const int64_t at = g.response_offsets[size_t(src.response)];
+    for (int64_t j = 0; j < R; ++j) f(g, size_t(at + j), size_t(base + range.begin + j));
+  }
+}
+
 // Copies the old log-probs of the response tokens back into their groups
 // (the rollout dump records them).
 void store_old_logprobs(const MiniBatch& mb, std::vector<rl::GroupData>& groups) {
-  for (const MicroBatch& micro : mb.micro) {
-    for (int64_t b = 0; b < micro.num_sequences(); ++b) {
-      const SequenceSource& src = mb.source[size_t(micro.sequences[size_t(b)])];
-      rl::GroupData& g = groups[size_t(src.group)];
-      const int64_t P = int64_t(g.prompt_ids.size()), R = g.response_length(src.response);
-      const rl::TokenRange range = rl::response_positions(P, R);
-      const int64_t base = micro.cu_seqlens[size_t(b)];
-      const int64_t at = g.response_offsets[size_t(src.response)];
-      for (int64_t j = 0; j < R; ++j)
-        g.old_logprobs[size_t(at + j)] = micro.values[kOldLogprob][size_t(base + range.begin + j)];
-    }
+  for (const MicroBatch& micro : mb.micro)
+    for_each_response_token(mb, micro, groups, [&](rl::GroupData& g, size_t t, size_t i) {
+      g.old_logprobs[t] = micro.values[kOldLogprob][i];
+    });
+}
+
+// rollout.exact_logprobs: the engine's log-probs are the old log-probs.
+void load_sampling_logprobs(MiniBatch& mb, const std::vector<rl::GroupData>& groups) {
+  for (MicroBatch& micro : mb.micro) {
+    std::vector<float>& old = micro.values[kOldLogprob];
+    for_each_response_token(mb, micro, groups, [&](const rl::GroupData& g, size_t t, size_t i) {
+      DAPO_CHECK(g.sampling_logprobs.size() == g.response_ids.size(), "exact log-probs: a group of ",
+                 g.response_ids.size(), " response tokens has ", g.sampling_logprobs.size(), " engine log-probs");
+      old[i] = g.sampling_logprobs[t];
+    });
   }
+}
+
+void add_mismatch(UpdatePhaseResult::RolloutCorrection& rc, double trainer, double sampler) {
+  const double d = trainer - sampler;  // log(p / q)
+  rc.tokens += 1;
+  rc.k3_sum += std::expm1(d) - d;
+  rc.abs_diff_sum += std::fabs(d);
+  rc.abs_diff_max = std::max(rc.abs_diff_max, std::fabs(d));
 }
 
 }  // namespace
@@ -92,6 +121,7 @@ UpdatePhaseContext update_phase_context(const Config& config, UpdateRunner& acto
   c.inv_temperature = float(1.0 / config.rollout.temperature);
   c.ppo_epochs = config.train.ppo_epochs;
   c.max_token_len = config.train.max_token_len_per_gpu;
+  c.old_from_sampler = config.rollout.exact_logprobs;
   return c;
 }
 
@@ -118,20 +148,19 @@ UpdatePhaseResult run_update_phase(const UpdatePhaseContext& ctx, const parallel
   auto t0 = Clock::now();
   for (int64_t m = 0; m < num_mini_batches; ++m) {
     mbs[size_t(m)] = pack_mini_batch(groups, mini_batch, m, ctx.max_token_len);
-    score_into(*ctx.actor, ctx.inv_temperature, mbs[size_t(m)], kOldLogprob);
+    if (ctx.old_from_sampler)
+      load_sampling_logprobs(mbs[size_t(m)], groups);
+    else
+      score_into(*ctx.actor, ctx.inv_temperature, mbs[size_t(m)], kOldLogprob);
     store_old_logprobs(mbs[size_t(m)], groups);
   }
   res.old_logprob_s = seconds_since(t0);
-  for (const rl::GroupData& g : groups) {
-    if (g.sampling_logprobs.size() != g.old_logprobs.size()) continue;
-    for (size_t t = 0; t < g.old_logprobs.size(); ++t) {
-      const double d = double(g.old_logprobs[t]) - double(g.sampling_logprobs[t]);  // log(p / q)
-      res.rollout_corr.tokens += 1;
-      res.rollout_corr.k3_sum += std::expm1(d) - d;
-      res.rollout_corr.abs_diff_sum += std::fabs(d);
-      res.rollout_corr.abs_diff_max = std::max(res.rollout_corr.abs_diff_max, std::fabs(d));
+  if (!ctx.old_from_sampler)
+    for (const rl::GroupData& g : groups) {
+      if (g.sampling_logprobs.size() != g.old_logprobs.size()) continue;
+      for (size_t t = 0; t < g.old_logprobs.size(); ++t)
+        add_mismatch(res.rollout_corr, g.old_logprobs[t], g.sampling_logprobs[t]);
     }
-  }
   if (kl) {
     t0 = Clock::now();
     for (MiniBatch& mb : mbs) score_into(*ctx.reference, ctx.inv_temperature, mb, kRefLogprob);
@@ -146,7 +175,12 @@ UpdatePhaseResult run_update_phase(const UpdatePhaseContext& ctx, const parallel
   double grad_norm_sum = 0;
   rl::PolicyLossMetrics local;
   for (int64_t epoch = 0; epoch < ctx.ppo_epochs; ++epoch) {
-    for (MiniBatch& mb : mbs) {
+    for (size_t m = 0; m < mbs.size(); ++m) {
+      MiniBatch& mb = mbs[m];
+      // Without an old-log-prob pass the mismatch is measured where the
+      // trainer's forward meets the engine's log-probs with the weights
+      // before the update: the first mini-batch of the first epoch.
+      const bool measure = ctx.old_from_sampler && epoch == 0 && m == 0;
       rl::LossCounts counts;
       for (const MicroBatch& micro : mb.micro) counts += rl::count_loss_tokens(micro.mask, micro.cu_seqlens);
       std::vector<int64_t> c{counts.tokens, counts.sequences};
@@ -154,6 +188,10 @@ UpdatePhaseResult run_update_phase(const UpdatePhaseContext& ctx, const parallel
       const rl::LossCounts normaliser{c[0], c[1]};
       const TokenGradient gradient = [&](const MicroBatch& micro, const ForwardOutputs& out,
                                          std::span<float> dlogprob, std::span<float> dentropy) {
+        if (measure)
+          for_each_response_token(mb, micro, groups, [&](const rl::GroupData& g, size_t t, size_t i) {
+            add_mismatch(res.rollout_corr, out.logprob[i], g.sampling_logprobs[t]);
+          });
         if (normaliser.tokens == 0) return;  // nothing in the loss anywhere: zero gradient
         rl::PolicyLossInputs in;
         in.logprob = out.logprob;

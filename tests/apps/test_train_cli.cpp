@@ -279,6 +279,29 @@ TEST_F(TrainCli, SameRunOnOneAndTwoRanks) {
     EXPECT_EQ(e1[key], e2[key]) << key;
 }
 
+// rollout.exact_logprobs: the engine's log-probs are the old log-probs (no
+// scoring pass), and the update's first forward meets them bit for bit, at
+// dp = 2 and at tp = 2.
+TEST_F(TrainCli, ExactLogprobsMatchTheTrainerBitForBit) {
+  const std::string steps = " --train.total_steps=2 --train.val_before_train=false --rollout.exact_logprobs=true";
+  for (const char* run : {"exact_dp2", "exact_tp2"}) {
+    SCOPED_TRACE(run);
+    const bool tp2 = std::string(run) == "exact_tp2";
+    const Result r = run_command(mpirun(2) + dapo() + train_args(run) + steps + (tp2 ? " --parallel.tp=2" : ""));
+    ASSERT_EQ(r.code, 0) << r.output;
+    const std::vector<Json> lines = read_jsonl(dir_->file(std::string(run) + "/metrics.jsonl"));
+    ASSERT_EQ(lines.size(), 2u);
+    for (const Json& l : lines) {
+      EXPECT_EQ(l["rollout_corr/max_abs_logprob_diff"].get<double>(), 0.0) << l.dump();
+      EXPECT_EQ(l["rollout_corr/mean_abs_logprob_diff"].get<double>(), 0.0) << l.dump();
+      EXPECT_EQ(l["rollout_corr/kl"].get<double>(), 0.0) << l.dump();
+      EXPECT_GT(l["rollout_corr/tokens"].get<double>(), 100.0) << l.dump();
+      // The ratio of the first mini-batch is 1: the loss still trains.
+      EXPECT_GT(l["actor/grad_norm"].get<double>(), 0.0) << l.dump();
+    }
+  }
+}
+
 TEST_F(TrainCli, BadInputEndsWithExitCode2) {
   auto expect_error = [](const std::string& cmd, const std::string& text) {
     const Result r = run_command(cmd);

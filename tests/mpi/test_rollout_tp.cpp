@@ -9,10 +9,12 @@
 
 #include <string>
 
+#include "dapo/core/error.h"
 #include "dapo/model/qwen2_model.h"
 #include "dapo/parallel/grid.h"
 #include "dapo/rollout/engine.h"
 #include "model/model_test_util.h"
+#include "rollout/trainer_logprobs.h"
 
 namespace dapo {
 namespace {
@@ -135,6 +137,44 @@ TEST_P(RolloutTp, DpSharesGiveTheSameResponses) {
   // Every rank checked its share; all ranks together checked every prompt.
   EXPECT_EQ(world.all_reduce_i64(grid.tp_rank == 0 ? int64_t(mine.size()) : 0, parallel::ReduceOp::sum),
             int64_t(prompts.size()));
+}
+
+// rollout.exact_logprobs at tp <= 2: the engine's log-probs are the
+// trainer's (forward_logprob, forward_train) bit for bit, with roomy and
+// tight KV pools. At more tp ranks the model refuses the mode: MPI sums
+// three or more partial sums in an order chosen by the message size.
+TEST_P(RolloutTp, ExactLogprobsAreTheTrainers) {
+  model::ParamStore part(config, grid.tp_rank, tp);
+  part.init_random(test::tiny_init(33));
+  model::ModelOptions mo;
+  mo.batch_invariant = true;
+  if (tp > 2) {
+    EXPECT_THROW(model::Qwen2Model(part, grid.tp, mo), UserError);
+    return;
+  }
+  const model::Qwen2Model mt(part, grid.tp, mo);
+  const auto prompts = test_prompts(6);
+  SamplingOptions s = options(0.7);
+  s.top_p = 1.0;
+  s.max_response_length = 12;
+  EngineOptions roomy;
+  roomy.check_tp_agreement = true;
+  EngineOptions tight = roomy;
+  tight.block_size = 2;
+  tight.kv_cache_bytes = model::kv_cache_bytes(config, tp, 12, 2);
+  tight.max_num_seqs = 3;
+  tight.max_batch_tokens = 5;
+  std::vector<float> first;
+  for (const EngineOptions& o : {roomy, tight}) {
+    GenerationEngine engine(mt, grid.tp, ops::Ctx{}, o);
+    const RolloutBatch got = engine.generate(prompts, s);
+    ASSERT_GT(got.total_response_tokens(), 30);
+    const float inv_t = float(1.0 / s.temperature);
+    EXPECT_EQ(test::trainer_logprobs(mt, got, inv_t, 4, false), got.sampling_logprobs) << "tp " << tp;
+    EXPECT_EQ(test::trainer_logprobs(mt, got, inv_t, 7, true), got.sampling_logprobs) << "tp " << tp;
+    if (first.empty()) first = got.sampling_logprobs;
+    EXPECT_EQ(got.sampling_logprobs, first) << "tp " << tp << ": the pools gave other bits";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Sizes, RolloutTp, testing::Values(1, 2, 0),

@@ -6,6 +6,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 
@@ -155,6 +156,48 @@ TEST(Linear, ForwardOfFewRowsMatchesNaive) {
             ASSERT_NEAR(out[size_t(n * O + o)], want[size_t(n * O + o)], tol) << "row " << n << " column " << o;
           }
       }
+}
+
+// Under Ctx::batch_invariant (rollout.exact_logprobs) a row's bits do not
+// depend on the rows around it: each row alone equals its row in batches
+// of every size, for linear_forward (with and without a bias),
+// linear_residual_forward and the fused ops built on them; the values
+// keep the bound of ForwardOfFewRowsMatchesNaive (a 16-lane sum in a fixed
+// tree rounds like any fp32 sum of I terms).
+TEST(Linear, BatchInvariantRowsDoNotDependOnTheBatch) {
+  ops::Ctx ctx = test::cpu_ctx();
+  ctx.batch_invariant = true;
+  uint32_t seed = 90;
+  for (const int64_t I : {1, 15, 16, 17, 136, 904})
+    for (const int64_t O : {1, 63, 64, 65, 130}) {
+      SCOPED_TRACE(testing::Message() << "I " << I << " O " << O);
+      const int64_t N = 37;
+      auto in = test::random_vector(N * I, seed++), w = test::random_vector(O * I, seed++);
+      auto bias = test::random_vector(O, seed++), res = test::random_vector(N * O, seed++);
+      std::vector<float> all(size_t(N * O)), all_res(size_t(N * O));
+      ops::linear_forward(ctx, f32(all, {N, O}), f32(in, {N, I}), f32(w, {O, I}), f32(bias, {O}));
+      ops::linear_residual_forward(ctx, f32(all_res, {N, O}), f32(in, {N, I}), f32(w, {O, I}), f32(res, {N, O}));
+      const std::vector<double> want = naive_linear(in, w, &bias, N, I, O);
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t o = 0; o < O; ++o) {
+          double mag = std::fabs(double(bias[size_t(o)]));
+          for (int64_t i = 0; i < I; ++i) mag += std::fabs(double(in[size_t(n * I + i)]) * w[size_t(o * I + i)]);
+          ASSERT_NEAR(all[size_t(n * O + o)], want[size_t(n * O + o)], (double(I) + 2) * 0x1p-23 * mag);
+        }
+      // Row slices [r0, r1) of every length, at every offset class.
+      for (const auto& [r0, r1] : {std::pair<int64_t, int64_t>{0, 1}, {5, 6}, {3, 11}, {36, 37}, {1, 37}}) {
+        const int64_t n = r1 - r0;
+        std::vector<float> part(size_t(n * O)), part_res(size_t(n * O));
+        std::vector<float> in_part(in.begin() + r0 * I, in.begin() + r1 * I);
+        std::vector<float> res_part(res.begin() + r0 * O, res.begin() + r1 * O);
+        ops::linear_forward(ctx, f32(part, {n, O}), f32(in_part, {n, I}), f32(w, {O, I}), f32(bias, {O}));
+        ops::linear_residual_forward(ctx, f32(part_res, {n, O}), f32(in_part, {n, I}), f32(w, {O, I}),
+                                     f32(res_part, {n, O}));
+        EXPECT_TRUE(std::equal(part.begin(), part.end(), all.begin() + r0 * O)) << "rows " << r0 << ".." << r1;
+        EXPECT_TRUE(std::equal(part_res.begin(), part_res.end(), all_res.begin() + r0 * O))
+            << "residual rows " << r0 << ".." << r1;
+      }
+    }
 }
 
 // out = res + in @ weight^T, into another buffer and in place; a res that

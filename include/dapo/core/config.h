@@ -73,6 +73,11 @@ struct RolloutConfig {
   // of the GPU memory free when generation starts (after the engine's
   // activations and scratch), as vLLM's gpu_memory_utilization bounds it.
   double kv_cache_memory_fraction = 0.9;
+  // Exact log-probs: batch-invariant arithmetic in the engine and the
+  // trainer (model/qwen2_model.h, ModelOptions::batch_invariant), so each
+  // sampled token's log-prob is bit for bit the trainer's, and the engine's
+  // log-probs are the old log-probs (no scoring pass). CPU backend, tp <= 2.
+  bool exact_logprobs = false;
 };
 
 struct AlgorithmConfig {

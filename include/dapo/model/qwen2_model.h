@@ -71,6 +71,12 @@ struct ModelOptions {
   // the activations' dtype (benchmarks measure what fp32 costs). No effect on
   // the CPU backend, whose activations are f32.
   bool fp32_head = true;
+  // Batch-invariant forwards (rollout.exact_logprobs): every entry point runs
+  // its ops under ops::Ctx::batch_invariant, so a token's log-prob is the
+  // same bits in the engine's cached forward at any batch composition
+  // (score_sampled) and in the trainer's packed forward, and the engine's
+  // log-probs can serve as the old log-probs. CPU backend only for now.
+  bool batch_invariant = false;
 };
 
 // The paged KV cache of generation, one k and one v pool per layer
@@ -186,6 +192,18 @@ class Qwen2Model {
   // ops::lm_head_sample_preferred).
   bool cached_sample_preferred(const ops::Ctx& ctx, const ops::SamplingParams& params) const;
 
+  // The log-probs of sampled tokens under z = logits * inv_temperature, by
+  // the trainer's own head routine (head_forward's), so that under
+  // ModelOptions::batch_invariant they equal the trainer's bits.
+  // logits: (B, vl) f32, this rank's vocabulary shard (forward_cached's
+  // ungathered output). logit_rows: (R) i32 rows of logits, or Tensor{} for
+  // the identity (R == B). tokens: (R) i32 global ids. logprobs: (R) f32,
+  // overwritten. At tp > 1 every rank of the group calls it (two
+  // all-reduces). Temporaries from `act`, released on return.
+  void score_sampled(const ops::Ctx& ctx, Arena& act, Tensor logits, Tensor logit_rows, Tensor tokens,
+                     float inv_temperature, Tensor logprobs) const;
+  bool batch_invariant() const { return options_.batch_invariant; }
+
   // ---- memory planning -------------------------------------------------
   // Bytes of `act` that forward_train + backward need for T tokens (with
   // this model's recompute option), forward_logprob / forward_logits for T
@@ -265,6 +283,15 @@ class Qwen2Model {
   // the LM head's weight gradient ACCUMULATED.
   void head_backward(const ops::Ctx& ctx, detail::Carver& c, Tensor dxn, Tensor xn, Tensor targets,
                      float inv_temperature, Tensor lse, Tensor entropy, Tensor dlogprob, Tensor dentropy) const;
+  // Log-probs, entropies and lse of the targets from one chunk of this
+  // rank's logits (rows, vl): one streaming pass at tp = 1, the three
+  // vocabulary-parallel steps otherwise, in row_max and sums (temporaries
+  // of at least rows and (rows, 3), unused at tp = 1).
+  // head_forward and score_sampled share it.
+  void chunk_logprob(const ops::Ctx& ctx, Tensor logits, Tensor targets, float inv_temperature, Tensor logprob,
+                     Tensor entropy, Tensor lse, Tensor row_max, Tensor sums) const;
+  // ctx with this model's arithmetic (ModelOptions::batch_invariant).
+  ops::Ctx op_ctx(const ops::Ctx& ctx) const;
 
   ParamStore& params_;
   const parallel::Comm& tp_;

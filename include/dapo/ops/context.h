@@ -29,6 +29,11 @@ struct Ctx {
   DeviceFlags* flags = nullptr;              // device memory: input problems found by kernels (device_flags.h)
   const cuda::Libraries* libraries = nullptr;  // what cuBLASLt needs, per device
   OpProfiler* profiler = nullptr;  // benchmarks: per-op GPU time (op_profiler.h); nullptr otherwise
+  // Batch-invariant arithmetic (rollout.exact_logprobs): every op computes
+  // a row's result in an order that does not depend on the other rows of
+  // the call, so the engine's cached forward of a token and the trainer's
+  // packed forward of it give the same bits. CPU backend only for now.
+  bool batch_invariant = false;
 };
 
 inline Device backend_device(Backend b) { return b == Backend::cpu ? Device::cpu : Device::cuda; }

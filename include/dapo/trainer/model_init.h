@@ -43,8 +43,9 @@ bool has_hf_weights(const std::string& dir);
 model::RandomInit fresh_init(uint64_t seed);
 
 // The model's options from the run's config (train.activation_recompute,
-// train.fp32_logits): the trainer, the SFT step and the memory plan use
-// the same.
+// train.fp32_logits, rollout.exact_logprobs): the trainer, the SFT step
+// (which then ignores rollout.exact_logprobs: it samples nothing) and the
+// memory plan use the same.
 model::ModelOptions model_options(const Config& config);
 
 // Collective over grid.world. UserError (on every rank alike) for a missing

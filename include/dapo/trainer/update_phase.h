@@ -40,7 +40,9 @@ struct UpdatePhaseResult {
   // The sampler against the trainer, over this rank's trained response
   // tokens with the engine's log-prob q and the old log-prob p (this
   // rank's sums; reduce over dp): k3 = p/q - 1 - log(p/q), whose mean
-  // estimates KL(sampler || trainer), and |log p - log q|.
+  // estimates KL(sampler || trainer), and |log p - log q|. With
+  // old_from_sampler there is no old-log-prob pass: p is then the update's
+  // own forward over the first mini-batch, before the first AdamW step.
   struct RolloutCorrection {
     double tokens = 0, k3_sum = 0, abs_diff_sum = 0, abs_diff_max = 0;
   };
@@ -58,6 +60,10 @@ struct UpdatePhaseContext {
   float inv_temperature = 1.0f;       // 1 / rollout.temperature
   int64_t ppo_epochs = 1;
   int64_t max_token_len = 1;          // train.max_token_len_per_gpu
+  // rollout.exact_logprobs: the engine's log-probs (bit for bit the
+  // trainer's, Qwen2Model's batch-invariant mode) are the old log-probs;
+  // no scoring pass runs.
+  bool old_from_sampler = false;
 };
 UpdatePhaseContext update_phase_context(const Config& config, UpdateRunner& actor, UpdateRunner* reference);
 

@@ -1,5 +1,8 @@
 // CPU reference of the dense matrix products: OpenBLAS sgemm for the
 // products, OpenMP for the bias broadcast and the bias-gradient row sum.
+// Under Ctx::batch_invariant the forward products take a fixed-order dot
+// product instead: OpenBLAS picks kernels and blockings by shape (a one-row
+// product may become a gemv), so a row's bits would depend on its batch.
 #include "dapo/ops/matmul.h"
 #include "cpu_check.h"
 #include "src/ops/cpu/cpu_ops.h"
@@ -25,6 +28,45 @@ using detail::check_f32;
 int blas_int(int64_t v, const char* what) {
   DAPO_CHECK(v <= INT_MAX, what, " = ", v, " exceeds the BLAS int range");
   return int(v);
+}
+
+// Lanes of the fixed-order dot product: 16 partial sums (k mod 16), then a
+// fixed pairwise tree over the lanes, then the tail. The order is set by K
+// alone; the build targets baseline x86-64 (no FMA contraction), so the
+// compiled arithmetic is the same for every call.
+constexpr int64_t kLanes = 16;
+
+// noinline: every dot of every call runs this one compiled body.
+[[gnu::noinline]] float fixed_order_dot(const float* a, const float* b, int64_t K) {
+  float lane[kLanes] = {};
+  const int64_t full = K - K % kLanes;
+  for (int64_t k = 0; k < full; k += kLanes)
+    for (int64_t j = 0; j < kLanes; ++j) lane[j] += a[k + j] * b[k + j];
+  for (int64_t w = kLanes / 2; w >= 1; w /= 2)
+    for (int64_t j = 0; j < w; ++j) lane[j] += lane[j + w];
+  float s = lane[0];
+  for (int64_t k = full; k < K; ++k) s += a[k] * b[k];
+  return s;
+}
+
+// out (N, O) = (accumulate ? out : 0) + in (N, K) @ weight (O, K)^T, each
+// element one fixed_order_dot added once: a row's bits do not depend on N,
+// on the other rows or on the thread count. Tiles of 64 weight rows keep
+// the weights in cache across the rows of a tile.
+void batch_invariant_linear(float* out, const float* in, const float* weight, int64_t N, int64_t O, int64_t K,
+                            bool accumulate) {
+  constexpr int64_t kTile = 64;
+  const int64_t tiles = (O + kTile - 1) / kTile;
+#pragma omp parallel for schedule(static) collapse(2)
+  for (int64_t t = 0; t < tiles; ++t)
+    for (int64_t n = 0; n < N; ++n) {
+      const int64_t o1 = std::min(O, (t + 1) * kTile);
+      for (int64_t o = t * kTile; o < o1; ++o) {
+        const float d = fixed_order_dot(in + n * K, weight + o * K, K);
+        float& y = out[n * O + o];
+        y = accumulate ? y + d : d;
+      }
+    }
 }
 
 }  // namespace
@@ -67,6 +109,10 @@ void linear_forward(const Ctx& ctx, Tensor out, Tensor in, Tensor weight, Tensor
 #pragma omp parallel for schedule(static)
     for (int64_t n = 0; n < N; ++n) std::memcpy(o + n * O, bp, size_t(O) * sizeof(float));
   }
+  if (ctx.batch_invariant) {
+    batch_invariant_linear(out.ptr<float>(), in.ptr<float>(), weight.ptr<float>(), N, O, in.shape[1], has_bias);
+    return;
+  }
   cpu::matmul(ctx, out, in, weight, false, true, 1.0f, has_bias ? 1.0f : 0.0f);
 }
 
@@ -77,6 +123,10 @@ void linear_residual_forward(const Ctx& ctx, Tensor out, Tensor in, Tensor weigh
   const bool in_place = res.data == out.data;
   // Seed out with res and let the GEMM add the product to it (beta = 1).
   if (!in_place) std::memcpy(out.ptr<float>(), res.ptr<float>(), size_t(N * O) * sizeof(float));
+  if (ctx.batch_invariant) {
+    batch_invariant_linear(out.ptr<float>(), in.ptr<float>(), weight.ptr<float>(), N, O, in.shape[1], true);
+    return;
+  }
   cpu::matmul(ctx, out, in, weight, false, true, 1.0f, 1.0f);
 }
 
