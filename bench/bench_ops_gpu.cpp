@@ -919,6 +919,12 @@ void matmul_projection(Env& e, Arena& arena, const char* model, const char* laye
   if (bias)
     emit({"linear_forward", "bias", shape, "bf16",
           median_ms(ctx.stream, [&] { ops::linear_forward(ctx, out, in, w, b); }, e.rep), 0, flops});
+  // rollout.exact_logprobs: one cuBLASLt algorithm for every row count.
+  ops::Ctx invariant = ctx;
+  invariant.batch_invariant = true;
+  emit({"linear_forward", bias ? "batch_invariant_bias" : "batch_invariant", shape, "bf16",
+        median_ms(ctx.stream, [&] { ops::linear_forward(invariant, out, in, w, bias ? b : Tensor{}); }, e.rep), 0,
+        flops});
   emit({"matmul", "backward_data", shape, "bf16",
         median_ms(ctx.stream, [&] { ops::matmul(ctx, din, dout, w, false, false, 1, 0); }, e.rep), 0, flops});
   const double wgrad = median_ms(ctx.stream, [&] { ops::matmul(ctx, dw, dout, in, true, false, 1, 1); }, e.rep);
@@ -970,10 +976,17 @@ void bench_matmul(Env& e) {
       Tensor out = arena.alloc(DType::bf16, {M, l.N}), b = arena.alloc(DType::bf16, {l.N});
       for (const Tensor* t : {&in, &w, &b}) fill_random(e.dev, *t, 9);
       const Tensor bias = l.bias ? b : Tensor{};
+      const std::string shape =
+          std::string("model=") + l.model + ",layer=" + l.name + "," + kv({{"M", M}, {"N", l.N}, {"K", l.K}});
       const double ms = batch_ms(e.ctx.stream, [&] { ops::linear_forward(e.ctx, out, in, w, bias); }, 50, e.rep);
-      emit({"linear_forward", "decode", std::string("model=") + l.model + ",layer=" + l.name + "," +
-                                            kv({{"M", M}, {"N", l.N}, {"K", l.K}}),
-            "bf16", ms, double(w.nbytes()), 2.0 * double(M) * double(l.N) * double(l.K)});
+      emit({"linear_forward", "decode", shape, "bf16", ms, double(w.nbytes()),
+            2.0 * double(M) * double(l.N) * double(l.K)});
+      ops::Ctx invariant = e.ctx;
+      invariant.batch_invariant = true;
+      const double ms_inv =
+          batch_ms(e.ctx.stream, [&] { ops::linear_forward(invariant, out, in, w, bias); }, 50, e.rep);
+      emit({"linear_forward", "decode_batch_invariant", shape, "bf16", ms_inv, double(w.nbytes()),
+            2.0 * double(M) * double(l.N) * double(l.K)});
     }
 }
 

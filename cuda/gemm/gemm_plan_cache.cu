@@ -44,7 +44,65 @@ struct Preference {
   }
 };
 
+void destroy_descriptors(GemmPlan& p) {
+  if (p.a) DAPO_CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(p.a));
+  if (p.b) DAPO_CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(p.b));
+  if (p.c) DAPO_CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(p.c));
+  if (p.desc) DAPO_CUBLAS_CHECK(cublasLtMatmulDescDestroy(p.desc));
+  p = GemmPlan{};
+}
+
+void build_plan(GemmPlan& p, cublasLtHandle_t lt, const GemmKey& key, size_t workspace_bytes, const void* bias);
+
+// A batch-invariant key: the algorithm of n = kInvariantRows, split-K off,
+// checked against this n's layouts.
+void build_invariant_plan(GemmPlan& p, cublasLtHandle_t lt, const GemmKey& key, size_t workspace_bytes,
+                          const void* bias) {
+  DAPO_CHECK(key.batch == 1, "a batch-invariant GEMM is one product, not a batch of ", key.batch);
+  // The heuristic picks by alignment too: one algorithm for every call
+  // needs every call's operands equally aligned.
+  DAPO_CHECK(key.align_a == 16 && key.align_b == 16 && key.align_c == 16 &&
+                 (!key.bias_epilogue || key.align_bias == 16),
+             "a batch-invariant GEMM needs 16-byte aligned operands (rows of a multiple of 8 bf16 or 4 f32 "
+             "values); alignments A ", int(key.align_a), " B ", int(key.align_b), " C ", int(key.align_c), " bias ",
+             int(key.align_bias));
+  GemmKey canon = key;
+  canon.batch_invariant = false;
+  canon.n = kInvariantRows;
+  GemmPlan chosen;
+  build_plan(chosen, lt, canon, workspace_bytes, bias);
+  const bool found = chosen.found;
+  cublasLtMatmulAlgo_t algo = chosen.algo;
+  const cublasStatus_t status = chosen.status;
+  destroy_descriptors(chosen);
+  // This n's descriptors (build_plan's, which also asks the heuristic for
+  // this n: its answer is dropped).
+  build_plan(p, lt, [&] {
+    GemmKey k = key;
+    k.batch_invariant = false;
+    return k;
+  }(), workspace_bytes, bias);
+  p.found = false;
+  if (!found) {
+    p.status = status;
+    return;
+  }
+  const int32_t one = 1;
+  const uint32_t none = CUBLASLT_REDUCTION_SCHEME_NONE;
+  DAPO_CUBLAS_CHECK(cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &one, sizeof(one)));
+  DAPO_CUBLAS_CHECK(
+      cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &none, sizeof(none)));
+  cublasLtMatmulHeuristicResult_t check{};
+  p.status = cublasLtMatmulAlgoCheck(lt, p.desc, p.a, p.b, p.c, p.c, &algo, &check);
+  if (p.status != CUBLAS_STATUS_SUCCESS) return;
+  DAPO_CHECK(check.workspaceSize <= workspace_bytes, "cuBLASLt algorithm wants ", check.workspaceSize,
+             " bytes of workspace, ", workspace_bytes, " allowed");
+  p.algo = algo;
+  p.found = true;
+}
+
 void build_plan(GemmPlan& p, cublasLtHandle_t lt, const GemmKey& key, size_t workspace_bytes, const void* bias) {
+  if (key.batch_invariant) return build_invariant_plan(p, lt, key, workspace_bytes, bias);
   // fp32 accumulation always; CUBLAS_COMPUTE_32F on f32 operands is true
   // fp32 (TF32 would need CUBLAS_COMPUTE_32F_FAST_TF32).
   DAPO_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));

@@ -17,6 +17,12 @@
 //
 // Determinism: the first algorithm the heuristic returns for a key is kept
 // for the life of the device, so one shape always runs one kernel.
+//
+// Batch invariance (ops::Ctx::batch_invariant): a key with batch_invariant
+// runs, for every n (the rows of a linear's input), the algorithm the
+// heuristic picks for n = kInvariantRows, with split-K forced off, so that
+// each output element is one CTA's sum over k in one order whatever n is.
+// (The heuristic alone picks by n: other tiles, split-K for few rows.)
 #pragma once
 
 #include <cstdint>
@@ -37,15 +43,20 @@ struct GemmKey {
   // 256-byte aligned buffer and a 16-byte aligned view of the same shape on
   // the same algorithm, so their bits agree.
   uint8_t align_a = 16, align_b = 16, align_c = 16, align_bias = 16;
+  bool batch_invariant = false;
   int32_t batch = 1;
   int64_t stride_a = 0, stride_b = 0, stride_c = 0, stride_bias = 0;  // elements; used when batch > 1
 
   auto tie() const {
     return std::tuple(m, n, k, trans_a, trans_b, int(ab_type), int(cd_type), bias_epilogue, align_a, align_b,
-                      align_c, align_bias, batch, stride_a, stride_b, stride_c, stride_bias);
+                      align_c, align_bias, batch_invariant, batch, stride_a, stride_b, stride_c, stride_bias);
   }
   bool operator<(const GemmKey& o) const { return tie() < o.tie(); }
 };
+
+// The n whose heuristic choice a batch-invariant key runs at every n: a
+// prefill's or a training micro-batch's rows, where the products' time is.
+constexpr int64_t kInvariantRows = 4096;
 
 struct GemmPlan {
   cublasLtMatmulDesc_t desc = nullptr;

@@ -979,6 +979,9 @@ bool linear_multi_skinny_supported(const Tensor& in, std::span<const LinearSegme
 }
 
 bool linear_forward_few_rows(const Ctx& ctx, Tensor in, std::span<const LinearSegment> segs) {
+  // Batch-invariant: cuBLASLt's one algorithm for every row count
+  // (gemm_plan_cache.cuh), never the kernels for few rows.
+  if (ctx.batch_invariant) return false;
   const int64_t M = in.shape[0], K = in.shape[1];
   if (gemv_supported(in, segs) && gemv_preferred(M, K, segs)) {
     linear_forward_multi_gemv(ctx, in, segs);

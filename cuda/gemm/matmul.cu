@@ -221,6 +221,7 @@ const GemmPlan* gemm_plan(const Ctx& ctx, const Tensor& c, const Tensor& a, cons
   key.align_b = alignment(a.data);
   key.align_c = alignment(c.data);
   key.align_bias = bias != nullptr ? alignment(bias) : 16;
+  key.batch_invariant = ctx.batch_invariant;
   if (batch.count > 1) {
     key.batch = batch.count;
     key.stride_a = batch.b;
@@ -377,7 +378,8 @@ bool batch_compatible(const LinearSegment& s0, const LinearSegment& s) {
 
 // Over checked arguments (linear_multi.cu's cuBLASLt path).
 int detail::linear_forward_cublaslt_batched(const Ctx& ctx, Tensor in, std::span<const LinearSegment> segments) {
-  if (segments.size() < 2 || in.ndim != 2) return 0;
+  // A batch-invariant product is one plain product (gemm_plan_cache.cuh).
+  if (segments.size() < 2 || in.ndim != 2 || ctx.batch_invariant) return 0;
   const LinearSegment& s0 = segments[0];
   if (s0.weight.ndim != 2) return 0;
   const int64_t M = in.shape[0], K = in.shape[1], N = s0.weight.shape[0];
@@ -430,8 +432,12 @@ int detail::linear_forward_cublaslt_batched(const Ctx& ctx, Tensor in, std::span
 
 // The contract is checked by ops::linear_backward; the bias gradient's
 // partial sums need ctx.scratch.
-void linear_backward(const Ctx& ctx, Tensor din, Tensor dweight, Tensor dbias, Tensor dout, Tensor in,
+void linear_backward(const Ctx& ctx_in, Tensor din, Tensor dweight, Tensor dbias, Tensor dout, Tensor in,
                      Tensor weight) {
+  // Gradients need no batch invariance (nothing compares them with a
+  // sampler's): the heuristic's own choices.
+  Ctx ctx = ctx_in;
+  ctx.batch_invariant = false;
   if (din.defined()) cuda::matmul(ctx, din, dout, weight, false, false, 1.0f, 0.0f);  // (N,O) @ (O,I)
   cuda::matmul(ctx, dweight, dout, in, true, false, 1.0f, 1.0f);                     // (O,N) @ (N,I), +=
   if (dbias.defined()) {
