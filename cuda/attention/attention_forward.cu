@@ -6,7 +6,15 @@
 // accumulators) and the softmax online in fp32 (exp2, scale folded in).
 // Key blocks run in ascending order, so block 0 - whose key 0 every query
 // sees - sets a finite running max before any fully masked row appears.
+//
+// The same kernel reads keys and values from the paged KV cache for the
+// batch-invariant paged attention (attention_paged_exact.h): a query row's
+// arithmetic - its key blocks of BN from position 0, in order, the same
+// mma and online softmax - does not depend on the rows around it, on BM or
+// on where the keys are stored, so the engine's cached step and the
+// trainer's packed forward give the same bits.
 #include "attention/attention_common.cuh"
+#include "attention/attention_paged_exact.h"
 #include "cuda/cuda_ops.h"
 
 namespace dapo::ops::cuda::detail::attn {
@@ -83,12 +91,38 @@ struct FwdParams {
   int64_t T;
   int Hq, Hkv, group;
   float scale, scale_log2;
+  // PAGED kernels: k and v are the caches (num_blocks, block_size, Hkv, D);
+  // the query rows of sequence b are the last cu[b+1] - cu[b] of its
+  // context_lens[b] positions; lse is not written.
+  const int32_t* block_table;   // (B, table_width)
+  const int32_t* context_lens;  // (B)
+  int table_width, block_size, num_blocks;
 };
+
+// Rows [0, rows_valid) of a key/value tile from the paged cache: row r is
+// position j0 + r of the sequence whose block ids are `table`; zeros
+// beyond, and for a block id outside the pool.
+template <int ROWS, int D, int NT>
+__device__ __forceinline__ void load_tile_paged(uint32_t s, const bf16_t* cache, const int32_t* table,
+                                                const FwdParams& p, int64_t stride, int head, int j0, int rows_valid,
+                                                int tid) {
+  constexpr int kChunksPerRow = D / 8, kTotal = ROWS * kChunksPerRow;
+  static_assert(kTotal % NT == 0, "tile chunks must divide among the threads");
+#pragma unroll
+  for (int i = 0; i < kTotal / NT; ++i) {
+    const int c = tid + i * NT, r = c / kChunksPerRow, ch = c % kChunksPerRow;
+    const int j = j0 + r;
+    const int block = r < rows_valid ? table[j / p.block_size] : -1;
+    const bool ok = block >= 0 && block < p.num_blocks;
+    const int64_t slot = ok ? int64_t(block) * p.block_size + j % p.block_size : 0;
+    cp_async_16(s + chunk_offset<D>(r, ch), cache + (ok ? slot * stride + head * D + ch * 8 : 0), ok);
+  }
+}
 
 // BM query rows per CTA, BN keys per step, NW warps; each warp owns
 // MT = BM / (16 NW) m-tiles. With one m-tile Q's fragments stay in registers
 // for the whole loop; with more they are re-read from shared memory.
-template <int D, int BM, int BN, int NW, int MIN_BLOCKS>
+template <int D, int BM, int BN, int NW, int MIN_BLOCKS, bool PAGED>
 __global__ void __launch_bounds__(kCtaThreads<NW>, MIN_BLOCKS) attention_forward_kernel(const FwdParams p) {
   constexpr int NT = kCtaThreads<NW>, MT = BM / (16 * NW), NB = BN / 8, KC = D / 16, DB = D / 8;
   constexpr bool kQInRegs = MT == 1;
@@ -103,19 +137,35 @@ __global__ void __launch_bounds__(kCtaThreads<NW>, MIN_BLOCKS) attention_forward
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int h = blockIdx.x, g = h / p.group;
+  // len: the sequence's query rows; kv_len its keys; off the position of
+  // its first query row (0 when packed: queries and keys are one sequence).
   const int seq0 = p.cu[tile.x], len = p.cu[tile.x + 1] - seq0;
+  const int kv_len = PAGED ? p.context_lens[tile.x] : len;
+  const int off = kv_len - len;
+  if (PAGED && (off < 0 || (kv_len + p.block_size - 1) / p.block_size > p.table_width)) return;  // malformed
   const int m0 = tile.y * BM;
   const int q_rows = min(BM, len - m0);
-  const int n_blocks = (min(m0 + BM, len) + BN - 1) / BN;  // key blocks some row of this block sees
+  const int n_blocks = (off + min(m0 + BM, len) + BN - 1) / BN;  // key blocks some row of this block sees
   const int64_t q_stride = int64_t(p.Hq) * D, kv_stride = int64_t(p.Hkv) * D;
   const bf16_t* qg = p.q + (seq0 + m0) * q_stride + h * D;
-  const bf16_t* kg = p.k + seq0 * kv_stride + g * D;
-  const bf16_t* vg = p.v + seq0 * kv_stride + g * D;
+  const bf16_t* kg = PAGED ? p.k : p.k + seq0 * kv_stride + g * D;
+  const bf16_t* vg = PAGED ? p.v : p.v + seq0 * kv_stride + g * D;
+  const int32_t* table = PAGED ? p.block_table + int64_t(tile.x) * p.table_width : nullptr;
   const int row_w = warp * MT * 16;  // the warp's first row in the block
+  // Key block n (from key n * BN) into stage `stage` of sK and sV.
+  auto load_kv = [&](int n, int stage) {
+    const int n1 = n * BN, rows = min(BN, kv_len - n1);
+    if constexpr (PAGED) {
+      load_tile_paged<BN, D, NT>(sKa + stage * kKvTileBytes, kg, table, p, kv_stride, g, n1, rows, tid);
+      load_tile_paged<BN, D, NT>(sVa + stage * kKvTileBytes, vg, table, p, kv_stride, g, n1, rows, tid);
+    } else {
+      load_tile<BN, D, NT>(sKa + stage * kKvTileBytes, kg + n1 * kv_stride, kv_stride, rows, tid);
+      load_tile<BN, D, NT>(sVa + stage * kKvTileBytes, vg + n1 * kv_stride, kv_stride, rows, tid);
+    }
+  };
 
   load_tile<BM, D, NT>(sQa, qg, q_stride, q_rows, tid);
-  load_tile<BN, D, NT>(sKa, kg, kv_stride, min(BN, len), tid);
-  load_tile<BN, D, NT>(sVa, vg, kv_stride, min(BN, len), tid);
+  load_kv(0, 0);
   cp_async_commit();
 
   float o[MT][DB][4];
@@ -133,11 +183,7 @@ __global__ void __launch_bounds__(kCtaThreads<NW>, MIN_BLOCKS) attention_forward
 
   for (int n = 0; n < n_blocks; ++n) {
     const int stage = n & 1;
-    if (n + 1 < n_blocks) {
-      const int n1 = (n + 1) * BN;
-      load_tile<BN, D, NT>(sKa + (stage ^ 1) * kKvTileBytes, kg + n1 * kv_stride, kv_stride, min(BN, len - n1), tid);
-      load_tile<BN, D, NT>(sVa + (stage ^ 1) * kKvTileBytes, vg + n1 * kv_stride, kv_stride, min(BN, len - n1), tid);
-    }
+    if (n + 1 < n_blocks) load_kv(n + 1, stage ^ 1);
     cp_async_commit();
     cp_async_wait<1>();
     __syncthreads();
@@ -181,14 +227,14 @@ __global__ void __launch_bounds__(kCtaThreads<NW>, MIN_BLOCKS) attention_forward
 
     // Causal mask on the blocks that reach past the block's first query.
     const int n0 = n * BN;
-    if (n0 + BN - 1 > m0) {
+    if (n0 + BN - 1 > off + m0) {
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
         for (int nb = 0; nb < NB; ++nb)
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
-            const int row = m0 + row_w + mt * 16 + (lane >> 2) + (e >> 1) * 8;
+            const int row = off + m0 + row_w + mt * 16 + (lane >> 2) + (e >> 1) * 8;
             const int col = n0 + nb * 8 + (lane & 3) * 2 + (e & 1);
             if (col > row) s[mt][nb][e] = -INFINITY;
           }
@@ -259,7 +305,7 @@ __global__ void __launch_bounds__(kCtaThreads<NW>, MIN_BLOCKS) attention_forward
         o[mt][db][2 * r + 1] *= inv;
       }
       const int row = row_w + mt * 16 + (lane >> 2) + r * 8;
-      if ((lane & 3) == 0 && row < q_rows) p.lse[h * p.T + seq0 + m0 + row] = m[mt][r] * p.scale + logf(sum);
+      if (!PAGED && (lane & 3) == 0 && row < q_rows) p.lse[h * p.T + seq0 + m0 + row] = m[mt][r] * p.scale + logf(sum);
     }
     stage_rows<D>(sQ, row_w + mt * 16, o[mt], lane);
   }
@@ -267,10 +313,10 @@ __global__ void __launch_bounds__(kCtaThreads<NW>, MIN_BLOCKS) attention_forward
   store_tile<BM, D, NT>(p.out + (seq0 + m0) * q_stride + h * D, q_stride, sQ, q_rows, tid);
 }
 
-template <int D, int BM, int BN, int NW, int MIN_BLOCKS>
+template <int D, int BM, int BN, int NW, int MIN_BLOCKS, bool PAGED = false>
 cudaError_t launch_forward(const FwdParams& p, int n_tiles, cudaStream_t stream) {
   constexpr int kSmem = (BM + 4 * BN) * D * 2;
-  auto kernel = attention_forward_kernel<D, BM, BN, NW, MIN_BLOCKS>;
+  auto kernel = attention_forward_kernel<D, BM, BN, NW, MIN_BLOCKS, PAGED>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   if (err != cudaSuccess) return err;
   kernel<<<dim3(unsigned(p.Hq), unsigned(n_tiles)), kCtaThreads<NW>, kSmem, stream>>>(p);
@@ -332,5 +378,54 @@ void attention_forward(const Ctx& ctx, Tensor out, Tensor lse, Tensor q, Tensor 
     default: DAPO_CUDA_CHECK((launch_forward<128, 64, 64, 4, 2>(p, n_tiles, stream))); break;
   }
 }
+
+namespace detail {
+
+void attention_paged_exact(const Ctx& ctx, Tensor out, Tensor q, Tensor k_cache, Tensor v_cache, Tensor block_table,
+                           Tensor context_lens, Tensor cu_seqlens_q, float scale) {
+  const int64_t N = q.shape[0], Hq = q.shape[1], D = q.shape[2], Hkv = k_cache.shape[2];
+  const int64_t B = cu_seqlens_q.shape[0] - 1;
+  if (N == 0 || Hq == 0 || B == 0) return;
+  DAPO_CHECK(D == 16 || D == 32 || D == 64 || D == 128, "batch-invariant paged_attention: head_dim ", D,
+             " (16, 32, 64 or 128)");
+  DAPO_CHECK(q.dtype == DType::bf16, "batch-invariant paged_attention: bf16 q, got ", dtype_name(q.dtype));
+  DAPO_CHECK(ctx.scratch != nullptr, "paged_attention needs ctx.scratch");
+  const cudaStream_t stream = stream_of(ctx);
+  // The training kernel's key blocks (BN = 64 from position 0) and its
+  // per-row arithmetic; the query block (64 rows) is any: rows are
+  // independent of their block.
+  constexpr int kBlockM = 64;
+  ArenaScope scope(*ctx.scratch);
+  const int n_tiles = tile_table_entries(N, B, kBlockM);
+  int2* tiles = ctx.scratch->alloc_array<int2>(size_t(n_tiles));
+  DAPO_CUDA_CHECK(launch_build_tile_table(tiles, cu_seqlens_q.ptr<int32_t>(), int(B), int(N), kBlockM, n_tiles,
+                                          /*last_first=*/true, stream));
+  FwdParams p{};
+  p.q = static_cast<const bf16_t*>(q.data);
+  p.k = static_cast<const bf16_t*>(k_cache.data);
+  p.v = static_cast<const bf16_t*>(v_cache.data);
+  p.out = static_cast<bf16_t*>(out.data);
+  p.cu = cu_seqlens_q.ptr<int32_t>();
+  p.tiles = tiles;
+  p.T = N;
+  p.Hq = int(Hq);
+  p.Hkv = int(Hkv);
+  p.group = int(Hq / Hkv);
+  p.scale = scale;
+  p.scale_log2 = scale * kLog2e;
+  p.block_table = block_table.ptr<int32_t>();
+  p.context_lens = context_lens.ptr<int32_t>();
+  p.table_width = int(block_table.shape[1]);
+  p.block_size = int(k_cache.shape[1]);
+  p.num_blocks = int(k_cache.shape[0]);
+  switch (D) {
+    case 16: DAPO_CUDA_CHECK((launch_forward<16, 64, 64, 4, 2, true>(p, n_tiles, stream))); break;
+    case 32: DAPO_CUDA_CHECK((launch_forward<32, 64, 64, 4, 2, true>(p, n_tiles, stream))); break;
+    case 64: DAPO_CUDA_CHECK((launch_forward<64, 64, 64, 4, 4, true>(p, n_tiles, stream))); break;
+    default: DAPO_CUDA_CHECK((launch_forward<128, 64, 64, 4, 2, true>(p, n_tiles, stream))); break;
+  }
+}
+
+}  // namespace detail
 
 }  // namespace dapo::ops::cuda

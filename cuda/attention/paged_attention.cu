@@ -47,6 +47,7 @@
 
 #include <cooperative_groups.h>
 
+#include "attention/attention_paged_exact.h"
 #include "common.cuh"
 #include "ptx/mma_ptx.cuh"
 #include "ptx/pdl.cuh"
@@ -940,6 +941,9 @@ size_t paged_attention_scratch_bytes(int64_t N, int64_t B, int64_t Hq, int64_t H
 
 void paged_attention(const Ctx& ctx, Tensor out, Tensor q, Tensor k_cache, Tensor v_cache, Tensor block_table,
                      Tensor context_lens, Tensor cu_seqlens_q, int64_t max_context_len, float scale) {
+  if (ctx.batch_invariant)
+    return detail::attention_paged_exact(ctx, out, q, k_cache, v_cache, block_table, context_lens, cu_seqlens_q,
+                                         scale);
   run_paged(ctx, out, q, k_cache, v_cache, block_table, context_lens, cu_seqlens_q, max_context_len, scale, nullptr);
 }
 

@@ -21,8 +21,11 @@ void qkv_rope_kv_write(const Ctx& ctx, Tensor in, std::span<const LinearSegment>
   const ops::detail::QkvHeads h = ops::detail::qkv_heads(qkv, k_cache);
   const int64_t T = in.ndim == 2 ? in.shape[0] : 0, K = in.ndim == 2 ? in.shape[1] : 0, D = k_cache.shape[3];
   // At a few rows the small-batch kernel's product, then rope_kv_write.
-  const bool gemv = T > 0 && detail::gemv_supported(in, qkv) && detail::gemv_preferred(T, K, qkv);
-  const bool skinny = !gemv && T > 0 && detail::linear_multi_skinny_supported(in, qkv) &&
+  // Batch-invariant: the trainer's order of things, the invariant product
+  // (linear_forward_multi), then RoPE and the cache write.
+  const bool own = T > 0 && !ctx.batch_invariant;
+  const bool gemv = own && detail::gemv_supported(in, qkv) && detail::gemv_preferred(T, K, qkv);
+  const bool skinny = !gemv && own && detail::linear_multi_skinny_supported(in, qkv) &&
                       detail::linear_multi_skinny_preferred(T, K, qkv);
   // The contract is checked by ops::qkv_rope_kv_write (the caches, positions
   // and slots as rope_kv_write's); here what the fused epilogue can take

@@ -304,8 +304,10 @@ void linear_swiglu_fused(const Ctx& ctx, Tensor h, Tensor in, Tensor w_gate, Ten
 void linear_swiglu_forward(const Ctx& ctx, Tensor h, Tensor gate, Tensor up, Tensor in, Tensor w_gate,
                            Tensor w_up, const RowNorm& rn) {
   const int64_t M = in.shape[0], K = in.shape[1], I = w_gate.shape[0];
-  const bool fusable = detail::linear_swiglu_supported(h, in, w_gate, w_up);
-  const bool gemv = detail::linear_swiglu_gemv_supported(h, in, w_gate, w_up) &&
+  // Batch-invariant: the trainer's two ops (the invariant products into
+  // gate and up, then SwiGLU), never a fused kernel.
+  const bool fusable = !ctx.batch_invariant && detail::linear_swiglu_supported(h, in, w_gate, w_up);
+  const bool gemv = !ctx.batch_invariant && detail::linear_swiglu_gemv_supported(h, in, w_gate, w_up) &&
                     plan::gemv_swiglu_preferred(M, K, I);
   if (!gemv && fusable && detail::linear_swiglu_preferred(M, K, I))
     return detail::linear_swiglu_fused(ctx, h, in, w_gate, w_up, nullptr, &rn);

@@ -113,6 +113,14 @@ Tensor Qwen2Model::cached_hidden(const ops::Ctx& ctx, const KvCache& cache, cons
     *norm = ops::RowNorm{b.ssq_in, dims_.eps};
     return a.xn1;
   }
+  if (ctx.batch_invariant && dims_.L > 0) {
+    // The trainer's model.norm: the last layer's fused residual + norm,
+    // which wrote every row's norm into a.xn1 (on CUDA it normalises the
+    // unrounded sum, a plain norm of the stored sum would not).
+    ops::embedding_forward(ctx, b.xn, batch.last_rows, a.xn1, 0);
+    parallel::copy_to_tp_forward(ctx, tp_, b.xn, b.xn);
+    return b.xn;
+  }
   // Only the last new token of each sequence is sampled from: pick its row
   // (embedding_forward is a row gather, here from the (N, C) hidden states)
   // before the final norm and the LM head, whose cost then scales with B.

@@ -116,7 +116,9 @@ void linear_residual_forward(const Ctx& ctx, Tensor out, Tensor in, Tensor weigh
 
 bool linear_residual_preferred(const Ctx& ctx, int64_t N) {
 #ifdef DAPO_WITH_CUDA
-  return ctx.backend != Backend::cpu && N >= cuda::detail::kLinearResidualMinRows;
+  // Batch-invariant: the trainer's path (the product, then the residual
+  // added in residual_rmsnorm), whatever the row count.
+  return ctx.backend != Backend::cpu && !ctx.batch_invariant && N >= cuda::detail::kLinearResidualMinRows;
 #else
   (void)ctx, (void)N;
   return false;

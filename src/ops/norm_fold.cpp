@@ -76,7 +76,8 @@ void row_norm_apply(const Ctx& ctx, Tensor x, const RowNorm& rn) {
 }
 
 bool norm_fold_preferred(const Ctx& ctx, int64_t M, int64_t C, int64_t I) {
-  if (ctx.backend == Backend::cpu) return false;
+  // Batch-invariant: the trainer's unfolded norms.
+  if (ctx.backend == Backend::cpu || ctx.batch_invariant) return false;
 #ifdef DAPO_WITH_CUDA
   return cuda::detail::norm_fold_preferred(M, C, I);
 #else

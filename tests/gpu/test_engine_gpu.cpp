@@ -23,6 +23,7 @@
 #include "gpu/gpu_test_util.h"
 #include "model/fixture_util.h"
 #include "model/model_test_util.h"
+#include "rollout/trainer_logprobs.h"
 
 namespace dapo::test {
 namespace {
@@ -265,6 +266,104 @@ TEST_F(EngineGpu, SampledRunsRepeatBitForBitAndLogprobsAreTheFullSoftmax) {
       EXPECT_NEAR(a.logprobs(r)[i], want, 0.05 + 0.02 * std::fabs(want)) << "response " << r << " token " << i;
     }
   }
+}
+
+// rollout.exact_logprobs on the GPU: under batch-invariant arithmetic the
+// engine's log-prob of every sampled token is, bit for bit, the trainer's
+// (forward_logprob over packs of 1 and 5 responses, forward_train), with
+// CUDA graphs and launch-ahead or eagerly, one sequence at a time with
+// chunked prefills, a pool so small that sequences are preempted, and
+// speculative rows; every composition samples the same tokens. The
+// default mode differs by bf16 rounding only.
+TEST_F(EngineGpu, ExactLogprobsAreTheTrainersBitForBit) {
+  load_random(mid_config(), 21);
+  model::ModelOptions mo;
+  mo.batch_invariant = true;
+  const model::Qwen2Model exact(*gpu_store_, tp_, mo);
+  auto prompts = random_prompts({9, 33, 2, 70, 16, 5}, config_.vocab_size, 8);
+  prompts[5].ids = prompts[3].ids;  // a shared prefix
+  prompts[5].ids.resize(40);
+  rollout::SamplingOptions s;
+  s.n = 3;
+  s.temperature = 0.8;
+  s.max_response_length = 48;
+  s.seed = 5;
+  s.step = 1;
+  const float inv_t = float(1.0 / s.temperature);
+  // The trainer's log-probs of b's response tokens on the GPU.
+  auto trainer = [&](const model::Qwen2Model& m, const rollout::RolloutBatch& b, int64_t per_pack, bool train) {
+    std::vector<float> out(b.sampling_logprobs.size(), 0.0f);
+    for (int64_t r0 = 0; r0 < b.num_responses(); r0 += per_pack) {
+      PackedResponses p;
+      for (int64_t r = r0; r < std::min(b.num_responses(), r0 + per_pack); ++r) p.add(b, r);
+      const int64_t T = int64_t(p.tokens.size()), S = int64_t(p.cu.size()) - 1;
+      int64_t longest = 0;
+      for (int64_t i = 0; i < S; ++i) longest = std::max<int64_t>(longest, p.cu[size_t(i + 1)] - p.cu[size_t(i)]);
+      ArenaScope scope(*arena_);
+      Arena act(train ? m.train_activation_bytes(T) : m.inference_activation_bytes(T), Device::cuda, "act");
+      Arena scratch(m.scratch_bytes(T, longest, 0, 1) + Arena::kAlign, Device::cuda, "scratch");
+      model::PackedBatch batch{upload_raw(p.tokens, {T}), upload_raw(p.positions, {T}), upload_raw(p.cu, {S + 1}),
+                               upload_raw(p.targets, {T})};
+      batch.max_seqlen = longest;
+      Tensor lp = device_empty(DType::f32, {T}), en = device_empty(DType::f32, {T});
+      const ops::Ctx ctx = device_->ctx(&scratch);
+      if (train) {
+        model::Activations saved;
+        m.forward_train(ctx, act, batch, inv_t, lp, en, saved);
+      } else {
+        m.forward_logprob(ctx, act, batch, inv_t, lp, en);
+      }
+      const std::vector<float> host = download(lp);
+      for (const auto& [r, first] : p.at)
+        for (int64_t j = 0; j < b.response_length(r); ++j)
+          out[size_t(b.response_offsets[size_t(r)] + j)] = host[size_t(first + j)];
+    }
+    return out;
+  };
+  rollout::EngineOptions graphs;
+  graphs.check_tp_agreement = false;
+  rollout::EngineOptions eager = graphs;
+  eager.cuda_graphs = false;
+  eager.launch_ahead = false;
+  rollout::EngineOptions narrow = graphs;
+  narrow.max_num_seqs = 1;
+  narrow.max_batch_tokens = 16;
+  rollout::EngineOptions tight = graphs;
+  tight.block_size = 16;
+  tight.kv_cache_bytes = model::kv_cache_bytes(config_, 1, 24, 16, Device::cuda);
+  rollout::EngineOptions spec = graphs;
+  spec.spec_tokens = 3;
+  spec.spec_max_running = 64;
+  const std::pair<const char*, rollout::EngineOptions> cases[] = {
+      {"graphs", graphs}, {"eager", eager}, {"one at a time", narrow}, {"tight pool", tight}, {"speculation", spec}};
+  std::vector<int32_t> tokens;
+  for (const auto& [what, o] : cases) {
+    SCOPED_TRACE(what);
+    rollout::GenerationEngine engine(exact, tp_, gpu(), o);
+    const rollout::RolloutBatch b = engine.generate(prompts, s);
+    b.check();
+    if (std::string(what) == "tight pool") EXPECT_GT(engine.stats().scheduler.preemptions, 0);
+    if (std::string(what) == "graphs") EXPECT_GT(engine.stats().decode_graphs, 0);
+    if (tokens.empty()) tokens = b.response_tokens;
+    EXPECT_EQ(b.response_tokens, tokens) << "the tokens depend on the batch";
+    for (const int64_t per_pack : {int64_t(1), int64_t(5)}) {
+      const std::vector<float> t = trainer(exact, b, per_pack, false);
+      EXPECT_EQ(0, std::memcmp(t.data(), b.sampling_logprobs.data(), t.size() * sizeof(float)))
+          << per_pack << " per pack";
+    }
+    if (std::string(what) == "graphs") {
+      const std::vector<float> t = trainer(exact, b, 4, true);
+      EXPECT_EQ(0, std::memcmp(t.data(), b.sampling_logprobs.data(), t.size() * sizeof(float))) << "forward_train";
+    }
+  }
+  // The default mode: the same model without batch invariance, bounded.
+  const rollout::RolloutBatch d = run(true, prompts, s);
+  const std::vector<float> t = trainer(*gpu_model_, d, 5, false);
+  double max_diff = 0;
+  for (size_t i = 0; i < t.size(); ++i) max_diff = std::max(max_diff, std::fabs(double(t[i]) - d.sampling_logprobs[i]));
+  std::printf("[ info ] default mode: max |engine - trainer| log-prob %.4g over %zu tokens\n", max_diff, t.size());
+  EXPECT_GT(max_diff, 0.0);  // the fast kernels do sum otherwise
+  EXPECT_LT(max_diff, 0.5);
 }
 
 // Launch-ahead (EngineOptions::launch_ahead, on by default): the decode
