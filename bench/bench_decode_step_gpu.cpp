@@ -37,8 +37,11 @@
 // --drafts k: every sequence also runs k speculative draft rows sharing its
 // block table (the engine's verify step); "batch" counts all rows, the
 // roofline each sequence's KV once.
+// --exact: the batch-invariant step of rollout.exact_logprobs (the model's
+// ModelOptions::batch_invariant, the head unfused, and the sampled tokens
+// scored by Qwen2Model::score_sampled, as the engine then runs it).
 //   bench_decode_step_gpu [0.5b|1.5b|7b] [--batch 128] [--context 512] [--reps 20] [--by-grid] [--interleaved]
-//                         [--bucket Cb] [--unfused] [--drafts k]
+//                         [--bucket Cb] [--unfused] [--drafts k] [--exact]
 #include <algorithm>
 #include <cstdio>
 #include <functional>
@@ -81,7 +84,7 @@ int main(int argc, char** argv) {
   std::string size = "0.5b";
   int64_t B = 128, C = 512, reps = 20, bucket = 0;
   int64_t drafts = 0;
-  bool by_grid = false, interleaved = false, unfused = false;
+  bool by_grid = false, interleaved = false, unfused = false, exact = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&] { return i + 1 < argc ? std::stoll(argv[++i]) : 0LL; };
@@ -93,6 +96,7 @@ int main(int argc, char** argv) {
     else if (a == "--bucket") bucket = next();
     else if (a == "--unfused") unfused = true;
     else if (a == "--drafts") drafts = next();
+    else if (a == "--exact") exact = true;
     else size = a;
   }
   if (ops::cuda_device_count() == 0) {
@@ -108,7 +112,9 @@ int main(int argc, char** argv) {
   const ops::Ctx base = gpu.ctx(&no_scratch);
   model::ParamStore params(c, 0, 1, Device::cuda, base.stream);
   params.init_random(bench::hf_like_init());
-  const model::Qwen2Model model(params, tp);
+  model::ModelOptions options;
+  options.batch_invariant = exact;
+  const model::Qwen2Model model(params, tp, options);
 
   // The cache: each sequence owns W blocks; the new token sits at C - 1.
   // With --bucket Cb the launch is planned for contexts up to Cb (the
@@ -181,6 +187,7 @@ int main(int argc, char** argv) {
     }
     model.forward_cached(x, act, cache, batch, logits);
     ops::sample_tokens(x, sampled, logprobs, logits, Tensor{}, rng_streams, rng_counters, sp);
+    if (exact) model.score_sampled(x, act, logits, Tensor{}, sampled, 1.0f, logprobs);
   };
   step(ctx);  // warm-up: GEMM plans, kernel attributes
   ops::stream_synchronize(ctx);
@@ -279,14 +286,14 @@ int main(int argc, char** argv) {
   double ops_ms = 0;
   for (const auto& e : entries) ops_ms += e.ms / double(reps);
   std::printf("{\"bench\": \"decode_step_gpu\", \"model\": \"%s\", \"gpu\": \"%s\", \"batch\": %lld, "
-              "\"sequences\": %lld, \"drafts\": %lld, \"context\": %lld, \"bucket\": %lld, \"blocks\": \"%s\", \"fused_head\": %s, "
+              "\"sequences\": %lld, \"drafts\": %lld, \"context\": %lld, \"bucket\": %lld, \"blocks\": \"%s\", \"exact\": %s, \"fused_head\": %s, "
               "\"graph_step_ms\": %.3f, \"tok_s\": %.0f, \"weight_mb\": %.1f, \"kv_mb\": %.1f, "
               "\"roofline_step_ms_spec_bw\": %.3f, \"fraction_of_roofline\": %.3f, \"step_with_h2d_ms\": %.3f, "
               "\"step_with_d2d_ms\": %.3f, \"step_with_d2h_ms\": %.3f, \"step_with_copies_ms\": %.3f, "
               "\"step_with_io_in_graph_ms\": %.3f, \"ops_sum_ms\": %.3f, \"ops\": [",
               size.c_str(), gpu.name().c_str(), (long long)B, (long long)sequences, (long long)drafts, (long long)C,
               (long long)Cb,
-              interleaved ? "interleaved" : "contiguous", fused_head ? "true" : "false",
+              interleaved ? "interleaved" : "contiguous", exact ? "true" : "false", fused_head ? "true" : "false",
               graph_ms, double(B) / graph_ms * 1e3,
               weight_bytes / 1e6, kv_bytes / 1e6, roof_ms, roof_ms > 0 ? roof_ms / graph_ms : 0.0, h2d_ms, d2d_ms,
               d2h_ms, all_ms, io_ms, ops_ms);

@@ -9,7 +9,8 @@
 // --profile, a second line with each op's share of the step's GPU time;
 // --bf16-head: the LM head's logits in bf16 (ModelOptions::fp32_head off),
 // to measure what the fp32 head costs; --logits-chunk-mib N: the head's
-// chunk budget (ModelOptions::logits_chunk_bytes).
+// chunk budget (ModelOptions::logits_chunk_bytes); --exact: the
+// batch-invariant forward of rollout.exact_logprobs (ModelOptions::batch_invariant).
 // Run the peer in the same command for the comparison:
 //   bench_update_gpu 1.5b --recompute 1 ; python3 bench/peers/peer_train_step.py 1.5b
 #include <cstdio>
@@ -35,7 +36,7 @@ int main(int argc, char** argv) {
   parallel::Runtime runtime(&argc, &argv);
   std::string size = "1.5b";
   int64_t seq = 4096, mb = 4, steps = 3;
-  bool recompute = false, profile = false, bf16_head = false;
+  bool recompute = false, profile = false, bf16_head = false, exact = false;
   int64_t chunk_mib = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -46,6 +47,7 @@ int main(int argc, char** argv) {
     else if (a == "--recompute") recompute = next() == "1";
     else if (a == "--profile") profile = true;
     else if (a == "--bf16-head") bf16_head = true;
+    else if (a == "--exact") exact = true;
     else if (a == "--logits-chunk-mib") chunk_mib = std::stoll(next());
     else size = a;
   }
@@ -68,6 +70,7 @@ int main(int argc, char** argv) {
   model::ModelOptions options;
   options.activation_recompute = recompute;
   options.fp32_head = !bf16_head;
+  options.batch_invariant = exact;
   if (chunk_mib > 0) options.logits_chunk_bytes = size_t(chunk_mib) << 20;
   model::Qwen2Model model(params, grid.tp, options);
   optim::AdamW optimizer(params, optim::AdamWOptions{});
@@ -119,11 +122,11 @@ int main(int argc, char** argv) {
   const double gib = double(size_t(1) << 30);
   std::printf(
       "{\"bench\": \"update_step\", \"model\": \"%s\", \"gpu\": \"%s\", \"params\": %lld, \"tokens\": %lld, "
-      "\"recompute\": %s, \"head\": \"%s\", \"logits_chunk_mib\": %zu, \"s\": %.4f, \"tok_s\": %.0f, \"tflops\": %.1f, \"mfu\": %.3f, "
+      "\"recompute\": %s, \"exact\": %s, \"head\": \"%s\", \"logits_chunk_mib\": %zu, \"s\": %.4f, \"tok_s\": %.0f, \"tflops\": %.1f, \"mfu\": %.3f, "
       "\"device_used_gib\": %.2f, \"weights_grads_moments_gib\": %.2f, \"activations_gib\": %.2f, "
       "\"activations_peak_gib\": %.2f, \"scratch_peak_gib\": %.3f, \"grad_norm\": %.4f, \"loss\": %.4f}\n",
       size.c_str(), gpu.name().c_str(), (long long)n, (long long)tokens, recompute ? "true" : "false",
-      bf16_head ? "bf16" : "f32", options.logits_chunk_bytes >> 20, dt,
+      exact ? "true" : "false", bf16_head ? "bf16" : "f32", options.logits_chunk_bytes >> 20, dt,
       double(tokens) / dt, flops / dt / 1e12, flops / dt / 989e12, double(used - before) / gib,
       double(params.buffer_elements()) * (4 + 4 + 2 + 4 + 4) / gib, double(a.activations) / gib,
       double(a.activations_peak) / gib, double(a.scratch_peak) / gib, r.grad_norm,

@@ -76,7 +76,8 @@ struct RolloutConfig {
   // Exact log-probs: batch-invariant arithmetic in the engine and the
   // trainer (model/qwen2_model.h, ModelOptions::batch_invariant), so each
   // sampled token's log-prob is bit for bit the trainer's, and the engine's
-  // log-probs are the old log-probs (no scoring pass). CPU backend, tp <= 2.
+  // log-probs are the old log-probs (no scoring pass). tp <= 2; on GPUs
+  // with train.fp32_logits and not for Qwen3 (q/k norms) so far.
   bool exact_logprobs = false;
 };
 

@@ -75,7 +75,8 @@ struct ModelOptions {
   // its ops under ops::Ctx::batch_invariant, so a token's log-prob is the
   // same bits in the engine's cached forward at any batch composition
   // (score_sampled) and in the trainer's packed forward, and the engine's
-  // log-probs can serve as the old log-probs. CPU backend only for now.
+  // log-probs can serve as the old log-probs. tp <= 2; on GPUs with fp32
+  // logits (fp32_head) and without q/k norms (not Qwen3) so far.
   bool batch_invariant = false;
 };
 

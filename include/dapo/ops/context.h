@@ -32,7 +32,12 @@ struct Ctx {
   // Batch-invariant arithmetic (rollout.exact_logprobs): every op computes
   // a row's result in an order that does not depend on the other rows of
   // the call, so the engine's cached forward of a token and the trainer's
-  // packed forward of it give the same bits. CPU backend only for now.
+  // packed forward of it give the same bits. Routes that would sum in
+  // another order step aside: on the CPU OpenBLAS (a fixed-order dot
+  // instead), on CUDA the kernels for few rows and the fused epilogues (the
+  // *_preferred queries say no), cuBLASLt keeps one algorithm for every
+  // row count, and paged attention runs the training kernel's arithmetic.
+  // Gradients are not covered (nothing compares them).
   bool batch_invariant = false;
 };
 
