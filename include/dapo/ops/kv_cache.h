@@ -86,5 +86,10 @@ void paged_attention(const Ctx& ctx, Tensor out, Tensor q, Tensor k_cache, Tenso
 // while that kernel may still run (they must be on the device before that
 // kernel starts, as the engine's step metadata copy is), and q and the caches
 // only once it has finished.
+// Under ctx.batch_invariant (rollout.exact_logprobs) the CUDA op instead
+// runs attention_forward's kernel through the block table
+// (cuda/attention/attention_paged_exact.h): each row gets the bits of the
+// packed attention_forward over its sequence; no split over the keys, no
+// programmatic launch.
 
 }  // namespace dapo::ops

@@ -54,7 +54,8 @@ void linear_residual_forward(const Ctx& ctx, Tensor out, Tensor in, Tensor weigh
 // for N rows of in: on CUDA the prefill's many rows, where the GEMM is bound
 // by its FLOPs and reads res for free, and the product's partial sum then
 // never goes through memory (0.5B, 32,768 rows: 48 norm passes of ~80 us).
-// Never on the CPU backend, which keeps one path as the reference.
+// Never on the CPU backend, which keeps one path as the reference, nor
+// under ctx.batch_invariant (the trainer's path at every row count).
 bool linear_residual_preferred(const Ctx& ctx, int64_t N);
 
 // Gradients of linear_forward given dout = dL/dout.
@@ -82,7 +83,11 @@ void linear_backward(const Ctx& ctx, Tensor din, Tensor dweight, Tensor dbias, T
 //   epilogue; another is first broadcast into out (one more pass over out).
 //   bf16 products of few rows (the decode step's) run linear_forward_multi's
 //   skinny kernel instead (matmul.h): fp32 accumulation, the bias added
-//   in fp32, the output rounded once.
+//   in fp32, the output rounded once. Under ctx.batch_invariant the forward
+//   products (linear_forward, linear_residual_forward, the multi and SwiGLU
+//   ops' products) always take cuBLASLt, with the one algorithm its
+//   heuristic picks for 4,096 rows and split-K off, at every row count
+//   (cuda/gemm/gemm_plan_cache.cuh): a row's bits do not depend on N.
 // - linear_residual_forward: linear_forward's dtypes with res of out's; on
 //   cuBLASLt always, res as C with beta = 1 (so the rounding above applies:
 //   the product may be rounded to bf16 before res is added, as when

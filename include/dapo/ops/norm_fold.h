@@ -71,7 +71,8 @@ void row_norm_apply(const Ctx& ctx, Tensor x, const RowNorm& rn);
 // at 128 rows): where gate/up's fused tile has the rstd warp (one CTA an SM)
 // and, above 64 rows, o_proj's fold runs in one wave (Qwen2.5-0.5B: 1.33 ->
 // 1.30 ms). Not elsewhere: at the 1.5B shape the folded products were
-// slower than the norms they replaced (2.66 -> 2.83 ms).
+// slower than the norms they replaced (2.66 -> 2.83 ms). Never under
+// ctx.batch_invariant (the trainer's norms are not folded).
 bool norm_fold_preferred(const Ctx& ctx, int64_t M, int64_t C, int64_t I);
 
 }  // namespace dapo::ops
