@@ -168,7 +168,7 @@ class Schema {
         "with kv_cache_gib = 0 on a GPU: at most this fraction of the free GPU memory");
     add("rollout", "exact_logprobs", &C::rollout, &RolloutConfig::exact_logprobs,
         "batch-invariant arithmetic: the engine's log-probs equal the trainer's bit for bit and serve as the old "
-        "log-probs (no scoring pass); tp <= 2, on GPUs with train.fp32_logits and not for Qwen3 yet");
+        "log-probs (no scoring pass); tp <= 2, on GPUs with train.fp32_logits");
     add("algorithm", "adv_estimator", &C::algorithm, &AlgorithmConfig::adv_estimator, "grpo");
     add("algorithm", "norm_adv_by_std", &C::algorithm, &AlgorithmConfig::norm_adv_by_std,
         "divide group-centred rewards by the group's std");

@@ -143,7 +143,7 @@ void Qwen2Model::forward_cached(const ops::Ctx& ctx_in, Arena& act, const KvCach
 
   ArenaScope scope(act);
   detail::Carver c(&act);
-  const detail::CachedBuffers b = detail::carve_cached(c, dims_, N, B);
+  const detail::CachedBuffers b = detail::carve_cached(c, dims_, N, B, options_.batch_invariant);
   cached_hidden(ctx, cache, batch, b, false, nullptr);
   // This rank's shard, or at tp = 1 the whole vocabulary: straight from the
   // head (a gather through a temporary would copy B x V floats twice: 0.14
@@ -167,7 +167,7 @@ void Qwen2Model::forward_cached_sample(const ops::Ctx& ctx_in, Arena& act, const
   const int64_t B = batch.last_rows.shape[0];
   ArenaScope scope(act);
   detail::Carver c(&act);
-  const detail::CachedBuffers b = detail::carve_cached(c, dims_, N, B);
+  const detail::CachedBuffers b = detail::carve_cached(c, dims_, N, B, options_.batch_invariant);
   ops::RowNorm norm;
   const Tensor hidden = cached_hidden(ctx, cache, batch, b, true, &norm);
   if (sample.tokens.numel() == 0) return;

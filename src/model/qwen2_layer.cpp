@@ -80,12 +80,13 @@ void layer_forward(const ops::Ctx& ctx, const parallel::Comm& tp, const Dims& d,
   parallel::copy_to_tp_forward(ctx, tp, a.xn1, a.xn1);
   // q, k and v read one input: one op (on CUDA one launch for few rows).
   // Qwen3's per-head norms keep their inputs for the backward (q_raw,
-  // k_raw) outside generation, where they run in place.
-  const bool keep_raw = d.qk_norm && cache == nullptr;
+  // k_raw) outside generation, where they run in place; batch-invariant
+  // generation runs the trainer's norms (the fused ones reduce otherwise).
+  const bool keep_raw = d.qk_norm && (cache == nullptr || ctx.batch_invariant);
   const ops::LinearSegment qkv[] = {{(keep_raw ? a.q_raw : a.q).reshape({T, d.hq * d.D}), w.wq, w.bq},
                                     {(keep_raw ? a.k_raw : a.k).reshape({T, d.hkv * d.D}), w.wk, w.bk},
                                     {a.v.reshape({T, d.hkv * d.D}), w.wv, w.bv}};
-  if (cache == nullptr) {
+  if (cache == nullptr || keep_raw) {
     ops::linear_forward_multi(ctx, a.xn1, qkv);
     if (keep_raw) {
       ops::rmsnorm_forward(ctx, a.q.reshape({T * d.hq, d.D}), a.rstd_q, a.q_raw.reshape({T * d.hq, d.D}), w.q_norm,
@@ -93,14 +94,22 @@ void layer_forward(const ops::Ctx& ctx, const parallel::Comm& tp, const Dims& d,
       ops::rmsnorm_forward(ctx, a.k.reshape({T * d.hkv, d.D}), a.rstd_k, a.k_raw.reshape({T * d.hkv, d.D}),
                            w.k_norm, d.eps);
     }
+  }
+  if (cache == nullptr) {
     ops::rope_forward(ctx, a.q, a.q, positions, d.theta);
     ops::rope_forward(ctx, a.k, a.k, positions, d.theta);
     ops::attention_forward(ctx, a.attn, a.lse, a.q, a.k, a.v, cu_seqlens, max_seqlen, d.scale);
   } else {
     // The products, RoPE on q and k and the cache write of k and v: one op
-    // (on CUDA one launch where the skinny kernel takes the products).
-    ops::qkv_rope_kv_write(ctx, a.xn1, qkv, cache->k_cache, cache->v_cache, positions, cache->slot_mapping,
-                           d.theta, ops::RowNorm{a.ssq1, d.eps}, ops::HeadNorm{w.q_norm, w.k_norm, d.eps});
+    // (on CUDA one launch where the skinny kernel takes the products);
+    // with the q/k norms run above, RoPE and the cache write alone (the
+    // rotation is rope_forward's).
+    if (keep_raw)
+      ops::rope_kv_write(ctx, a.q, a.k, cache->k_cache, cache->v_cache, a.v, positions, cache->slot_mapping, d.theta,
+                         ops::HeadNorm{});
+    else
+      ops::qkv_rope_kv_write(ctx, a.xn1, qkv, cache->k_cache, cache->v_cache, positions, cache->slot_mapping,
+                             d.theta, ops::RowNorm{a.ssq1, d.eps}, ops::HeadNorm{w.q_norm, w.k_norm, d.eps});
     // A fresh prefill's keys are all in a.k and a.v: the flash kernels
     // (tiles of 64+ queries) instead of the paged kernel's decode-shaped
     // tiles of 8 query rows.

@@ -97,11 +97,6 @@ Qwen2Model::Qwen2Model(ParamStore& params, const parallel::Comm& tp, ModelOption
     if (params.device() == Device::cuda && !options.fp32_head)
       throw UserError(cat("rollout.exact_logprobs = true needs train.fp32_logits = true on GPUs (the sampler's "
                           "logits are fp32)"));
-    // Qwen3's q/k norms run inside the cache write in generation and as
-    // norms of their own in training: two reductions.
-    if (params.device() == Device::cuda && params.config().qk_norm())
-      throw UserError(cat("rollout.exact_logprobs = true: not yet for models with q/k norms (Qwen3) on GPUs; set "
-                          "rollout.exact_logprobs = false"));
     // Two ranks' partial sums add in one rounding whatever the order; MPI
     // sums three or more in an order it picks by message size, which the
     // engine's few rows and the trainer's many do not share.

@@ -82,11 +82,11 @@ InferenceBuffers carve_inference(Carver& c, const Dims& d, int64_t T) {
   return b;
 }
 
-CachedBuffers carve_cached(Carver& c, const Dims& d, int64_t N, int64_t B) {
+CachedBuffers carve_cached(Carver& c, const Dims& d, int64_t N, int64_t B, bool raw_qk) {
   CachedBuffers b;
   b.x = c.act(d, {N, d.C});
   b.partial = c.act(d, {N, d.C});
-  b.layer = carve_layer(c, d, N, false);
+  b.layer = carve_layer(c, d, N, raw_qk);
   b.x_last = c.act(d, {B, d.C});
   b.rstd = c.f32({B});
   b.xn = c.act(d, {B, d.C});
@@ -141,7 +141,7 @@ size_t Qwen2Model::Plan::inference_activation_bytes(int64_t T) const {
 size_t Qwen2Model::Plan::cached_activation_bytes(int64_t N, int64_t B) const {
   const Dims& dims_ = dims;
   detail::Carver c(nullptr);
-  detail::carve_cached(c, dims_, N, B);
+  detail::carve_cached(c, dims_, N, B, options.batch_invariant);
   if (!options.batch_invariant) return c.arena_bytes();
   // score_sampled runs after forward_cached has released its buffers.
   detail::Carver score(nullptr);

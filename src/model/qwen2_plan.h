@@ -64,7 +64,9 @@ struct InferenceBuffers {
 };
 InferenceBuffers carve_inference(Carver& c, const Dims& d, int64_t T);
 
-// forward_cached: N new tokens, logits of B rows.
+// forward_cached: N new tokens, logits of B rows. raw_qk: Qwen3's q/k
+// inputs of their norms kept apart (batch-invariant generation runs the
+// trainer's norms, which do not run in place).
 struct CachedBuffers {
   Tensor x;                // (N, C)
   Tensor partial;          // (N, C)
@@ -75,6 +77,6 @@ struct CachedBuffers {
   Tensor logits;           // (B, vl) at tp > 1 only: the head's shard before the gather
   Tensor ssq_in, ssq_post; // (N, norm_fold_parts(C)) f32: the folded norms' row statistics
 };
-CachedBuffers carve_cached(Carver& c, const Dims& d, int64_t N, int64_t B);
+CachedBuffers carve_cached(Carver& c, const Dims& d, int64_t N, int64_t B, bool raw_qk);
 
 }  // namespace dapo::model::detail

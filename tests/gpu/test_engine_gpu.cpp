@@ -275,8 +275,13 @@ TEST_F(EngineGpu, SampledRunsRepeatBitForBitAndLogprobsAreTheFullSoftmax) {
 // chunked prefills, a pool so small that sequences are preempted, and
 // speculative rows; every composition samples the same tokens. The
 // default mode differs by bf16 rounding only.
-TEST_F(EngineGpu, ExactLogprobsAreTheTrainersBitForBit) {
-  load_random(mid_config(), 21);
+class EngineGpuExact : public EngineGpu {
+ protected:
+  void check_exact(const model::Qwen2Config& c, uint64_t seed);
+};
+
+void EngineGpuExact::check_exact(const model::Qwen2Config& c, uint64_t seed) {
+  load_random(c, seed);
   model::ModelOptions mo;
   mo.batch_invariant = true;
   const model::Qwen2Model exact(*gpu_store_, tp_, mo);
@@ -365,6 +370,12 @@ TEST_F(EngineGpu, ExactLogprobsAreTheTrainersBitForBit) {
   EXPECT_GT(max_diff, 0.0);  // the fast kernels do sum otherwise
   EXPECT_LT(max_diff, 0.5);
 }
+
+TEST_F(EngineGpuExact, ExactLogprobsAreTheTrainersBitForBit) { check_exact(mid_config(), 21); }
+
+// Qwen3: the engine runs the trainer's q/k norms instead of the ones fused
+// into the cache write.
+TEST_F(EngineGpuExact, Qwen3ExactLogprobsAreTheTrainersBitForBit) { check_exact(test::mid_qwen3_config(4096), 22); }
 
 // Launch-ahead (EngineOptions::launch_ahead, on by default): the decode
 // step after a running one is launched before the running one's tokens

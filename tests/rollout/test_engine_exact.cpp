@@ -124,6 +124,29 @@ TEST_F(EngineExactTest, EngineLogprobsAreTheTrainersBitForBit) {
   EXPECT_EQ(test::trainer_logprobs(exact, b, inv_t, 4, true), b.sampling_logprobs);
 }
 
+// Qwen3 (per-head q/k norms, no q/k/v biases): under batch invariance the
+// engine runs the trainer's q/k norms (not the ones fused into the cache
+// write), with the same result: bit for bit at any batch.
+TEST_F(EngineExactTest, Qwen3LogprobsAreTheTrainersBitForBit) {
+  const model::Qwen2Config q3 = test::tiny_qwen3_config(false);
+  model::ParamStore q3_store(q3, 0, 1);
+  q3_store.init_random(test::tiny_init(11));
+  model::ModelOptions mo;
+  mo.batch_invariant = true;
+  const model::Qwen2Model exact(q3_store, tp, mo);
+  const auto prompts = prompts_of({7, 2, 12, 5, 9}, 6);
+  const float inv_t = float(1.0 / sampling.temperature);
+  std::vector<float> first;
+  for (const EngineOptions& o : {opts(4, 0, 0, 4096), opts(4, 0, 1, 3), opts(1, 0, 64, 64)}) {
+    const RolloutBatch b = run(exact, prompts, o);
+    ASSERT_GT(b.total_response_tokens(), 50);
+    EXPECT_EQ(test::trainer_logprobs(exact, b, inv_t, 4, false), b.sampling_logprobs);
+    EXPECT_EQ(test::trainer_logprobs(exact, b, inv_t, 3, true), b.sampling_logprobs);
+    if (first.empty()) first = b.sampling_logprobs;
+    EXPECT_EQ(b.sampling_logprobs, first);
+  }
+}
+
 // Without batch invariance the engine and the trainer sum in other orders:
 // the same tokens here, log-probs within fp32 rounding of each other.
 TEST_F(EngineExactTest, DefaultModeDiffersOnlyByRounding) {

@@ -77,7 +77,7 @@ struct RolloutConfig {
   // trainer (model/qwen2_model.h, ModelOptions::batch_invariant), so each
   // sampled token's log-prob is bit for bit the trainer's, and the engine's
   // log-probs are the old log-probs (no scoring pass). tp <= 2; on GPUs
-  // with train.fp32_logits and not for Qwen3 (q/k norms) so far.
+  // with train.fp32_logits.
   bool exact_logprobs = false;
 };
 

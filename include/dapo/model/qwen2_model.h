@@ -76,7 +76,8 @@ struct ModelOptions {
   // same bits in the engine's cached forward at any batch composition
   // (score_sampled) and in the trainer's packed forward, and the engine's
   // log-probs can serve as the old log-probs. tp <= 2; on GPUs with fp32
-  // logits (fp32_head) and without q/k norms (not Qwen3) so far.
+  // logits (fp32_head). Generation then keeps Qwen3's q/k norm inputs
+  // apart and runs the trainer's norms.
   bool batch_invariant = false;
 };
 
