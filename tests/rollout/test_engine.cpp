@@ -15,6 +15,7 @@
 #include "dapo/parallel/comm.h"
 #include "dapo/rollout/reference_generate.h"
 #include "model/model_test_util.h"
+#include "rollout/engine_test_util.h"
 
 namespace dapo::rollout {
 namespace {
@@ -26,19 +27,6 @@ class EngineTest : public testing::Test {
     store = std::make_unique<model::ParamStore>(config, 0, 1);
     store->init_random(test::tiny_init(5));
     model = std::make_unique<model::Qwen2Model>(*store, tp);
-  }
-
-  static std::vector<PromptInput> prompts_of(const std::vector<int>& lengths, uint32_t seed) {
-    std::mt19937 gen(seed);
-    std::uniform_int_distribution<int32_t> id(0, 63);
-    std::vector<PromptInput> out;
-    for (size_t i = 0; i < lengths.size(); ++i) {
-      PromptInput p;
-      p.uid = 0x1000 + seed * 100 + i;
-      for (int t = 0; t < lengths[i]; ++t) p.ids.push_back(id(gen));
-      out.push_back(p);
-    }
-    return out;
   }
 
   RolloutBatch run(const std::vector<PromptInput>& prompts, const SamplingOptions& s, EngineOptions o = {}) {
@@ -56,16 +44,8 @@ class EngineTest : public testing::Test {
   GenerationStats last_stats;
 };
 
-// Engine options by name: positional braces would slide past a field added
-// in between (kv_cache_memory_fraction once took the place of max_num_seqs).
-EngineOptions opts(int64_t block_size, size_t kv_cache_bytes, int64_t max_num_seqs, int64_t max_batch_tokens) {
-  EngineOptions o;
-  o.block_size = block_size;
-  o.kv_cache_bytes = kv_cache_bytes;
-  o.max_num_seqs = max_num_seqs;
-  o.max_batch_tokens = max_batch_tokens;
-  return o;
-}
+using test::engine_opts;
+using test::prompts_of;
 
 std::vector<int32_t> tokens_of(const RolloutBatch& b, int64_t r) { return {b.response(r).begin(), b.response(r).end()}; }
 
@@ -110,7 +90,7 @@ TEST_F(EngineTest, GreedyEqualsTheNaiveLoop) {
   for (int64_t n : {1, 3}) {
     const SamplingOptions s = greedy(n, 12);
     const RolloutBatch want = reference_generate(*model, ops::Ctx{}, prompts, s);
-    expect_same_responses(run(prompts, s, opts(4, 0, 256, 4096)), want, cat("greedy n=", n));
+    expect_same_responses(run(prompts, s, engine_opts(4, 0, 256, 4096)), want, cat("greedy n=", n));
     // Greedy samples of one prompt are all the same.
     for (int64_t p = 0; p < want.num_prompts(); ++p)
       for (int64_t k = 1; k < n; ++k) EXPECT_EQ(tokens_of(want, p * n + k), tokens_of(want, p * n));
@@ -121,7 +101,7 @@ TEST_F(EngineTest, SampledEqualsTheNaiveLoop) {
   const auto prompts = prompts_of({3, 8, 1, 11}, 2);
   const SamplingOptions s = sampled(4, 10);
   const RolloutBatch want = reference_generate(*model, ops::Ctx{}, prompts, s);
-  expect_same_responses(run(prompts, s, opts(4, 0, 256, 4096)), want, "sampled");
+  expect_same_responses(run(prompts, s, engine_opts(4, 0, 256, 4096)), want, "sampled");
   // The samples of a prompt differ (a check that the keys differ per sample).
   int64_t distinct = 0;
   for (int64_t k = 1; k < 4; ++k) distinct += tokens_of(want, k) != tokens_of(want, 0);
@@ -155,16 +135,16 @@ TEST_F(EngineTest, AResponseDoesNotDependOnTheBatchAroundIt) {
   };
   expect_same_responses(target_part(run(mixed, s)), alone, "among others");
   // One sequence at a time, 2-token steps: prompts queue, prefills are chunked.
-  expect_same_responses(target_part(run(mixed, s, opts(4, 0, 3, 2))), alone, "narrow batch");
+  expect_same_responses(target_part(run(mixed, s, engine_opts(4, 0, 3, 2))), alone, "narrow batch");
   EXPECT_GT(last_stats.scheduler.steps, 60);
   // A KV pool of 8 blocks of 4 positions: samples wait and get preempted.
   const size_t tight = model::kv_cache_bytes(config, 1, 8, 4);
-  expect_same_responses(target_part(run(mixed, s, opts(4, tight, 64, 64))), alone, "tight KV budget");
+  expect_same_responses(target_part(run(mixed, s, engine_opts(4, tight, 64, 64))), alone, "tight KV budget");
   EXPECT_EQ(last_stats.num_blocks, 8);
   EXPECT_GT(last_stats.scheduler.preemptions, 0);
   EXPECT_LE(last_stats.scheduler.peak_blocks, 8);
   // Blocks of one position, many copy-on-writes.
-  expect_same_responses(target_part(run(mixed, s, opts(1, 0, 64, 64))), alone, "block size 1");
+  expect_same_responses(target_part(run(mixed, s, engine_opts(1, 0, 64, 64))), alone, "block size 1");
 }
 
 // Launching a decode step while the one before it runs (its tokens fed on
@@ -176,8 +156,8 @@ TEST_F(EngineTest, LaunchAheadChangesNothing) {
   const auto prompts = prompts_of({3, 8, 1, 11, 6}, 5);
   SamplingOptions s = sampled(3, 16);
   s.eos_ids = {7, 19, 33};  // responses end at different steps
-  for (EngineOptions o : {opts(4, 0, 256, 4096), opts(4, 0, 5, 8), opts(1, 0, 64, 64),
-                          opts(4, model::kv_cache_bytes(config, 1, 12, 4), 64, 64)}) {
+  for (EngineOptions o : {engine_opts(4, 0, 256, 4096), engine_opts(4, 0, 5, 8), engine_opts(1, 0, 64, 64),
+                          engine_opts(4, model::kv_cache_bytes(config, 1, 12, 4), 64, 64)}) {
     const std::string what = cat("block size ", o.block_size, ", KV bytes ", o.kv_cache_bytes, ", seqs ",
                                  o.max_num_seqs, ", tokens ", o.max_batch_tokens);
     o.launch_ahead = false;
@@ -193,13 +173,13 @@ TEST_F(EngineTest, LaunchAheadChangesNothing) {
     EXPECT_EQ(last_stats.prefill_steps + last_stats.decode_steps, plain.scheduler.steps) << what;
   }
   // Unset, it is off on the CPU backend (nothing to overlap there).
-  run(prompts, s, opts(4, 0, 256, 4096));
+  run(prompts, s, engine_opts(4, 0, 256, 4096));
   EXPECT_EQ(last_stats.steps_ahead, 0);
 }
 
 TEST_F(EngineTest, APromptIsPrefilledOnceForAllItsSamples) {
   const auto prompts = prompts_of({10}, 5);
-  const RolloutBatch b = run(prompts, sampled(6, 5), opts(4, 0, 64, 4096));
+  const RolloutBatch b = run(prompts, sampled(6, 5), engine_opts(4, 0, 64, 4096));
   EXPECT_EQ(b.num_responses(), 6);
   EXPECT_EQ(last_stats.scheduler.prompt_positions, 10);
   EXPECT_EQ(last_stats.scheduler.preemptions, 0);
@@ -261,7 +241,7 @@ TEST_F(EngineTest, KvPoolComesFromTheBudget) {
     }
   }
   EXPECT_EQ(kv_blocks_for_budget(config, 1, 4, 10), 0);
-  GenerationEngine engine(*model, tp, ops::Ctx{}, opts(4, 100, 8, 8));
+  GenerationEngine engine(*model, tp, ops::Ctx{}, engine_opts(4, 100, 8, 8));
   try {
     engine.generate(prompts_of({3}, 8), greedy(1, 4));
     FAIL() << "no error";
@@ -271,7 +251,7 @@ TEST_F(EngineTest, KvPoolComesFromTheBudget) {
         << e.what();
   }
   // A budget of 2 blocks cannot hold 6 + 4 - 1 positions.
-  GenerationEngine small(*model, tp, ops::Ctx{}, opts(4, model::kv_cache_bytes(config, 1, 2, 4), 8, 8));
+  GenerationEngine small(*model, tp, ops::Ctx{}, engine_opts(4, model::kv_cache_bytes(config, 1, 2, 4), 8, 8));
   try {
     small.generate(prompts_of({6}, 8), greedy(1, 4));
     FAIL() << "no error";
@@ -282,7 +262,7 @@ TEST_F(EngineTest, KvPoolComesFromTheBudget) {
   }
   // A budget beyond what the process may use is refused by its key, before
   // the allocator fails (1 PiB: more than any machine or cgroup gives).
-  GenerationEngine huge(*model, tp, ops::Ctx{}, opts(4, size_t(1) << 50, 8, 8));
+  GenerationEngine huge(*model, tp, ops::Ctx{}, engine_opts(4, size_t(1) << 50, 8, 8));
   try {
     huge.generate(prompts_of({3}, 8), greedy(1, 4));
     FAIL() << "no error";
@@ -292,13 +272,13 @@ TEST_F(EngineTest, KvPoolComesFromTheBudget) {
         << e.what();
   }
   // The automatic budget: enough for the requests, all in flight.
-  run(prompts_of({5, 5, 5}, 9), sampled(2, 8), opts(4, 0, 256, 4096));
+  run(prompts_of({5, 5, 5}, 9), sampled(2, 8), engine_opts(4, 0, 256, 4096));
   EXPECT_EQ(last_stats.scheduler.preemptions, 0);
   EXPECT_GE(last_stats.num_blocks, 6 * 4);
   EXPECT_GT(last_stats.kv_cache_cap_bytes, size_t(0));  // the memory cap it read
   // A pinned cap (the trainer's, kept in checkpoints) bounds the automatic
   // pool instead of free memory: 7 blocks, so sequences wait or are preempted.
-  EngineOptions pinned = opts(4, 0, 256, 4096);
+  EngineOptions pinned = engine_opts(4, 0, 256, 4096);
   pinned.kv_cache_cap_bytes = model::kv_cache_bytes(config, 1, 7, 4);
   pinned.cuda_graphs = false;
   run(prompts_of({5, 5, 5}, 9), sampled(2, 8), pinned);
@@ -315,20 +295,20 @@ TEST_F(EngineTest, AdmitsByMemoryByDefault) {
   EXPECT_EQ(engine_seats(EngineOptions{}, 0, 4), 4);
   EXPECT_EQ(engine_seats(EngineOptions{}, 100000, 4), kAutoMaxNumSeqs);
   EXPECT_EQ(engine_seats(EngineOptions{}, 100000, 5000), 5000);
-  EXPECT_EQ(engine_seats(opts(4, 0, 8, 64), 40, 4), 8);
-  EXPECT_EQ(engine_seats(opts(4, 0, 2, 64), 40, 4), 4);
+  EXPECT_EQ(engine_seats(engine_opts(4, 0, 8, 64), 40, 4), 8);
+  EXPECT_EQ(engine_seats(engine_opts(4, 0, 2, 64), 40, 4), 4);
 
   const auto prompts = prompts_of({3, 8, 1, 11, 6, 2, 9, 5, 4, 7}, 13);
   SamplingOptions s = sampled(6, 14);
   s.eos_ids = {7, 19, 33};
-  const RolloutBatch wide = run(prompts, s, opts(4, 0, 4096, 4096));
+  const RolloutBatch wide = run(prompts, s, engine_opts(4, 0, 4096, 4096));
   // Every prompt is prefilled in the first step, then every response that
   // did not end at its first token decodes in the second.
   int64_t decoding = 0;
   for (int64_t r = 0; r < wide.num_responses(); ++r) decoding += wide.response_length(r) > 1;
   EXPECT_GT(decoding, 50);
   EXPECT_EQ(last_stats.scheduler.peak_running, decoding);
-  const RolloutBatch by_memory = run(prompts, s, opts(4, 0, 0, 4096));
+  const RolloutBatch by_memory = run(prompts, s, engine_opts(4, 0, 0, 4096));
   EXPECT_EQ(last_stats.scheduler.peak_running, decoding);
   EXPECT_EQ(last_stats.scheduler.preemptions, 0);
   // The same steps over the same batches: the same bits.
@@ -336,13 +316,13 @@ TEST_F(EngineTest, AdmitsByMemoryByDefault) {
   EXPECT_EQ(by_memory.sampling_logprobs, wide.sampling_logprobs);
   // The old default of 256 seats would have run the same here; 16 seats
   // queue the prompts, and the responses stay what they are.
-  expect_same_responses(run(prompts, s, opts(4, 0, 16, 4096)), wide, "16 seats");
+  expect_same_responses(run(prompts, s, engine_opts(4, 0, 16, 4096)), wide, "16 seats");
   EXPECT_LE(last_stats.scheduler.peak_running, 16);
 
   // A pool of 24 blocks of 4 positions holds a few sequences at a time:
   // the blocks bound how many run, and every response still completes.
   const size_t small = model::kv_cache_bytes(config, 1, 24, 4);
-  expect_same_responses(run(prompts, s, opts(4, small, 0, 4096)), wide, "24 blocks");
+  expect_same_responses(run(prompts, s, engine_opts(4, small, 0, 4096)), wide, "24 blocks");
   EXPECT_EQ(last_stats.num_blocks, 24);
   EXPECT_LE(last_stats.scheduler.peak_blocks, 24);
   EXPECT_LT(last_stats.scheduler.peak_running, 24);
@@ -350,7 +330,7 @@ TEST_F(EngineTest, AdmitsByMemoryByDefault) {
 }
 
 EngineOptions speculative(int64_t spec_tokens, int64_t max_running = 1 << 20) {
-  EngineOptions o = opts(4, 0, 0, 4096);
+  EngineOptions o = engine_opts(4, 0, 0, 4096);
   o.spec_tokens = spec_tokens;
   o.spec_max_running = max_running;
   return o;

@@ -14,22 +14,15 @@
 #include "dapo/parallel/comm.h"
 #include "dapo/rollout/engine.h"
 #include "model/model_test_util.h"
+#include "rollout/engine_test_util.h"
 #include "rollout/trainer_logprobs.h"
 
 namespace dapo::rollout {
 namespace {
 
+// This file's uids: its draws are its own.
 std::vector<PromptInput> prompts_of(const std::vector<int>& lengths, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::uniform_int_distribution<int32_t> id(0, 63);
-  std::vector<PromptInput> out;
-  for (size_t i = 0; i < lengths.size(); ++i) {
-    PromptInput p;
-    p.uid = 0x2000 + seed * 100 + i;
-    for (int t = 0; t < lengths[i]; ++t) p.ids.push_back(id(gen));
-    out.push_back(p);
-  }
-  return out;
+  return test::prompts_of(lengths, seed, 0x2000);
 }
 
 class EngineExactTest : public testing::Test {
@@ -63,15 +56,7 @@ class EngineExactTest : public testing::Test {
   }();
 };
 
-EngineOptions opts(int64_t block_size, size_t kv_cache_bytes, int64_t max_num_seqs, int64_t max_batch_tokens) {
-  EngineOptions o;
-  o.block_size = block_size;
-  o.kv_cache_bytes = kv_cache_bytes;
-  o.max_num_seqs = max_num_seqs;
-  o.max_batch_tokens = max_batch_tokens;
-  o.spec_tokens = 0;
-  return o;
-}
+using test::engine_opts;
 
 TEST_F(EngineExactTest, EngineLogprobsAreTheTrainersBitForBit) {
   model::ModelOptions mo;
@@ -85,20 +70,20 @@ TEST_F(EngineExactTest, EngineLogprobsAreTheTrainersBitForBit) {
   prompts[7].ids = prompts[2].ids;
   prompts[7].ids.push_back(5);
   prompts[3].ids.resize(8, 1);
-  EngineOptions spec = opts(4, 0, 0, 4096);
+  EngineOptions spec = engine_opts(4, 0, 0, 4096);
   spec.spec_tokens = 3;
   spec.spec_max_running = 64;
-  EngineOptions ahead = opts(4, 0, 0, 4096);
+  EngineOptions ahead = engine_opts(4, 0, 0, 4096);
   ahead.launch_ahead = true;
   const struct {
     const char* what;
     EngineOptions o;
   } cases[] = {
-      {"all at once", opts(4, 0, 0, 4096)},
-      {"one sequence at a time, 2-token steps", opts(4, 0, 1, 2)},
-      {"3 sequences, 5-token steps", opts(4, 0, 3, 5)},
-      {"8 blocks of 4: preemption", opts(4, model::kv_cache_bytes(config, 1, 8, 4), 64, 64)},
-      {"blocks of one position", opts(1, 0, 64, 64)},
+      {"all at once", engine_opts(4, 0, 0, 4096)},
+      {"one sequence at a time, 2-token steps", engine_opts(4, 0, 1, 2)},
+      {"3 sequences, 5-token steps", engine_opts(4, 0, 3, 5)},
+      {"8 blocks of 4: preemption", engine_opts(4, model::kv_cache_bytes(config, 1, 8, 4), 64, 64)},
+      {"blocks of one position", engine_opts(1, 0, 64, 64)},
       {"speculative rows", spec},
       {"launch ahead", ahead},
   };
@@ -120,7 +105,7 @@ TEST_F(EngineExactTest, EngineLogprobsAreTheTrainersBitForBit) {
     EXPECT_EQ(b.sampling_logprobs, first) << c.what;
   }
   // The update's own forward (forward_train) gives the same bits.
-  const RolloutBatch b = run(exact, prompts, opts(4, 0, 0, 4096));
+  const RolloutBatch b = run(exact, prompts, engine_opts(4, 0, 0, 4096));
   EXPECT_EQ(test::trainer_logprobs(exact, b, inv_t, 4, true), b.sampling_logprobs);
 }
 
@@ -137,7 +122,7 @@ TEST_F(EngineExactTest, Qwen3LogprobsAreTheTrainersBitForBit) {
   const auto prompts = prompts_of({7, 2, 12, 5, 9}, 6);
   const float inv_t = float(1.0 / sampling.temperature);
   std::vector<float> first;
-  for (const EngineOptions& o : {opts(4, 0, 0, 4096), opts(4, 0, 1, 3), opts(1, 0, 64, 64)}) {
+  for (const EngineOptions& o : {engine_opts(4, 0, 0, 4096), engine_opts(4, 0, 1, 3), engine_opts(1, 0, 64, 64)}) {
     const RolloutBatch b = run(exact, prompts, o);
     ASSERT_GT(b.total_response_tokens(), 50);
     EXPECT_EQ(test::trainer_logprobs(exact, b, inv_t, 4, false), b.sampling_logprobs);
@@ -151,7 +136,7 @@ TEST_F(EngineExactTest, Qwen3LogprobsAreTheTrainersBitForBit) {
 // the same tokens here, log-probs within fp32 rounding of each other.
 TEST_F(EngineExactTest, DefaultModeDiffersOnlyByRounding) {
   const model::Qwen2Model fast(*store, tp, model::ModelOptions{});
-  const RolloutBatch b = run(fast, prompts_of({7, 2, 12, 5}, 5), opts(4, 0, 0, 4096));
+  const RolloutBatch b = run(fast, prompts_of({7, 2, 12, 5}, 5), engine_opts(4, 0, 0, 4096));
   const float inv_t = float(1.0 / sampling.temperature);
   const std::vector<float> trainer = test::trainer_logprobs(fast, b, inv_t, 3, false);
   double max_diff = 0;
